@@ -1,0 +1,206 @@
+// The generic sampling loop, its two solver adapters and the trajectory file form.
+#include "sample/sampler_loop.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/error.h"
+#include "sample/cfg.h"
+#include "sample/euler.h"
+#include "sample/unipc.h"
+
+namespace avdit::sample {
+
+namespace {
+
+class UniPCStepper final : public Stepper {
+ public:
+  explicit UniPCStepper(std::vector<float> sigmas) : solver_(std::move(sigmas)) {}
+  Tensor step(const StepInfo& s, const Tensor& velocity, const Tensor& latent) override {
+    AVDIT_CHECK(s.index == solver_.step_index(), "UniPC stepper at step {} was asked for step {}",
+                solver_.step_index(), s.index);
+    return solver_.step(velocity, latent);
+  }
+
+ private:
+  FlowUniPC solver_;
+};
+
+class H3EulerStepper final : public Stepper {
+ public:
+  H3EulerStepper(std::vector<float> t, std::vector<float> ratio) : t_(std::move(t)), ratio_(std::move(ratio)) {
+    AVDIT_REQUIRE(t_.size() == ratio_.size(), "H3 Euler: {} timesteps but {} sigma ratios; expected equal",
+                  t_.size(), ratio_.size());
+  }
+  Tensor step(const StepInfo& s, const Tensor& velocity, const Tensor& latent) override {
+    AVDIT_REQUIRE(s.index >= 0 && static_cast<size_t>(s.index) < t_.size(),
+                  "H3 Euler: step {} is outside the schedule of {} steps", s.index, t_.size());
+    return h3_euler_step(latent, velocity, t_[s.index], ratio_[s.index]);
+  }
+
+ private:
+  std::vector<float> t_, ratio_;
+};
+
+std::string modality_name(const SamplerOptions& o, size_t m) {
+  return m < o.modalities.size() ? o.modalities[m] : fmt::format("modality {}", m);
+}
+
+// [n, ...shape] from n tensors of one shape.
+Tensor stack(const std::vector<Tensor>& parts) {
+  Shape shape = parts.front().shape();
+  shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
+  Tensor out = Tensor::empty(shape, DType::F32);
+  const int64_t n = parts.front().numel();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor p = parts[i].to_f32();
+    AVDIT_CHECK(p.shape() == parts.front().shape(), "stacking {} and {}", p.shape_str(),
+                parts.front().shape_str());
+    std::memcpy(out.f32() + static_cast<int64_t>(i) * n, p.f32(), static_cast<size_t>(n) * sizeof(float));
+  }
+  return out;
+}
+
+std::vector<Tensor> unstack(const Tensor& t) {
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < t.size(0); ++i) out.push_back(t.select(i).to_f32());
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Stepper> make_unipc_stepper(std::vector<float> sigmas) {
+  return std::make_unique<UniPCStepper>(std::move(sigmas));
+}
+
+std::unique_ptr<Stepper> make_h3_euler_stepper(std::vector<float> t, std::vector<float> ratio) {
+  return std::make_unique<H3EulerStepper>(std::move(t), std::move(ratio));
+}
+
+std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::unique_ptr<Stepper>>& steppers,
+                                int steps, const ModelFn& model, const SamplerOptions& o) {
+  const size_t nm = latents.size();
+  AVDIT_REQUIRE(steppers.size() == nm, "sampler: {} latents but {} solvers; expected one solver per modality", nm,
+                steppers.size());
+  if (const Trajectory* t = o.teacher) {
+    AVDIT_REQUIRE(t->steps() >= steps, "teacher trajectory has {} steps, expected at least {}", t->steps(), steps);
+    for (const auto& lat : t->latents)
+      AVDIT_REQUIRE(lat.size() == nm, "teacher trajectory has {} modalities per step, expected {}", lat.size(), nm);
+    for (size_t m = 0; m < nm; ++m)
+      AVDIT_REQUIRE(t->latents[0][m].shape() == latents[m].shape(),
+                    "teacher trajectory {} latent has shape {}, expected {}", modality_name(o, m),
+                    t->latents[0][m].shape_str(), latents[m].shape_str());
+  }
+  if (o.record) {
+    *o.record = Trajectory{};
+    o.record->modalities = o.modalities;
+    o.record->latents.push_back(latents);
+  }
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const StepInfo info{i, steps};
+    if (o.teacher) latents = o.teacher->latents[i];
+
+    ModelOut out = model(info, latents);
+    AVDIT_REQUIRE(out.cond.size() == nm, "step {}: the model returned {} velocities, expected {} (one per modality)",
+                  i, out.cond.size(), nm);
+    AVDIT_REQUIRE(out.uncond.empty() || out.uncond.size() == nm,
+                  "step {}: the model returned {} unconditional velocities, expected 0 or {}", i,
+                  out.uncond.size(), nm);
+    std::vector<Tensor> velocity(nm);
+    for (size_t m = 0; m < nm; ++m) {
+      AVDIT_REQUIRE(out.cond[m].shape() == latents[m].shape(),
+                    "step {}: the model's {} velocity has shape {}, expected the latent's {}", i,
+                    modality_name(o, m), out.cond[m].shape_str(), latents[m].shape_str());
+      const bool guided = !out.uncond.empty() && out.uncond[m].defined();
+      if (!guided) {
+        velocity[m] = out.cond[m].to_f32();
+      } else if (o.guide) {
+        velocity[m] = o.guide(static_cast<int>(m), info, out.cond[m], out.uncond[m], latents[m]);
+      } else {
+        AVDIT_REQUIRE(m < o.guidance.size(), "step {}: no guidance scale for {} (expected {} scales)", i,
+                      modality_name(o, m), nm);
+        velocity[m] = cfg_combine(out.cond[m], out.uncond[m], o.guidance[m]);
+      }
+    }
+    for (size_t m = 0; m < nm; ++m) latents[m] = steppers[m]->step(info, velocity[m], latents[m]);
+
+    if (o.record) {
+      o.record->latents.push_back(latents);
+      o.record->velocity.push_back(velocity);
+      if (o.record_model_out) o.record->model_out.push_back(std::move(out));
+    }
+    if (o.progress)
+      o.progress(i + 1, steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return latents;
+}
+
+TensorMap trajectory_to_tensors(const Trajectory& t) {
+  TensorMap out;
+  if (t.latents.empty()) return out;
+  for (size_t m = 0; m < t.latents.front().size(); ++m) {
+    const std::string name = m < t.modalities.size() ? t.modalities[m] : fmt::format("m{}", m);
+    auto column = [m](const auto& rows) {
+      std::vector<Tensor> col;
+      for (const auto& r : rows) col.push_back(r[m]);
+      return col;
+    };
+    out["latents_" + name] = stack(column(t.latents));
+    if (!t.velocity.empty()) out["velocity_" + name] = stack(column(t.velocity));
+    if (!t.model_out.empty()) {
+      std::vector<Tensor> cond, uncond;
+      for (const auto& mo : t.model_out) {
+        cond.push_back(mo.cond[m]);
+        if (!mo.uncond.empty() && mo.uncond[m].defined()) uncond.push_back(mo.uncond[m]);
+      }
+      out["cond_" + name] = stack(cond);
+      if (uncond.size() == cond.size()) out["uncond_" + name] = stack(uncond);
+    }
+  }
+  return out;
+}
+
+Trajectory trajectory_from_tensors(const TensorMap& tensors, const std::vector<std::string>& modalities) {
+  Trajectory t;
+  t.modalities = modalities;
+  auto find = [&](const std::string& name) -> const Tensor* {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+  };
+  for (size_t m = 0; m < modalities.size(); ++m) {
+    const Tensor* lat = find("latents_" + modalities[m]);
+    AVDIT_REQUIRE(lat, "trajectory: tensor latents_{} is missing (expected [steps + 1, ...latent shape])",
+                  modalities[m]);
+    AVDIT_REQUIRE(lat->ndim() >= 1 && lat->size(0) >= 1, "trajectory: latents_{} has shape {}, expected [steps + 1, ...]",
+                  modalities[m], lat->shape_str());
+    const auto rows = unstack(*lat);
+    if (m == 0) t.latents.resize(rows.size());
+    AVDIT_REQUIRE(rows.size() == t.latents.size(), "trajectory: latents_{} has {} entries but latents_{} has {}",
+                  modalities[m], rows.size(), modalities[0], t.latents.size());
+    for (size_t k = 0; k < rows.size(); ++k) t.latents[k].push_back(rows[k]);
+    const size_t steps = rows.size() - 1;
+    auto per_step = [&](const std::string& name) -> std::vector<Tensor> {
+      const Tensor* x = find(name);
+      if (!x) return {};
+      AVDIT_REQUIRE(x->ndim() >= 1 && static_cast<size_t>(x->size(0)) == steps,
+                    "trajectory: {} has shape {}, expected [{}, ...] (one entry per step)", name, x->shape_str(), steps);
+      return unstack(*x);
+    };
+    if (auto v = per_step("velocity_" + modalities[m]); !v.empty()) {
+      t.velocity.resize(steps);
+      for (size_t k = 0; k < steps; ++k) t.velocity[k].push_back(v[k]);
+    }
+    if (auto c = per_step("cond_" + modalities[m]); !c.empty()) {
+      auto u = per_step("uncond_" + modalities[m]);
+      t.model_out.resize(steps);
+      for (size_t k = 0; k < steps; ++k) {
+        t.model_out[k].cond.push_back(c[k]);
+        t.model_out[k].uncond.push_back(u.empty() ? Tensor() : u[k]);
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace avdit::sample
