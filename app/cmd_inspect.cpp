@@ -1,0 +1,241 @@
+// `avdit inspect PATH`: what a checkpoint (file, shard index or model folder) or a config alone
+// holds: tensors grouped by block, dtypes, parameters and bytes, the detected family and config.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "commands.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/family.h"
+
+namespace avdit::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// "block.layers.12.attention.x" -> ("block.layers.{i}.attention.x", 12); one index per name.
+std::pair<std::string, int64_t> group_of(const std::string& name) {
+  std::string out;
+  int64_t index = -1;
+  size_t i = 0;
+  while (i < name.size()) {
+    const bool at_part = i == 0 || name[i - 1] == '.';
+    size_t j = i;
+    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    if (at_part && j > i && (j == name.size() || name[j] == '.') && index < 0) {
+      index = std::stoll(name.substr(i, j - i));
+      out += "{i}";
+      i = j;
+    } else {
+      out += name[i++];
+    }
+  }
+  return {out, index};
+}
+
+std::string human(double v, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "G", "T"};
+  int p = 0;
+  while (std::abs(v) >= 1000 && p < 4) {
+    v /= 1000;
+    ++p;
+  }
+  return fmt::format("{:.{}f} {}{}", v, p == 0 ? 0 : 2, prefixes[p], unit);
+}
+
+struct Summary {
+  std::map<std::string, int64_t> params_by_dtype, bytes_by_dtype;
+  int64_t params = 0, bytes = 0, tensors = 0;
+  struct Group {
+    std::set<int64_t> indices;
+    std::set<std::string> dtypes, shapes;
+    int64_t params = 0;
+  };
+  std::map<std::string, Group> groups;
+
+  void add(const std::string& name, DType dtype, const Shape& shape) {
+    const int64_t n = shape_numel(shape), b = dtype_nbytes(dtype, n);
+    params += n;
+    bytes += b;
+    ++tensors;
+    params_by_dtype[std::string(dtype_name(dtype))] += n;
+    bytes_by_dtype[std::string(dtype_name(dtype))] += b;
+    const auto [g, idx] = group_of(name);
+    Group& gr = groups[g];
+    if (idx >= 0) gr.indices.insert(idx);
+    gr.dtypes.insert(std::string(dtype_name(dtype)));
+    gr.shapes.insert(shape_str(shape));
+    gr.params += n;
+  }
+
+  json to_json() const {
+    json j = {{"tensors", tensors}, {"params", params}, {"bytes", bytes},
+              {"params_by_dtype", params_by_dtype}, {"bytes_by_dtype", bytes_by_dtype}};
+    json gs = json::array();
+    for (const auto& [name, g] : groups)
+      gs.push_back({{"name", name}, {"count", std::max<size_t>(1, g.indices.size())}, {"params", g.params},
+                    {"dtypes", g.dtypes}, {"shapes", g.shapes}});
+    j["groups"] = gs;
+    return j;
+  }
+
+  void print(std::ostream& os) const {
+    os << fmt::format("{} tensors, {} parameters, {}\n", tensors, human(static_cast<double>(params), ""),
+                      human(static_cast<double>(bytes), "B"));
+    os << "\n| dtype | parameters | bytes |\n|---|---:|---:|\n";
+    for (const auto& [d, n] : params_by_dtype)
+      os << fmt::format("| {} | {} | {} |\n", d, n, bytes_by_dtype.at(d));
+    os << "\n| tensor ({i} = block index) | blocks | dtype | shape | parameters |\n|---|---:|---|---|---:|\n";
+    for (const auto& [name, g] : groups) {
+      std::string shapes, dtypes;
+      for (const auto& s : g.shapes) shapes += (shapes.empty() ? "" : " ") + s;
+      for (const auto& d : g.dtypes) dtypes += (dtypes.empty() ? "" : " ") + d;
+      os << fmt::format("| {} | {} | {} | {} | {} |\n", name, g.indices.empty() ? std::string("-")
+                        : std::to_string(g.indices.size()), dtypes, shapes, g.params);
+    }
+  }
+};
+
+// The config that goes with PATH: the file itself (a .json that is not an index), or config.json
+// beside the weights.
+std::optional<json> config_for(const fs::path& path, const Checkpoint* ckpt) {
+  if (ckpt && ckpt->config()) return *ckpt->config();
+  if (fs::is_regular_file(path) && path.extension() == ".json" &&
+      !path.filename().string().ends_with(".index.json"))
+    return read_json(path);
+  const fs::path beside = (fs::is_directory(path) ? path : path.parent_path()) / "config.json";
+  if (fs::exists(beside)) return read_json(beside);
+  return std::nullopt;
+}
+
+bool has_weights(const fs::path& path) {
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::directory_iterator(path)) {
+      const auto n = e.path().filename().string();
+      if (n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")) return true;
+    }
+    return false;
+  }
+  const auto n = path.filename().string();
+  return n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json");
+}
+
+// A shard index next to a config (the official layout ships one even without the weights).
+std::optional<json> index_beside(const fs::path& path) {
+  const fs::path dir = fs::is_directory(path) ? path : path.parent_path();
+  if (!fs::exists(dir)) return std::nullopt;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().ends_with(".safetensors.index.json")) return read_json(e.path());
+  return std::nullopt;
+}
+
+}  // namespace
+
+Run add_inspect(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "inspect",
+      "Show what a checkpoint or config holds: tensors grouped by block, dtypes, parameter counts\n"
+      "and bytes, the model family and its config. PATH is a .safetensors file, a\n"
+      "*.safetensors.index.json, a model folder, or a config .json alone (then the counts are\n"
+      "those the config implies).");
+  auto path = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_option("PATH", *path, "Checkpoint file, shard index, model folder or config")->required();
+  cmd->add_flag("--json", *as_json, "Print one JSON object instead of tables");
+  return [=]() {
+    const fs::path p(*path);
+    AVDIT_REQUIRE(fs::exists(p), "{}: no such file or folder", p.string());
+    json out = {{"path", p.string()}};
+    std::optional<Checkpoint> ckpt;
+    if (has_weights(p)) ckpt = Checkpoint::open(p);
+    const std::optional<json> config = config_for(p, ckpt ? &*ckpt : nullptr);
+    std::optional<std::string> family;
+    std::string family_source;
+    if (config) {
+      family = models::detect_family(*config);
+      family_source = "config";
+    }
+    if (!family && ckpt) {
+      family = models::detect_family_from_names(ckpt->names());
+      family_source = "tensor names";
+    }
+    out["family"] = family ? json(*family) : json(nullptr);
+    if (config) out["config"] = *config;
+
+    Summary weights;
+    if (ckpt) {
+      for (const auto& f : ckpt->files())
+        for (const auto& t : f->tensors())
+          if (ckpt->contains(t.name)) weights.add(t.name, t.dtype, t.shape);
+      out["checkpoint"] = weights.to_json();
+      out["checkpoint"]["files"] = ckpt->files().size();
+    }
+    std::optional<models::FamilyReport> report;
+    Summary implied;
+    if (family && config) report = models::describe_family(*family, *config);
+    if (report) {
+      for (const auto& t : report->tensors) implied.add(t.name, t.dtype, t.shape);
+      out["implied_by_config"] = implied.to_json();
+      json facts = json::object();
+      for (const auto& [k, v] : report->facts) facts[k] = v;
+      out["facts"] = facts;
+      if (ckpt) {
+        std::vector<std::string> missing, misshapen;
+        for (const auto& t : report->tensors) {
+          if (!ckpt->contains(t.name)) missing.push_back(t.name);
+          else if (ckpt->info(t.name).shape != t.shape) misshapen.push_back(t.name);
+        }
+        out["config_vs_checkpoint"] = {{"missing", missing}, {"misshapen", misshapen}};
+      }
+    }
+    const std::optional<json> index = ckpt ? std::nullopt : index_beside(p);
+    if (index && index->contains("metadata") && (*index)["metadata"].contains("total_size")) {
+      out["index_total_size"] = (*index)["metadata"]["total_size"];
+      out["index_tensors"] = (*index)["weight_map"].size();
+    }
+
+    if (*as_json) {
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << "# " << p.string() << "\n\n";
+    std::cout << "family: " << (family ? *family + " (from " + family_source + ")" : "unknown") << "\n";
+    if (report)
+      for (const auto& [k, v] : report->facts) std::cout << k << ": " << v << "\n";
+    if (report) {
+      std::cout << "\nimplied by the config: ";
+      implied.print(std::cout);
+    }
+    if (index && out.contains("index_total_size"))
+      std::cout << fmt::format("\nshard index beside the config: {} tensors, total_size {} bytes{}\n",
+                               out["index_tensors"].get<int64_t>(), out["index_total_size"].get<int64_t>(),
+                               report ? (implied.bytes == out["index_total_size"].get<int64_t>()
+                                             ? " (matches the config exactly)"
+                                             : fmt::format(" (the config implies {} bytes)", implied.bytes))
+                                      : "");
+    if (ckpt) {
+      std::cout << fmt::format("\ncheckpoint ({} file{}): ", ckpt->files().size(), ckpt->files().size() == 1 ? "" : "s");
+      weights.print(std::cout);
+      if (out.contains("config_vs_checkpoint")) {
+        const auto& cv = out["config_vs_checkpoint"];
+        if (cv["missing"].empty() && cv["misshapen"].empty())
+          std::cout << "\nevery tensor the config implies is present with the expected shape\n";
+        for (const auto& n : cv["missing"]) std::cout << "missing: " << n.get<std::string>() << "\n";
+        for (const auto& n : cv["misshapen"]) std::cout << "wrong shape: " << n.get<std::string>() << "\n";
+      }
+    }
+    if (config && !report) {
+      std::cout << "\nconfig:\n" << config->dump(2) << "\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace avdit::app

@@ -1,0 +1,19 @@
+// The avdit subcommands: each file app/cmd_<name>.cpp adds one subcommand to the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace avdit::app {
+
+// Each add_* registers a subcommand and returns the function to run when it was chosen; the
+// function returns the process exit code.
+using Run = std::function<int()>;
+
+Run add_inspect(CLI::App& app);
+Run add_forward(CLI::App& app);
+Run add_init(CLI::App& app);
+Run add_generate(CLI::App& app);
+
+}  // namespace avdit::app

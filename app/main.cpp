@@ -1,0 +1,53 @@
+// avdit: the command-line entry point. Subcommands live in cmd_*.cpp; errors become one line on
+// stderr and an exit code (0 ok, 1 runtime failure, 2 bad usage or bad input).
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "avdit runs audio-video diffusion transformers (MAGI-2 Preview, MiniMax-H3) and measures what\n"
+      "each speed or memory knob costs in quality.\n\n"
+      "Start with:  avdit inspect MODEL_DIR        (what a checkpoint or config holds)\n"
+      "             avdit generate --help          (sample latents from text states)",
+      "avdit"};
+  app.require_subcommand(1);
+  int verbose = 0;
+  bool quiet = false;
+  app.add_flag("-v,--verbose", verbose, "More log output (-vv for debug)");
+  app.add_flag("-q,--quiet", quiet, "Only errors");
+  std::vector<std::pair<CLI::App*, avdit::app::Run>> runs;
+  auto add = [&](avdit::app::Run (*f)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    avdit::app::Run r = f(app);
+    runs.emplace_back(app.get_subcommands({})[before], std::move(r));
+  };
+  add(avdit::app::add_inspect);
+  add(avdit::app::add_forward);
+  add(avdit::app::add_init);
+  add(avdit::app::add_generate);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  avdit::log::set_level(quiet ? avdit::log::Level::Error
+                        : verbose >= 2 ? avdit::log::Level::Debug
+                                       : avdit::log::Level::Info);
+  try {
+    for (auto& [sub, run] : runs)
+      if (sub->parsed()) return run();
+  } catch (const avdit::Error& e) {
+    std::fprintf(stderr, "avdit: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "avdit: error: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,384 @@
+// safetensors reader, checkpoint folders and writer (see safetensors.h).
+// The format: 8 bytes little-endian header length N, N bytes of JSON, then the data section.
+// Each tensor entry is {"dtype", "shape", "data_offsets": [begin, end]} relative to the data
+// section; entries must tile the data section exactly, in order, with no gap or overlap.
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace avdit {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The Python implementation refuses headers above 100 MB; so do we.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+std::shared_ptr<const void> map_file(const fs::path& path, uint64_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw BadInput(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw BadInput(fmt::format("{}: not a regular file", path.string()));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  if (*size == 0) {
+    ::close(fd);
+    return std::shared_ptr<const void>(new char[1], [](const void* p) { delete[] static_cast<const char*>(p); });
+  }
+  void* p = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED)
+    throw BadInput(fmt::format("{}: cannot map: {}", path.string(), std::strerror(errno)));
+  const uint64_t bytes = *size;
+  return std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
+}
+
+}  // namespace
+
+std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
+  auto f = std::make_shared<SafetensorsFile>();
+  f->path_ = path;
+  uint64_t size = 0;
+  f->mapping_ = map_file(path, &size);
+  const std::string where = path.string();
+  const auto* bytes = static_cast<const unsigned char*>(f->mapping_.get());
+  AVDIT_REQUIRE(size >= 8, "{}: truncated: {} bytes, a safetensors file needs at least 8", where, size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  AVDIT_REQUIRE(n <= kMaxHeaderBytes, "{}: header length {} exceeds the {}-byte limit (not a safetensors file?)",
+                where, n, kMaxHeaderBytes);
+  AVDIT_REQUIRE(8 + n <= size, "{}: truncated: header says {} bytes but the file has only {} after the length",
+                where, n, size - 8);
+  const char* header = reinterpret_cast<const char*>(bytes + 8);
+  AVDIT_REQUIRE(n >= 2 && header[0] == '{', "{}: header is not a JSON object", where);
+  json j;
+  try {
+    j = json::parse(header, header + n);
+  } catch (const json::parse_error& e) {
+    throw BadInput(fmt::format("{}: malformed header JSON: {}", where, e.what()));
+  }
+  AVDIT_REQUIRE(j.is_object(), "{}: header is not a JSON object", where);
+  const uint64_t data_size = size - 8 - n;
+  f->data_ = header + n;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const json& e = it.value();
+    if (name == "__metadata__") {
+      AVDIT_REQUIRE(e.is_object(), "{}: __metadata__ must be an object of strings", where);
+      for (auto m = e.begin(); m != e.end(); ++m) {
+        AVDIT_REQUIRE(m.value().is_string(), "{}: __metadata__['{}'] is not a string", where, m.key());
+        f->metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    AVDIT_REQUIRE(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"),
+                  "{}: tensor '{}': entry needs dtype, shape and data_offsets", where, name);
+    AVDIT_REQUIRE(e["dtype"].is_string(), "{}: tensor '{}': dtype is not a string", where, name);
+    const std::string dname = e["dtype"].get<std::string>();
+    const auto dtype = dtype_from_name(dname);
+    AVDIT_REQUIRE(dtype.has_value(), "{}: tensor '{}': unknown dtype '{}'", where, name, dname);
+    AVDIT_REQUIRE(e["shape"].is_array(), "{}: tensor '{}': shape is not an array", where, name);
+    Shape shape;
+    // Overflow-safe element count: every product stays below 2^62.
+    uint64_t numel = 1;
+    for (const auto& d : e["shape"]) {
+      AVDIT_REQUIRE(d.is_number_unsigned(), "{}: tensor '{}': shape has a non-integer or negative dimension",
+                    where, name);
+      const uint64_t v = d.get<uint64_t>();
+      AVDIT_REQUIRE(v == 0 || numel <= (uint64_t{1} << 62) / v, "{}: tensor '{}': shape too large", where, name);
+      numel *= v;
+      shape.push_back(static_cast<int64_t>(v));
+    }
+    const json& off = e["data_offsets"];
+    AVDIT_REQUIRE(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+                  "{}: tensor '{}': data_offsets must be two non-negative integers", where, name);
+    const uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
+    AVDIT_REQUIRE(b <= en && en <= data_size,
+                  "{}: tensor '{}': data_offsets [{}, {}] fall outside the {}-byte data section (truncated file?)",
+                  where, name, b, en, data_size);
+    const uint64_t expect = static_cast<uint64_t>(dtype_nbytes(*dtype, static_cast<int64_t>(numel)));
+    AVDIT_REQUIRE(en - b == expect, "{}: tensor '{}': {} bytes for {} {} elements of shape {}, expected {}",
+                  where, name, en - b, numel, dname, shape_str(shape), expect);
+    f->tensors_.push_back({name, *dtype, std::move(shape), b, en});
+  }
+  std::sort(f->tensors_.begin(), f->tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t cursor = 0;
+  for (const auto& t : f->tensors_) {
+    AVDIT_REQUIRE(t.begin == cursor, "{}: tensor '{}': data starts at {} but the previous tensor ends at {} "
+                  "(overlapping or non-contiguous offsets)", where, t.name, t.begin, cursor);
+    cursor = t.end;
+  }
+  AVDIT_REQUIRE(cursor == data_size, "{}: the tensors cover {} bytes but the data section has {} "
+                "(trailing bytes or a truncated file)", where, cursor, data_size);
+  for (size_t i = 0; i < f->tensors_.size(); ++i) f->index_[f->tensors_[i].name] = i;
+  return f;
+}
+
+const TensorInfo* SafetensorsFile::find(std::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Tensor SafetensorsFile::view(const TensorInfo& info, uint64_t byte_begin, Shape shape) const {
+  const char* p = data_ + info.begin + byte_begin;
+  const size_t align = static_cast<size_t>(std::max(1, dtype_bits(info.dtype) / 8));
+  if (reinterpret_cast<uintptr_t>(p) % align != 0) {
+    // The format does not promise alignment; copy rather than read misaligned words.
+    return Tensor::from_data(std::move(shape), info.dtype, p);
+  }
+  return Tensor::wrap(mapping_, p, std::move(shape), info.dtype);
+}
+
+Tensor SafetensorsFile::get(std::string_view name) const {
+  const TensorInfo* info = find(name);
+  AVDIT_REQUIRE(info, "{}: no tensor named '{}'", path_.string(), name);
+  return view(*info, 0, info->shape);
+}
+
+Tensor SafetensorsFile::get_rows(std::string_view name, int64_t begin, int64_t end) const {
+  const TensorInfo* info = find(name);
+  AVDIT_REQUIRE(info, "{}: no tensor named '{}'", path_.string(), name);
+  AVDIT_REQUIRE(!info->shape.empty() && 0 <= begin && begin <= end && end <= info->shape[0],
+                "{}: tensor '{}' of shape {}: rows [{}, {}) out of range", path_.string(), name,
+                shape_str(info->shape), begin, end);
+  Shape shape = info->shape;
+  const int64_t row = shape_numel(Shape(shape.begin() + 1, shape.end()));
+  shape[0] = end - begin;
+  AVDIT_REQUIRE((row * begin * dtype_bits(info->dtype)) % 8 == 0,
+                "{}: tensor '{}': rows [{}, {}) do not start on a byte", path_.string(), name, begin, end);
+  return view(*info, static_cast<uint64_t>(dtype_nbytes(info->dtype, row * begin)), std::move(shape));
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  AVDIT_REQUIRE(in.good(), "{}: cannot open", path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw BadInput(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
+  }
+}
+
+Checkpoint Checkpoint::open(const fs::path& path) {
+  Checkpoint c;
+  c.source_ = path;
+  AVDIT_REQUIRE(fs::exists(path), "{}: no such file or folder", path.string());
+  fs::path index;
+  std::vector<fs::path> shards;
+  if (fs::is_directory(path)) {
+    c.dir_ = path;
+    if (fs::exists(path / "config.json")) c.config_ = read_json(path / "config.json");
+    std::vector<fs::path> indexes, files;
+    for (const auto& e : fs::directory_iterator(path)) {
+      const std::string n = e.path().filename().string();
+      if (n.ends_with(".safetensors.index.json")) indexes.push_back(e.path());
+      if (n.ends_with(".safetensors")) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (fs::exists(path / "model.safetensors")) {
+      shards = {path / "model.safetensors"};
+    } else if (indexes.size() == 1) {
+      index = indexes[0];
+    } else if (indexes.size() > 1) {
+      throw BadInput(fmt::format("{}: {} shard indexes; point at the one to use", path.string(), indexes.size()));
+    } else {
+      // Fall back to every safetensors file in the folder (e.g. diffusion_pytorch_model.safetensors).
+      shards = files;
+    }
+    AVDIT_REQUIRE(!index.empty() || !shards.empty(), "{}: no .safetensors files and no index in this folder",
+                  path.string());
+  } else if (path.filename().string().ends_with(".json")) {
+    index = path;
+    c.dir_ = path.parent_path();
+  } else {
+    shards = {path};
+    c.dir_ = path.parent_path();
+  }
+  if (!index.empty()) {
+    const json j = read_json(index);
+    AVDIT_REQUIRE(j.contains("weight_map") && j["weight_map"].is_object(), "{}: no weight_map object",
+                  index.string());
+    std::map<std::string, size_t> shard_ids;
+    std::vector<std::pair<std::string, std::string>> entries;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      AVDIT_REQUIRE(it.value().is_string(), "{}: weight_map['{}'] is not a file name", index.string(), it.key());
+      entries.emplace_back(it.key(), it.value().get<std::string>());
+    }
+    for (const auto& [name, shard] : entries) {
+      if (shard_ids.count(shard)) continue;
+      const fs::path p = index.parent_path() / shard;
+      AVDIT_REQUIRE(fs::exists(p), "{}: shard '{}' (holding tensor '{}') is missing on disk", index.string(),
+                    shard, name);
+      shard_ids[shard] = c.files_.size();
+      c.files_.push_back(SafetensorsFile::open(p));
+    }
+    for (const auto& [name, shard] : entries) {
+      const size_t fi = shard_ids[shard];
+      AVDIT_REQUIRE(c.files_[fi]->find(name), "{}: the index puts tensor '{}' in '{}', which lacks it",
+                    index.string(), name, shard);
+      c.where_[name] = fi;
+    }
+  } else {
+    for (const auto& p : shards) {
+      const size_t fi = c.files_.size();
+      c.files_.push_back(SafetensorsFile::open(p));
+      for (const auto& t : c.files_.back()->tensors()) {
+        AVDIT_REQUIRE(!c.where_.count(t.name), "{}: tensor '{}' appears in two files", path.string(), t.name);
+        c.where_[t.name] = fi;
+      }
+    }
+  }
+  return c;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : where_) out.push_back(n);
+  return out;
+}
+
+bool Checkpoint::contains(std::string_view name) const { return where_.find(name) != where_.end(); }
+
+const SafetensorsFile& Checkpoint::file_of(std::string_view name) const {
+  const auto it = where_.find(name);
+  AVDIT_REQUIRE(it != where_.end(), "{}: checkpoint lacks tensor '{}'", source_.string(), name);
+  return *files_[it->second];
+}
+
+const TensorInfo& Checkpoint::info(std::string_view name) const { return *file_of(name).find(name); }
+Tensor Checkpoint::get(std::string_view name) const { return file_of(name).get(name); }
+Tensor Checkpoint::get_rows(std::string_view name, int64_t begin, int64_t end) const {
+  return file_of(name).get_rows(name, begin, end);
+}
+
+Tensor Checkpoint::require(std::string_view name, const Shape& expected, std::optional<DType> dtype) const {
+  const SafetensorsFile& f = file_of(name);
+  const TensorInfo& i = *f.find(name);
+  AVDIT_REQUIRE(i.shape == expected, "{}: tensor '{}' has shape {}, the model expects {} (config and checkpoint disagree?)",
+                f.path().string(), name, shape_str(i.shape), shape_str(expected));
+  AVDIT_REQUIRE(!dtype || i.dtype == *dtype, "{}: tensor '{}' has dtype {}, the model expects {}", f.path().string(),
+                name, dtype_name(i.dtype), dtype_name(*dtype));
+  return f.get(name);
+}
+
+TensorMap read_all(const fs::path& path) {
+  const auto f = SafetensorsFile::open(path);
+  TensorMap out;
+  for (const auto& t : f->tensors()) out[t.name] = f->get(t.name);
+  return out;
+}
+
+namespace {
+
+std::string header_for(const std::vector<TensorDecl>& decls, const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const auto& d : decls) {
+    AVDIT_CHECK(d.dtype != DType::E2M1, "tensor '{}': E2M1 is stored as U8 pairs in files", d.name);
+    const auto bytes = static_cast<uint64_t>(dtype_nbytes(d.dtype, shape_numel(d.shape)));
+    h[d.name] = {{"dtype", dtype_name(d.dtype)}, {"shape", d.shape}, {"data_offsets", {off, off + bytes}}};
+    off += bytes;
+  }
+  std::string s = h.dump();
+  s.resize((s.size() + 7) / 8 * 8, ' ');  // pad so the data section starts 8-byte aligned
+  return s;
+}
+
+// Streams tensors into `path` through a temporary file; `make(i)` returns tensor i.
+void write_file(const fs::path& path, const std::vector<TensorDecl>& decls,
+                const std::function<Tensor(size_t)>& make, const std::map<std::string, std::string>& metadata) {
+  const std::string header = header_for(decls, metadata);
+  const fs::path tmp = path.string() + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw RuntimeFailure(fmt::format("{}: cannot write: {}", tmp.string(), std::strerror(errno)));
+  bool ok = true;
+  try {
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    for (size_t i = 0; ok && i < decls.size(); ++i) {
+      const Tensor t = make(i);
+      AVDIT_CHECK(t.device() == Device::CPU && t.dtype() == decls[i].dtype && t.shape() == decls[i].shape,
+                  "write: tensor '{}' is {} {}, declared {} {}", decls[i].name, dtype_name(t.dtype()),
+                  t.shape_str(), dtype_name(decls[i].dtype), shape_str(decls[i].shape));
+      const auto n = static_cast<size_t>(t.nbytes());
+      ok = n == 0 || std::fwrite(t.raw(), 1, n, f) == n;
+    }
+  } catch (...) {
+    std::fclose(f);
+    fs::remove(tmp);
+    throw;
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    fs::remove(tmp);
+    throw RuntimeFailure(fmt::format("{}: write failed (disk full?)", path.string()));
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorDecl> decls;
+  for (const auto& [name, t] : tensors) decls.push_back({name, t.shape(), t.dtype()});
+  write_file(path, decls, [&](size_t i) { return tensors[i].second; }, metadata);
+}
+
+void write_safetensors(const fs::path& path, const TensorMap& tensors, const std::map<std::string, std::string>& metadata) {
+  write_safetensors(path, std::vector<std::pair<std::string, Tensor>>(tensors.begin(), tensors.end()), metadata);
+}
+
+void write_checkpoint_sharded(const fs::path& dir, const std::vector<TensorDecl>& decls,
+                              const std::function<Tensor(const TensorDecl&)>& make, int64_t max_shard_bytes) {
+  fs::create_directories(dir);
+  std::vector<std::vector<size_t>> shards(1);
+  int64_t used = 0, total = 0;
+  for (size_t i = 0; i < decls.size(); ++i) {
+    const int64_t b = dtype_nbytes(decls[i].dtype, shape_numel(decls[i].shape));
+    if (used > 0 && used + b > max_shard_bytes) {
+      shards.emplace_back();
+      used = 0;
+    }
+    shards.back().push_back(i);
+    used += b;
+    total += b;
+  }
+  auto write_shard = [&](const fs::path& p, const std::vector<size_t>& ids) {
+    std::vector<TensorDecl> d;
+    for (size_t i : ids) d.push_back(decls[i]);
+    write_file(p, d, [&](size_t k) { return make(d[k]); }, {{"format", "pt"}});
+  };
+  if (shards.size() == 1) {
+    write_shard(dir / "model.safetensors", shards[0]);
+    return;
+  }
+  json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    write_shard(dir / name, shards[s]);
+    for (size_t i : shards[s]) index["weight_map"][decls[i].name] = name;
+  }
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2) << "\n";
+}
+
+}  // namespace avdit
