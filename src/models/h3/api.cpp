@@ -1,0 +1,190 @@
+// forward_from_inputs and velocity: unpacked latents -> packing -> H3Model::forward -> unpacked
+// outputs. Only the unpacked tensors are read; the fixture's packed tensors are for debugging.
+#include "models/h3/api.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/h3/packing.h"
+#include "ops/ops.h"
+
+namespace avdit::models::h3 {
+namespace {
+
+const Tensor* find(const TensorMap& m, const char* name) {
+  auto it = m.find(name);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+const Tensor& need(const TensorMap& m, const char* name) {
+  const Tensor* t = find(m, name);
+  AVDIT_REQUIRE(t != nullptr, "H3 inputs: missing tensor '{}'", name);
+  return *t;
+}
+
+float scalar(const Tensor& t, const char* name) {
+  AVDIT_REQUIRE(t.numel() == 1, "H3 inputs: '{}' must hold one value, found shape {}", name,
+                t.shape_str());
+  return t.to_f32().f32()[0];
+}
+
+std::vector<int64_t> int_list(const Tensor& t, const char* name) {
+  AVDIT_REQUIRE(t.ndim() == 1 && (t.dtype() == DType::I64 || t.dtype() == DType::I32),
+                "H3 inputs: '{}' must be a 1-D I64 tensor, found {} {}", name,
+                dtype_name(t.dtype()), t.shape_str());
+  const Tensor v = t.to(DType::I64);
+  return {v.data<int64_t>(), v.data<int64_t>() + v.numel()};
+}
+
+// t for one modality: t_<m> when given, else 1 - sigma_<m>.
+float timestep_input(const TensorMap& in, const char* t_name, const char* sigma_name) {
+  if (const Tensor* t = find(in, t_name)) return scalar(*t, t_name);
+  const Tensor* s = find(in, sigma_name);
+  AVDIT_REQUIRE(s != nullptr, "H3 inputs: need '{}' or '{}'", t_name, sigma_name);
+  return timestep_from_sigma(scalar(*s, sigma_name));
+}
+
+Tensor ints(const std::vector<int64_t>& v, DType dtype = DType::I64) {
+  return Tensor::from_data({static_cast<int64_t>(v.size())}, DType::I64, v.data()).to(dtype);
+}
+
+Tensor bools(const std::vector<uint8_t>& v) {
+  return Tensor::from_data({static_cast<int64_t>(v.size())}, DType::Bool, v.data());
+}
+
+struct Problem {
+  PackedLayout layout;
+  PackedTimesteps timesteps;
+  Tensor video_rows;  // [n_img, 96]: keyframe rows, then target rows
+  Tensor audio_rows;  // [2 T_a, 32]
+};
+
+// Checks the latents against the config and builds the packed problem.
+Problem make_problem(const H3Config& c, const Tensor& video_latent_any,
+                     const Tensor& audio_latent_any, int64_t text_len, float t_video,
+                     float t_audio, const std::vector<int64_t>& text_tags,
+                     const Tensor& cond_latent_any, const std::vector<int64_t>& keyframes) {
+  const Tensor video = video_latent_any.to_f32();
+  const Tensor audio = audio_latent_any.to_f32();
+  AVDIT_REQUIRE(video.ndim() == 5 && video.size(0) == 1 && video.size(1) == c.latents_dim,
+                "H3: video_latent must be [1, {}, T, H, W], found {}", c.latents_dim,
+                video.shape_str());
+  AVDIT_REQUIRE(audio.ndim() == 3 && audio.size(0) == kAudioChannels &&
+                    audio.size(1) == c.audio_latents_dim,
+                "H3: audio_latent must be [2, {}, T_audio], found {}", c.audio_latents_dim,
+                audio.shape_str());
+  Problem p;
+  p.layout = pack_layout(text_len, video.size(2), video.size(3), video.size(4), audio.size(2),
+                         keyframes, text_tags);
+  p.timesteps = pack_timesteps(p.layout, t_video, t_audio);
+  p.video_rows = patchify_video(video);
+  if (!keyframes.empty()) {
+    AVDIT_REQUIRE(cond_latent_any.defined(), "H3: keyframe indices given without cond_latent");
+    const Tensor cond = cond_latent_any.to_f32();
+    AVDIT_REQUIRE(cond.ndim() == 5 && cond.size(0) == 1 && cond.size(1) == c.latents_dim &&
+                      cond.size(2) == static_cast<int64_t>(keyframes.size()) &&
+                      cond.size(3) == video.size(3) && cond.size(4) == video.size(4),
+                  "H3: cond_latent must be [1, {}, {} keyframes, {}, {}], found {}",
+                  c.latents_dim, keyframes.size(), video.size(3), video.size(4),
+                  cond.shape_str());
+    p.video_rows = ops::concat_rows({patchify_video(cond), p.video_rows});
+  } else {
+    AVDIT_REQUIRE(!cond_latent_any.defined(),
+                  "H3: cond_latent given without keyframe_frame_indices");
+  }
+  p.audio_rows = pack_audio(audio);
+  return p;
+}
+
+}  // namespace
+
+TensorMap packing_tensors(const PackedLayout& l, const PackedTimesteps& ts) {
+  TensorMap m;
+  m["img_position_ids"] = Tensor::from_data({1, l.seq_len, 3}, DType::F64, l.positions.data());
+  m["token_tags"] = ints(l.token_tags);
+  m["input_ids"] = ints(l.input_ids);
+  m["inverse_indices"] = ints(ts.inverse);
+  m["unique_timesteps"] = Tensor::from_floats(ts.unique, {static_cast<int64_t>(ts.unique.size())});
+  std::vector<int64_t> combined(l.seq_len);
+  for (int64_t r = 0; r < l.seq_len; ++r)
+    combined[r] = ts.inverse[r] * kModalities + std::max<int64_t>(l.token_tags[r], 0);
+  m["combined_indices"] = ints(combined);
+  m["cu_seqlens"] = ints(l.cu_seqlens, DType::I32);
+  m["refiner_cu_seqlens"] = ints(l.refiner_cu_seqlens, DType::I32);
+  m["img_pos"] = ints(l.img_pos);
+  m["img_pos_for_infer_output"] = ints(l.img_pos);
+  m["audio_pos"] = ints(l.audio_pos);
+  m["text_pos"] = ints(l.text_pos);
+  m["update_mask"] = bools(l.update_mask);
+  m["update_audio_mask"] = bools(l.update_audio_mask);
+  m["seq_len"] = ints({l.seq_len});
+  m["used_len"] = ints({l.used_len});
+  m["max_seqlen"] = ints({l.used_len});
+  if (!l.condition_img_pos.empty()) {
+    m["condition_img_pos"] = ints(l.condition_img_pos);
+    m["target_img_pos"] = ints(l.target_img_pos);
+    m["keyframe_temporal_positions"] =
+        Tensor::from_data({static_cast<int64_t>(l.keyframe_temporal_positions.size())},
+                          DType::F64, l.keyframe_temporal_positions.data());
+  }
+  return m;
+}
+
+TensorMap forward_from_inputs(const H3Model& model, const TensorMap& in, bool dump) {
+  const H3Config& c = model.config();
+  std::vector<int64_t> text_tags, keyframes;
+  if (const Tensor* t = find(in, "text_token_tags")) text_tags = int_list(*t, "text_token_tags");
+  if (const Tensor* k = find(in, "keyframe_frame_indices"))
+    keyframes = int_list(*k, "keyframe_frame_indices");
+  const Tensor* cond = find(in, "cond_latent");
+  AVDIT_REQUIRE(cond == nullptr || !keyframes.empty(),
+                "H3 inputs: 'cond_latent' needs 'keyframe_frame_indices' (0 first, -1 last)");
+
+  TensorMap out;
+  TensorMap* dump_map = dump ? &out : nullptr;
+  const Tensor text_refined = model.refine_text(need(in, "text_embeds"), dump_map);
+  const Tensor& video_latent = need(in, "video_latent");
+  const Problem p = make_problem(c, video_latent, need(in, "audio_latent"), text_refined.size(0),
+                                 timestep_input(in, "t_video", "sigma_video"),
+                                 timestep_input(in, "t_audio", "sigma_audio"), text_tags,
+                                 cond ? *cond : Tensor(), keyframes);
+  const PackedOutput o =
+      model.forward(p.layout, p.timesteps, text_refined, p.video_rows, p.audio_rows, dump_map);
+  out["video_out"] = o.video_out;
+  out["audio_out"] = o.audio_out;
+  const PackedLayout& l = p.layout;
+  out["video_out_latent"] =
+      unpatchify_video(o.video_out.slice_rows(l.condition_rows, o.video_out.size(0)),
+                       c.latents_dim, l.latent_t, l.latent_h, l.latent_w);
+  out["audio_out_latent"] = unpack_audio(o.audio_out, l.audio_t);
+  if (dump) {
+    out.merge(packing_tensors(l, p.timesteps));
+    out["video_rows"] = p.video_rows;
+    out["audio_rows"] = p.audio_rows;
+  }
+  return out;
+}
+
+TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump) {
+  const H3Model model(ckpt);
+  return forward_from_inputs(model, inputs, dump);
+}
+
+Velocity velocity(const H3Model& model, const VelocityRequest& r) {
+  const H3Config& c = model.config();
+  AVDIT_REQUIRE(r.text_refined.defined() && r.text_refined.ndim() == 2,
+                "H3 velocity: text_refined [L, H] from H3Model::refine_text is required");
+  const Problem p = make_problem(c, r.video_latent, r.audio_latent, r.text_refined.size(0),
+                                 timestep_from_sigma(r.sigma_video),
+                                 timestep_from_sigma(r.sigma_audio), r.text_token_tags,
+                                 r.cond_latent, r.keyframe_frame_indices);
+  const PackedOutput o =
+      model.forward(p.layout, p.timesteps, r.text_refined, p.video_rows, p.audio_rows);
+  const PackedLayout& l = p.layout;
+  return {unpatchify_video(o.video_out.slice_rows(l.condition_rows, o.video_out.size(0)),
+                           c.latents_dim, l.latent_t, l.latent_h, l.latent_w),
+          unpack_audio(o.audio_out, l.audio_t)};
+}
+
+}  // namespace avdit::models::h3

@@ -1,0 +1,50 @@
+// H3Model: the MiniMax-H3 DiT forward on the CPU backend in float32 — token refiner, patch
+// projections, time embedding, per-block adaLN, 3D-RoPE attention blocks, final layer and heads —
+// on a packed sequence (packing.h). Weights stay memory-mapped in their stored dtypes.
+#pragma once
+
+#include "core/tensor.h"
+#include "models/h3/config.h"
+#include "models/h3/packing.h"
+#include "models/h3/weights.h"
+
+namespace avdit {
+class Checkpoint;
+}
+
+namespace avdit::models::h3 {
+
+struct PackedOutput {
+  Tensor video_out;  // [n_img, 96]: video head at img_pos rows, keyframe rows zeroed
+  Tensor audio_out;  // [2 T_a, 32]: audio head at audio_pos rows
+};
+
+class H3Model {
+ public:
+  // Config from the checkpoint's config.json (BadInput when absent), variant from the weights.
+  explicit H3Model(const Checkpoint& ckpt);
+  H3Model(const Checkpoint& ckpt, const H3Config& config);
+
+  const H3Config& config() const { return config_; }
+  const H3Weights& weights() const { return weights_; }
+
+  // text_embeds [L, text_dim] -> text_refined [L, H]: condition_proj, the refiner blocks
+  // (attention over the text rows only, no RoPE, no adaLN), token_refiner.final_norm.
+  // Depends only on the prompt, so a sampler calls it once. Dumps text_projected,
+  // refiner_block{r}, text_refined.
+  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump = nullptr) const;
+
+  // One forward on the packed sequence. video_rows [n_img, 96] in img_pos order (keyframe rows
+  // first), audio_rows [2 T_a, 32], text_refined [L, H]. Outputs are data-ward velocities:
+  // x0 = x_t + sigma v. With `dump`, also stores the fixture's intermediates (hidden_embed,
+  // t_emb, adaln_input, rope_cos_sin_cache, block0_*, hidden_block{i}, final_*).
+  PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
+                       const Tensor& text_refined, const Tensor& video_rows,
+                       const Tensor& audio_rows, TensorMap* dump = nullptr) const;
+
+ private:
+  H3Config config_;
+  H3Weights weights_;
+};
+
+}  // namespace avdit::models::h3
