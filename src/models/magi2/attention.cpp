@@ -1,0 +1,89 @@
+// Attention branch of a MAGI-2 preview layer (see layers.h). The core runs in packed order, so that tokens of
+// an item are contiguous for the varlen segments; everything around it runs in modality-sorted order.
+#include <cmath>
+
+#include "core/error.h"
+#include "models/magi2/layers.h"
+#include "ops/ops.h"
+
+namespace avdit::models::magi2 {
+namespace {
+
+// sinks [S, Hq] -> one logit per head: log(sum_s exp(sinks[s, h])), which adds the same softmax denominator term.
+Tensor combined_sinks(const Tensor& sinks) {
+  const int64_t S = sinks.size(0), Hq = sinks.size(1);
+  // A copy (Hq floats): ops::attention reads the sinks through the non-const accessor (refused on mapped data).
+  if (S == 1) return sinks.reshape({Hq}).to(DType::F32);
+  Tensor out = Tensor::empty({Hq}, DType::F32);
+  for (int64_t h = 0; h < Hq; ++h) {
+    float mx = sinks.f32()[h];
+    for (int64_t s = 1; s < S; ++s) mx = std::max(mx, sinks.f32()[s * Hq + h]);
+    double acc = 0;
+    for (int64_t s = 0; s < S; ++s) acc += std::exp(static_cast<double>(sinks.f32()[s * Hq + h] - mx));
+    out.f32()[h] = mx + static_cast<float>(std::log(acc));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor attention_forward(const AttentionWeights& w, const Magi2Config& c, int64_t groups, const Tensor& attn_in,
+                         const TokenLayout& layout, const RopeTables& rope, const std::vector<int64_t>& cu_seqlens) {
+  const int64_t L = attn_in.size(0), hidden = c.hidden_size, Hq = c.num_heads_q, Hkv = c.num_heads_kv,
+                D = c.head_dim;
+  const int64_t qkv_out = (Hq + 2 * Hkv) * D;
+  Tensor q, k, v, g;
+  {
+    // Per modality group: pre_norm, linear_g, linear_qkv, q_norm / k_norm (weights of that group).
+    std::vector<Tensor> gs, qs, ks, vs;
+    auto run = [&](int64_t m, const Tensor& rows) {
+      const int64_t n = rows.size(0);
+      const Tensor a = ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true);
+      gs.push_back(ops::linear(a, w.linear_g.slice_rows(m * Hq, (m + 1) * Hq)));  // [n, Hq]
+      const Tensor qkv = ops::linear(a, w.linear_qkv.slice_rows(m * qkv_out, (m + 1) * qkv_out));
+      // out columns [q (Hq*D) | k (Hkv*D) | v (Hkv*D)], head-major.
+      const Tensor qm = take_columns(qkv, 0, Hq * D).reshape({n, Hq, D});
+      const Tensor km = take_columns(qkv, Hq * D, (Hq + Hkv) * D).reshape({n, Hkv, D});
+      qs.push_back(ops::rms_norm(qm, w.q_norm.slice_rows(m * D, (m + 1) * D), kNormEps, true));
+      ks.push_back(ops::rms_norm(km, w.k_norm.slice_rows(m * D, (m + 1) * D), kNormEps, true));
+      vs.push_back(take_columns(qkv, (Hq + Hkv) * D, qkv_out).reshape({n, Hkv, D}));
+      return Tensor();
+    };
+    if (groups == 1) {
+      run(0, attn_in);
+    } else {
+      for (int64_t m = 0; m < 3; ++m)
+        if (layout.size[m] > 0) run(m, attn_in.slice_rows(layout.begin[m], layout.begin[m] + layout.size[m]));
+    }
+    auto cat = [](const std::vector<Tensor>& parts) { return parts.size() == 1 ? parts[0] : ops::concat_rows(parts); };
+    g = cat(gs);
+    q = cat(qs);
+    k = cat(ks);
+    v = cat(vs);
+  }
+  // Packed order for RoPE (the table is per packed token) and for the item segments.
+  Tensor qp = gather_rows(q, layout.inv);
+  Tensor kp = gather_rows(k, layout.inv);
+  const Tensor vp = gather_rows(v, layout.inv);
+  ops::rope_rotate_half_(qp, rope.cos, rope.sin);
+  ops::rope_rotate_half_(kp, rope.cos, rope.sin);
+  const Tensor sinks = combined_sinks(w.sinks);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const Tensor o_packed = ops::attention(qp, kp, vp, scale, cu_seqlens, &sinks);  // [L, Hq, D]
+  Tensor o = gather_rows(o_packed, layout.perm);
+  // Per-head gate: o * sigmoid(g).
+  float* ov = o.f32();
+  const float* gv = g.f32();
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const float s = 1.0f / (1.0f + std::exp(-gv[l * Hq + h]));
+      float* row = ov + (l * Hq + h) * D;
+      for (int64_t d = 0; d < D; ++d) row[d] *= s;
+    }
+  const Tensor flat = o.reshape({L, Hq * D});
+  return apply_grouped(flat, groups, layout, [&](int64_t m, const Tensor& rows) {
+    return ops::linear(rows, w.linear_proj.slice_rows(m * hidden, (m + 1) * hidden));
+  });
+}
+
+}  // namespace avdit::models::magi2
