@@ -19,6 +19,9 @@ struct FlowUniPCSchedule {
 // in float64 exactly as numpy evaluates it (i * step + start), s' = shift s / (1 + (shift - 1) s) in
 // float64. model_t reproduces the reference's GPU division t / 1000.0, which multiplies by the fp32
 // reciprocal (a correctly rounded CPU division is 1 ulp lower for some t; see the magi2-tiny README).
+// Above ~200 steps at shift 7 the first timesteps repeat after truncation; the reference's
+// index_for_timestep would then start at sigma index 1 (and overrun at the end). Here the solver always
+// starts at index 0 and timesteps only feed model_t.
 FlowUniPCSchedule magi2_schedule(int steps, double shift);
 
 // H3 (MiniMax-H3 reference sampler, shifted_sigma_schedule): b = torch.linspace(1, 0, points) in
