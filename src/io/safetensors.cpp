@@ -51,10 +51,16 @@ std::shared_ptr<const void> map_file(const fs::path& path, uint64_t* size) {
 }  // namespace
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
+  uint64_t size = 0;
+  std::shared_ptr<const void> mapping = map_file(path, &size);
+  return from_memory(std::move(mapping), size, path);
+}
+
+std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<const void> bytes_owner,
+                                                              uint64_t size, const fs::path& path) {
   auto f = std::make_shared<SafetensorsFile>();
   f->path_ = path;
-  uint64_t size = 0;
-  f->mapping_ = map_file(path, &size);
+  f->mapping_ = std::move(bytes_owner);
   const std::string where = path.string();
   const auto* bytes = static_cast<const unsigned char*>(f->mapping_.get());
   AVDIT_REQUIRE(size >= 8, "{}: truncated: {} bytes, a safetensors file needs at least 8", where, size);

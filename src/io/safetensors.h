@@ -29,6 +29,10 @@ class SafetensorsFile {
  public:
   // Maps and validates the whole header; throws BadInput naming the file (and tensor).
   static std::shared_ptr<SafetensorsFile> open(const std::filesystem::path& path);
+  // The same validation over bytes already in memory (`name` is used in messages); the fuzzer's
+  // entry point.
+  static std::shared_ptr<SafetensorsFile> from_memory(std::shared_ptr<const void> bytes, uint64_t size,
+                                                      const std::filesystem::path& name);
 
   const std::filesystem::path& path() const { return path_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in offset order
