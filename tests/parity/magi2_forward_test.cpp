@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -74,6 +76,7 @@ class Magi2Parity : public ::testing::Test {
   int check_all(const TensorMap& got, double tol, const char* label) {
     int compared = 0;
     double worst = 0;
+    std::map<std::string, double> worst_by_class;
     std::string worst_name;
     for (const char* file : {"outputs.safetensors", "intermediates.safetensors"}) {
       const TensorMap want = read_all(kFixture / file);
@@ -104,12 +107,17 @@ class Magi2Parity : public ::testing::Test {
           d = compare(it->second, ref);
         }
         EXPECT_LE(d.rel(), tol) << label << ": " << name << " max|diff| " << d.max_abs << " max|ref| " << d.max_ref;
+        // Worst relative error per tensor class (the name without "layers.{i}.").
+        std::string cls = name;
+        if (cls.rfind("layers.", 0) == 0) cls = cls.substr(cls.find('.', 7) + 1);
+        worst_by_class[cls] = std::max(worst_by_class[cls], d.rel());
         if (d.rel() > worst) {
           worst = d.rel();
           worst_name = name;
         }
       }
     }
+    for (const auto& [cls, rel] : worst_by_class) std::printf("[%s]   %-22s %.3g\n", label, cls.c_str(), rel);
     std::printf("[%s] compared %d tensors; worst %s at %.3g of max\n", label, compared, worst_name.c_str(), worst);
     return compared;
   }
@@ -210,6 +218,51 @@ TEST_F(Magi2Parity, WrongInputWidthIsBadInput) {
     EXPECT_NE(std::string(e.what()).find("txt_feat"), std::string::npos) << e.what();
     EXPECT_EQ(e.exit_code(), 2);
   }
+}
+
+// A copy of the fixture checkpoint with one tensor removed or the config changed must fail with BadInput naming
+// the tensor and the file.
+class Magi2BadCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("avdit_magi2_bad_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void write(const std::string& drop, const nlohmann::json& config) {
+    std::vector<std::pair<std::string, Tensor>> kept;
+    for (const auto& [name, t] : read_all(kFixture / "model.safetensors"))
+      if (name != drop) kept.emplace_back(name, t);
+    write_safetensors(dir_ / "model.safetensors", kept);
+    std::ofstream(dir_ / "config.json") << config.dump(2);
+  }
+  std::string forward_error() {
+    try {
+      forward_from_inputs(Checkpoint::open(dir_), read_all(kFixture / "inputs.safetensors"), false);
+    } catch (const BadInput& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(Magi2BadCheckpoint, MissingTensorIsNamed) {
+  write("block.layers.3.mlp.moe_mlp.W_up", read_json(kFixture / "config.json"));
+  const std::string err = forward_error();
+  std::printf("error: %s\n", err.c_str());
+  EXPECT_NE(err.find("block.layers.3.mlp.moe_mlp.W_up"), std::string::npos) << err;
+}
+
+TEST_F(Magi2BadCheckpoint, ConfigContradictingCheckpointIsNamed) {
+  nlohmann::json cfg = read_json(kFixture / "config.json");
+  cfg["arch_config"]["moe_config"]["num_experts"] = 8;
+  write("", cfg);
+  const std::string err = forward_error();
+  std::printf("error: %s\n", err.c_str());
+  EXPECT_NE(err.find("block.layers.2.mlp.moe_mlp."), std::string::npos) << err;
+  EXPECT_NE(err.find("model.safetensors"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -72,6 +72,13 @@ TEST(Magi2Random, FiniteAndDeterministic) {
     if (name == "model_output")
       for (int64_t i = 0; i < t.numel(); ++i) max_abs = std::max(max_abs, static_cast<double>(std::fabs(t.f32()[i])));
   }
+  std::printf("random config: max|model_output| %.3g\n", max_abs);
+  for (const char* name : {"embed", "layers.1.attn_out", "layers.1.moe.experts_out", "layers.3.output"}) {
+    const Tensor& t = a.at(name);
+    double ss = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) ss += static_cast<double>(t.f32()[i]) * t.f32()[i];
+    std::printf("  rms %-26s %.3g\n", name, std::sqrt(ss / static_cast<double>(t.numel())));
+  }
   // Realistic scale: neither vanishing nor exploding.
   EXPECT_GT(max_abs, 1e-2);
   EXPECT_LT(max_abs, 1e3);
