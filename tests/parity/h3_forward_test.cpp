@@ -1,0 +1,107 @@
+// Parity of the MiniMax-H3 forward (CPU, float32) with ../shared/golden/h3-tiny, both cases
+// (T2VA and FL2VA): every output and intermediate within 1e-4 of its max |value|, and the packing
+// avdit builds from the unpacked inputs equal to the fixture's packed tensors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "io/safetensors.h"
+#include "models/h3/api.h"
+#include "models/h3/model.h"
+
+namespace avdit::models::h3 {
+namespace {
+
+const std::filesystem::path kFixture =
+    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "h3-tiny";
+constexpr double kTolerance = 1e-4;  // of max |reference|; the reference vs float64: < 4e-6
+
+struct Diff {
+  double max_abs = 0, max_ref = 0;
+  double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
+};
+
+Diff compare(const Tensor& got, const Tensor& want) {
+  const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
+  Diff d;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    d.max_abs = std::max(d.max_abs, std::fabs(g.data<double>()[i] - w.data<double>()[i]));
+    d.max_ref = std::max(d.max_ref, std::fabs(w.data<double>()[i]));
+  }
+  return d;
+}
+
+class H3Parity : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::string inputs_file() const {
+    return std::string(GetParam()) == "t2va" ? "inputs.safetensors" : "inputs_fl2va.safetensors";
+  }
+  std::string outputs_file() const {
+    return std::string(GetParam()) == "t2va" ? "outputs.safetensors"
+                                              : "outputs_fl2va.safetensors";
+  }
+};
+
+// Every tensor of the outputs file, by name, within kTolerance of its max |value|.
+TEST_P(H3Parity, ForwardMatchesEveryTensor) {
+  const Checkpoint ckpt = Checkpoint::open(kFixture);
+  const TensorMap inputs = read_all(kFixture / inputs_file());
+  const TensorMap want = read_all(kFixture / outputs_file());
+  const TensorMap got = forward_from_inputs(ckpt, inputs, /*dump=*/true);
+  int compared = 0;
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [name, ref] : want) {
+    auto it = got.find(name);
+    EXPECT_NE(it, got.end()) << "avdit did not produce " << name;
+    if (it == got.end()) continue;
+    ASSERT_EQ(it->second.shape(), ref.shape()) << name;
+    const Diff d = compare(it->second, ref);
+    std::printf("  %-26s max|diff| %.3e  max|ref| %.3e  rel %.3e\n", name.c_str(), d.max_abs,
+                d.max_ref, d.rel());
+    EXPECT_LE(d.rel(), kTolerance) << name;
+    ++compared;
+    if (d.rel() >= worst) {
+      worst = d.rel();
+      worst_name = name;
+    }
+  }
+  std::printf("[%s] compared %d tensors; worst %s at %.3g of max\n", GetParam(), compared,
+              worst_name.c_str(), worst);
+  EXPECT_EQ(compared, static_cast<int>(want.size()));
+}
+
+// The packing avdit builds equals the fixture's packed tensors (positions after the float32 cast
+// the model applies; within 1e-12 in float64).
+TEST_P(H3Parity, PackingMatchesFixture) {
+  const Checkpoint ckpt = Checkpoint::open(kFixture);
+  const TensorMap inputs = read_all(kFixture / inputs_file());
+  const TensorMap got = forward_from_inputs(ckpt, inputs, /*dump=*/true);
+  for (const char* name :
+       {"token_tags", "input_ids", "inverse_indices", "unique_timesteps", "combined_indices",
+        "cu_seqlens", "refiner_cu_seqlens", "img_pos", "img_pos_for_infer_output", "audio_pos",
+        "text_pos", "update_mask", "update_audio_mask", "seq_len", "used_len", "max_seqlen",
+        "video_rows", "audio_rows", "condition_img_pos", "target_img_pos",
+        "keyframe_temporal_positions", "img_position_ids"}) {
+    auto want = inputs.find(name);
+    if (want == inputs.end()) continue;  // T2VA has no condition tensors
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << name;
+    ASSERT_EQ(it->second.shape(), want->second.shape()) << name;
+    const Diff d = compare(it->second, want->second);
+    EXPECT_LE(d.max_abs, 1e-12) << name;
+    if (std::string(name) == "img_position_ids") {  // equal after the float32 cast
+      const Tensor g = it->second.to(DType::F32), w = want->second.to(DType::F32);
+      for (int64_t i = 0; i < w.numel(); ++i) ASSERT_EQ(g.f32()[i], w.f32()[i]) << name << " " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, H3Parity, ::testing::Values("t2va", "fl2va"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace avdit::models::h3
