@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "models/h3/api.h"
 #include "models/h3/model.h"
+#include "models/h3/packing.h"
 
 namespace avdit::models::h3 {
 namespace {
@@ -97,6 +98,36 @@ TEST_P(H3Parity, PackingMatchesFixture) {
       const Tensor g = it->second.to(DType::F32), w = want->second.to(DType::F32);
       for (int64_t i = 0; i < w.numel(); ++i) ASSERT_EQ(g.f32()[i], w.f32()[i]) << name << " " << i;
     }
+  }
+}
+
+// velocity() (the sampler's entry point) reproduces the DiT velocities the reference sampler
+// recorded at each of its 4 steps (sampler.safetensors: same weights, text and T2VA layout).
+TEST(H3Velocity, MatchesSamplerFixtureSteps) {
+  const Checkpoint ckpt = Checkpoint::open(kFixture);
+  const H3Model model(ckpt);
+  const TensorMap inputs = read_all(kFixture / "inputs.safetensors");
+  const TensorMap s = read_all(kFixture / "sampler.safetensors");
+  const Tensor text = model.refine_text(inputs.at("text_embeds"));
+  const Tensor& video_latent = inputs.at("video_latent");  // [1, 24, T, H, W]
+  const int64_t T = video_latent.size(2), H = video_latent.size(3), W = video_latent.size(4);
+  const int64_t Ta = inputs.at("audio_latent").size(2);
+  const Tensor lat_v = s.at("latents_video_rows"), lat_a = s.at("latents_audio_rows");
+  const Tensor vel_v = s.at("velocity_video_rows"), vel_a = s.at("velocity_audio_rows");
+  for (int64_t k = 0; k < vel_v.size(0); ++k) {
+    VelocityRequest r;
+    r.video_latent = unpatchify_video(lat_v.select(k), 24, T, H, W);
+    r.audio_latent = unpack_audio(lat_a.select(k), Ta);
+    r.sigma_video = s.at("sigmas_video").f32()[k];
+    r.sigma_audio = s.at("sigmas_audio").f32()[k];
+    r.text_refined = text;
+    const Velocity v = velocity(model, r);
+    const Diff dv = compare(patchify_video(v.video), vel_v.select(k));
+    const Diff da = compare(pack_audio(v.audio), vel_a.select(k));
+    std::printf("  step %ld velocity video %.3e / %.3e  audio %.3e / %.3e\n",
+                static_cast<long>(k), dv.max_abs, dv.max_ref, da.max_abs, da.max_ref);
+    EXPECT_LE(dv.rel(), kTolerance) << "step " << k;
+    EXPECT_LE(da.rel(), kTolerance) << "step " << k;
   }
 }
 
