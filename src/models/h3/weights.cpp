@@ -12,10 +12,17 @@
 namespace avdit::models::h3 {
 namespace {
 
+// The shard that holds `name`, for error messages.
+std::string file_holding(const Checkpoint& ckpt, const std::string& name) {
+  for (const auto& f : ckpt.files())
+    if (f->find(name)) return f->path().string();
+  return ckpt.source().string();
+}
+
 bool is_float(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
 
 void validate(const Checkpoint& ckpt, const H3Config& config) {
-  const std::string where = ckpt.dir().string();
+  const std::string where = ckpt.source().string();
   for (const TensorSpec& spec : h3_tensor_specs(config)) {
     AVDIT_REQUIRE(ckpt.contains(spec.name),
                   "H3 checkpoint {}: missing tensor '{}' (expected shape [{}] {}); is this a "
@@ -24,10 +31,10 @@ void validate(const Checkpoint& ckpt, const H3Config& config) {
     const auto& info = ckpt.info(spec.name);
     AVDIT_REQUIRE(info.shape == spec.shape,
                   "H3 checkpoint {}: tensor '{}' has shape [{}], expected [{}] for this config",
-                  where, spec.name, fmt::join(info.shape, ", "), fmt::join(spec.shape, ", "));
+                  file_holding(ckpt, spec.name), spec.name, fmt::join(info.shape, ", "), fmt::join(spec.shape, ", "));
     AVDIT_REQUIRE(is_float(info.dtype),
                   "H3 checkpoint {}: tensor '{}' has dtype {}, expected {} (or F32/BF16/F16)",
-                  where, spec.name, dtype_name(info.dtype), dtype_name(spec.dtype));
+                  file_holding(ckpt, spec.name), spec.name, dtype_name(info.dtype), dtype_name(spec.dtype));
   }
 }
 
