@@ -206,7 +206,7 @@ Run add_inspect(CLI::App& app) {
       return 0;
     }
     std::cout << "# " << p.string() << "\n\n";
-    std::cout << "family: " << (family ? *family + " (from " + family_source + ")" : "unknown") << "\n";
+    std::cout << "detected: " << (family ? *family + " (from " + family_source + ")" : "unknown family") << "\n";
     if (report)
       for (const auto& [k, v] : report->facts) std::cout << k << ": " << v << "\n";
     if (report) {

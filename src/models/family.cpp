@@ -1,6 +1,11 @@
 // Family detection and config-only descriptions (see family.h).
 #include "models/family.h"
 
+#include "models/h3/config.h"
+#include "models/h3/tensor_specs.h"
+#include "models/magi2/config.h"
+#include "models/magi2/tensor_specs.h"
+
 namespace avdit::models {
 
 std::optional<std::string> detect_family(const nlohmann::json& config) {
@@ -31,8 +36,16 @@ std::optional<std::string> detect_family_from_names(const std::vector<std::strin
   return std::nullopt;
 }
 
-std::optional<FamilyReport> describe_family(const std::string&, const nlohmann::json&) {
-  return std::nullopt;  // wired to the model families' tensor specs
+std::optional<FamilyReport> describe_family(const std::string& family, const nlohmann::json& config) {
+  if (family == "magi2-preview") {
+    const auto cfg = magi2::parse_magi2_config(config);
+    return FamilyReport{magi2::magi2_tensor_specs(cfg), magi2::magi2_config_report(cfg)};
+  }
+  if (family == "h3") {
+    const auto cfg = h3::H3Config::from_json(config);
+    return FamilyReport{h3::h3_tensor_specs(cfg), h3::h3_config_report(cfg)};
+  }
+  return std::nullopt;  // the MAGI-2 refiner has no model code yet
 }
 
 }  // namespace avdit::models

@@ -7,14 +7,12 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "io/safetensors.h"
 
 namespace avdit::models {
 
-struct TensorSpec {
-  std::string name;
-  Shape shape;
-  DType dtype;
-};
+// The same record the checkpoint writer takes, so specs go straight to write_checkpoint_sharded.
+using TensorSpec = ::avdit::TensorDecl;
 
 // Number of elements of the tensor the spec describes (1 for a scalar / empty shape).
 inline int64_t numel(const TensorSpec& spec) {

@@ -95,7 +95,8 @@ Tensor guided(const Tensor& cond_t, const Tensor& uncond_t, const Tensor& latent
   for (int64_t k = 0; k < n; ++k) o[k] = u[k] + scale_at(k) * (c[k] - u[k]);
 
   if (g.cfg_rescale > 0.0f && n > 0) {
-    const auto [outer, mid, inner] = rescale_groups;
+    // Plain copies, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const int64_t outer = rescale_groups.outer, mid = rescale_groups.mid, inner = rescale_groups.inner;
     for (int64_t a = 0; a < outer; ++a) {
       for (int64_t i = 0; i < inner; ++i) {
         auto std_of = [&](const float* p) {

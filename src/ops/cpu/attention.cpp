@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -25,7 +26,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
   if (sinks) {
     AVDIT_CHECK(sinks->numel() == hq, "attention: sinks {} for {} heads", sinks->shape_str(), hq);
     sinks_f = sinks->to_f32();
-    sink = sinks_f.f32();
+    sink = std::as_const(sinks_f).f32();
   }
   Tensor out = Tensor::zeros({s, hq, d}, DType::F32);
   const float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();

@@ -1,6 +1,7 @@
 // Norms and element-wise ops on the CPU (float32; sums of squares accumulate in double).
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -14,7 +15,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_weigh
     AVDIT_CHECK(w.numel() == d, "rms_norm: weight {} for rows of {}", w.shape_str(), d);
     wf = w.to_f32();
   }
-  const float* pw = wf.defined() ? wf.f32() : nullptr;
+  const float* pw = wf.defined() ? std::as_const(wf).f32() : nullptr;
   Tensor y = Tensor::empty(x.shape(), DType::F32);
   const float* px = x.f32();
   float* py = y.f32();

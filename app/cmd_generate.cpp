@@ -1,0 +1,219 @@
+// `avdit generate`: sample final video and audio latents from text states with either model family
+// (detected from the model's config), print their SHA-256, and optionally save the trajectory or
+// run teacher-forced against a saved one. The sampling itself lives in src/pipeline/.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/sha256.h"
+#include "io/safetensors.h"
+#include "models/family.h"
+#include "pipeline/generate_h3.h"
+#include "pipeline/generate_magi2.h"
+#include "pipeline/latent_shape.h"
+
+namespace avdit::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct GenerateArgs {
+  std::string model, text, negative, noise, out, save_trajectory, teacher, latent_shape, time_freqs;
+  std::optional<int> steps;
+  uint64_t seed = 0;
+  std::optional<float> guidance, video_guidance, audio_guidance;
+  std::optional<double> shift;
+  std::optional<int64_t> frames, height, width;
+  bool save_model_out = false, json = false;
+};
+
+// Noise tensors from --noise (both modalities required when the file is given).
+void read_noise(const GenerateArgs& a, bool magi2, pipeline::RunOptions& run) {
+  if (a.noise.empty()) return;
+  const std::vector<std::string> video_names =
+      magi2 ? std::vector<std::string>{"noise_video", "init_video_latent"} : std::vector<std::string>{"noise_video"};
+  const std::vector<std::string> audio_names =
+      magi2 ? std::vector<std::string>{"noise_audio", "init_audio_latent"} : std::vector<std::string>{"noise_audio"};
+  run.noise_video = pipeline::read_one_of(a.noise, video_names, "initial video noise, unpacked latent layout");
+  run.noise_audio = pipeline::read_one_of(a.noise, audio_names, "initial audio noise, unpacked latent layout");
+}
+
+void resolve_shapes(const GenerateArgs& a, const std::string& family, const json& config, pipeline::RunOptions& run) {
+  pipeline::LatentShapes s;
+  if (!a.latent_shape.empty()) {
+    s = pipeline::latent_shapes_from_string(family, config, a.latent_shape);
+  } else if (a.frames) {
+    AVDIT_REQUIRE(a.height && a.width, "--frames needs --height and --width (pixels)");
+    s = family == "h3" ? pipeline::h3_latent_shapes(config, *a.frames, *a.height, *a.width)
+                       : pipeline::magi2_latent_shapes(config, *a.frames, *a.height, *a.width);
+  } else if (a.noise.empty()) {
+    throw BadInput("no size given: pass --noise FILE, --latent-shape T,H,W,A or --frames/--height/--width");
+  }
+  run.video_shape = s.video;
+  run.audio_shape = s.audio;
+}
+
+json summary(const GenerateArgs& a, const std::string& family, const pipeline::GenerateResult& r, double seconds,
+             const std::string& sha_video, const std::string& sha_audio) {
+  return json{{"family", family},
+              {"model", a.model},
+              {"steps", r.steps},
+              {"seed", a.seed},
+              {"noise", a.noise.empty() ? "seeded" : a.noise},
+              {"shift", r.shift},
+              {"guidance", {{"video", r.video_guidance}, {"audio", r.audio_guidance}}},
+              {"cfg", r.cfg},
+              {"seconds", seconds},
+              {"step_seconds", r.step_seconds},
+              {"final_video", {{"shape", r.video.shape()}, {"sha256", sha_video}}},
+              {"final_audio", {{"shape", r.audio.shape()}, {"sha256", sha_audio}}},
+              {"out", a.out.empty() ? json(nullptr) : json(a.out)},
+              {"trajectory", a.save_trajectory.empty() ? json(nullptr) : json(a.save_trajectory)},
+              {"teacher", a.teacher.empty() ? json(nullptr) : json(a.teacher)}};
+}
+
+int run_generate(const GenerateArgs& a) {
+  const Checkpoint ckpt = Checkpoint::open(a.model);
+  AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit generate needs the model's config",
+                a.model);
+  const auto family = models::detect_family(*ckpt.config());
+  AVDIT_REQUIRE(family, "{}/config.json: not a config of a family avdit knows (magi2-preview, h3)", a.model);
+  AVDIT_REQUIRE(*family == "magi2-preview" || *family == "h3",
+                "{}: avdit generate does not sample the {} family yet (magi2-preview, h3)", a.model, *family);
+  const bool magi2 = *family == "magi2-preview";
+  AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
+
+  pipeline::RunOptions run;
+  run.steps = a.steps;
+  run.shift = a.shift;
+  run.seed = a.seed;
+  read_noise(a, magi2, run);
+  resolve_shapes(a, *family, *ckpt.config(), run);
+  run.record_trajectory = !a.save_trajectory.empty();
+  run.record_model_out = a.save_model_out;
+  sample::Trajectory teacher;
+  if (!a.teacher.empty()) {
+    AVDIT_REQUIRE(fs::exists(a.teacher), "{}: no such file (--teacher expects a trajectory from --save-trajectory)",
+                  a.teacher);
+    teacher = sample::trajectory_from_tensors(read_all(a.teacher), {"video", "audio"});
+    run.teacher = &teacher;
+  }
+  // The bar starts before the model loads, so its s/it includes the one-off setup (small next to a step).
+  const int total = a.steps.value_or(magi2 ? pipeline::magi2_sampler_defaults(*ckpt.config()).steps
+                                           : pipeline::kH3DefaultSteps);
+  Progress bar(total, "generate");
+  run.progress = [&bar](int done, int total_steps, double) {
+    bar.tick();
+    if (done == total_steps) bar.finish();
+  };
+  const std::optional<float> gv = a.guidance ? a.guidance : a.video_guidance;
+  const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  pipeline::GenerateResult r;
+  if (magi2) {
+    pipeline::Magi2GenerateOptions o;
+    o.run = run;
+    o.text = pipeline::read_one_of(a.text, {"text_embeds", "txt_feat"}, "text features [1, L, C] or [L, C]");
+    if (!a.negative.empty())
+      o.negative = pipeline::read_one_of(a.negative, {"null_txt_feat", "text_embeds", "txt_feat"},
+                                         "negative text features for the unconditional pass");
+    if (!a.time_freqs.empty())
+      o.time_embedding_freqs = pipeline::read_one_of(a.time_freqs, {"time_embedding_freqs"},
+                                                     "time-embedding frequency table [time_channel_dim / 2]");
+    o.video_guidance = gv;
+    o.audio_guidance = ga;
+    r = pipeline::generate_magi2(ckpt, o);
+  } else {
+    AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");
+    pipeline::H3GenerateOptions o;
+    o.run = run;
+    const TensorMap text = read_all(a.text);  // read once: text_embeds and optional text_token_tags
+    o.text = pipeline::read_one_of(a.text, {"text_embeds"}, "text states [L, text_dim]");
+    o.text_token_tags = pipeline::find_one_of(text, a.text, {"text_token_tags"});
+    if (!a.negative.empty()) {
+      o.negative = pipeline::read_one_of(a.negative, {"text_embeds"}, "negative text states [L, text_dim]");
+      o.negative_token_tags = pipeline::find_one_of(read_all(a.negative), a.negative, {"text_token_tags"});
+    }
+    o.video_guidance = gv;
+    o.audio_guidance = ga;
+    r = pipeline::generate_h3(ckpt, o);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string sha_video = sha256_hex(r.video), sha_audio = sha256_hex(r.audio);
+  const std::map<std::string, std::string> meta = {{"family", *family},
+                                                   {"steps", std::to_string(r.steps)},
+                                                   {"seed", std::to_string(a.seed)},
+                                                   {"noise", a.noise.empty() ? "seeded" : a.noise}};
+  if (!a.out.empty()) write_safetensors(a.out, std::vector<std::pair<std::string, Tensor>>{{"final_video", r.video}, {"final_audio", r.audio}},
+                      meta);
+  if (!a.save_trajectory.empty())
+    write_safetensors(a.save_trajectory, sample::trajectory_to_tensors(r.trajectory), meta);
+
+  if (a.json) {
+    std::cout << summary(a, *family, r, seconds, sha_video, sha_audio).dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}: {} steps in {:.2f} s ({:.3f} s/step){}\n", *family, r.steps, seconds,
+                           r.steps > 0 ? seconds / r.steps : 0.0, r.cfg ? ", with CFG" : "");
+  std::cout << fmt::format("final_video {}  sha256 {}\n", r.video.shape_str(), sha_video);
+  std::cout << fmt::format("final_audio {}  sha256 {}\n", r.audio.shape_str(), sha_audio);
+  if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
+  if (!a.save_trajectory.empty()) std::cout << "wrote trajectory " << a.save_trajectory << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Run add_generate(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "generate",
+      "Sample final video and audio latents from text states (MAGI-2 preview or MiniMax-H3, from the\n"
+      "model's config) and print their SHA-256.\n"
+      "Example: avdit generate --model ../shared/golden/h3-tiny --text ../shared/golden/h3-tiny/inputs.safetensors \\\n"
+      "           --noise ../shared/golden/h3-tiny/sampler.safetensors --steps 4 --out x.safetensors");
+  auto a = std::make_shared<GenerateArgs>();
+  cmd->add_option("--model", a->model, "Model folder (config.json + safetensors)")->required();
+  cmd->add_option("--text", a->text, "Text states: text_embeds (MAGI-2 also txt_feat) [L, C] or [1, L, C]; H3 "
+                  "also reads text_token_tags")->required();
+  cmd->add_option("--negative", a->negative, "Text states of the unconditional pass (null_txt_feat, text_embeds or "
+                  "txt_feat). MAGI-2 default: no tokens, as the reference; H3 needs it for guidance != 1");
+  cmd->add_option("--steps", a->steps, "Sampling steps (default: MAGI-2 evaluation_config, 100; H3 49)");
+  cmd->add_option("--seed", a->seed, "Seed of the counter-based noise (default 0); ignored with --noise");
+  auto* noise = cmd->add_option("--noise", a->noise, "Initial noise: noise_video, noise_audio (MAGI-2 also "
+                                "init_video_latent, init_audio_latent), unpacked latent layout");
+  auto* g = cmd->add_option("--guidance", a->guidance, "CFG scale of both modalities");
+  cmd->add_option("--video-guidance", a->video_guidance, "Video CFG scale (default: MAGI-2 5, H3 1)")->excludes(g);
+  cmd->add_option("--audio-guidance", a->audio_guidance, "Audio CFG scale (default: MAGI-2 7, H3 1)")->excludes(g);
+  cmd->add_option("--shift", a->shift, "Schedule shift (default: MAGI-2 evaluation_config, 7; H3 video 12, audio "
+                  "stays 3)");
+  auto* frames = cmd->add_option("--frames", a->frames, "Video frames (with --height, --width in pixels)");
+  auto* height = cmd->add_option("--height", a->height, "Height in pixels")->needs(frames);
+  auto* width = cmd->add_option("--width", a->width, "Width in pixels")->needs(frames);
+  frames->needs(height)->needs(width)->excludes(noise);
+  cmd->add_option("--latent-shape", a->latent_shape, "Latent size T,H,W,A: video latent frames, height, width; "
+                  "audio latent length")->excludes(frames)->excludes(noise);
+  cmd->add_option("--out", a->out, "Write final_video and final_audio here (.safetensors, atomic)");
+  auto* traj = cmd->add_option("--save-trajectory", a->save_trajectory,
+                               "Write latents_<m> [steps + 1, ...] and velocity_<m> of every step here");
+  cmd->add_flag("--save-model-out", a->save_model_out, "Also save the raw model outputs cond_<m>, uncond_<m>")
+      ->needs(traj);
+  cmd->add_option("--teacher", a->teacher, "Teacher forcing: before each step take this trajectory's latents");
+  cmd->add_option("--time-embedding-freqs", a->time_freqs, "MAGI-2: use this file's time_embedding_freqs instead of "
+                  "avdit's float32 table (for fixture-exact runs)");
+  cmd->add_flag("--json", a->json, "Print a JSON summary instead of text");
+  return [a] { return run_generate(*a); };
+}
+
+}  // namespace avdit::app
