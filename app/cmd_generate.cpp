@@ -138,9 +138,8 @@ int run_generate(const GenerateArgs& a) {
     AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");
     pipeline::H3GenerateOptions o;
     o.run = run;
-    const TensorMap text = read_all(a.text);  // read once: text_embeds and optional text_token_tags
     o.text = pipeline::read_one_of(a.text, {"text_embeds"}, "text states [L, text_dim]");
-    o.text_token_tags = pipeline::find_one_of(text, a.text, {"text_token_tags"});
+    o.text_token_tags = pipeline::find_one_of(read_all(a.text), a.text, {"text_token_tags"});  // optional
     if (!a.negative.empty()) {
       o.negative = pipeline::read_one_of(a.negative, {"text_embeds"}, "negative text states [L, text_dim]");
       o.negative_token_tags = pipeline::find_one_of(read_all(a.negative), a.negative, {"text_token_tags"});

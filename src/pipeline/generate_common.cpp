@@ -31,7 +31,7 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
     const Tensor& t = given.tensor;
     AVDIT_REQUIRE(dtype_is_float(t.dtype()), "{}: {} noise must be a float tensor, found {}", given.where, what,
                   dtype_name(t.dtype()));
-    AVDIT_REQUIRE(shape_matches(t.shape(), expected), "{}: {} noise has shape {}, expected {} for this model",
+    AVDIT_REQUIRE(shape_matches(t.shape(), expected), "{} ({} noise) has shape {}, expected {} for this model",
                   given.where, what, t.shape_str(), pattern_str(expected));
     for (int64_t v : t.shape())
       AVDIT_REQUIRE(v > 0, "{}: {} noise has an empty dimension (shape {})", given.where, what, t.shape_str());

@@ -21,9 +21,9 @@ Tensor text_states(const LabeledTensor& t, int64_t width, const char* what) {
   AVDIT_REQUIRE(dtype_is_float(x.dtype()), "{}: {} must be a float tensor, found {}", t.where, what,
                 dtype_name(x.dtype()));
   if (x.ndim() == 3 && x.size(0) == 1) x = x.reshape({x.size(1), x.size(2)});
-  AVDIT_REQUIRE(x.ndim() == 2 && x.size(0) >= 1, "{}: {} has shape {}, expected [L, {}] (L >= 1)", t.where, what,
+  AVDIT_REQUIRE(x.ndim() == 2 && x.size(0) >= 1, "{} ({}) has shape {}, expected [L, {}] (L >= 1)", t.where, what,
                 t.tensor.shape_str(), width);
-  AVDIT_REQUIRE(x.size(1) == width, "{}: {} has width {}, this model expects {} (config text_dim)", t.where, what,
+  AVDIT_REQUIRE(x.size(1) == width, "{} ({}) has width {}, this model expects {} (config text_dim)", t.where, what,
                 x.size(1), width);
   return x.to_f32();
 }

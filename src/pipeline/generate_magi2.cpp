@@ -33,9 +33,9 @@ Tensor text_features(const LabeledTensor& t, int64_t width, const char* what) {
   AVDIT_REQUIRE(dtype_is_float(x.dtype()), "{}: {} must be a float tensor, found {}", t.where, what,
                 dtype_name(x.dtype()));
   if (x.ndim() == 2) x = x.reshape({1, x.size(0), x.size(1)});
-  AVDIT_REQUIRE(x.ndim() == 3 && x.size(0) == 1, "{}: {} has shape {}, expected [1, L, {}] or [L, {}]", t.where,
+  AVDIT_REQUIRE(x.ndim() == 3 && x.size(0) == 1, "{} ({}) has shape {}, expected [1, L, {}] or [L, {}]", t.where,
                 what, t.tensor.shape_str(), width, width);
-  AVDIT_REQUIRE(x.size(2) == width, "{}: {} has width {}, this model expects {} (arch_config.text_in_channels)",
+  AVDIT_REQUIRE(x.size(2) == width, "{} ({}) has width {}, this model expects {} (arch_config.text_in_channels)",
                 t.where, what, x.size(2), width);
   return x.to_f32();
 }
