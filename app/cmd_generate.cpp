@@ -112,10 +112,11 @@ int run_generate(const GenerateArgs& a) {
   const int total = a.steps.value_or(magi2 ? pipeline::magi2_sampler_defaults(*ckpt.config()).steps
                                            : pipeline::kH3DefaultSteps);
   Progress bar(total, "generate");
-  run.progress = [&bar](int done, int total_steps, double) {
-    bar.tick();
-    if (done == total_steps) bar.finish();
-  };
+  if (log::level() <= log::Level::Info)  // -q: errors only, no bar
+    run.progress = [&bar](int done, int total_steps, double) {
+      bar.tick();
+      if (done == total_steps) bar.finish();
+    };
   const std::optional<float> gv = a.guidance ? a.guidance : a.video_guidance;
   const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
 
