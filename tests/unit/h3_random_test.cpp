@@ -147,6 +147,21 @@ TEST_F(H3Random, VelocityEqualsForward) {
   EXPECT_TRUE(bit_equal(v.audio, f.at("audio_out_latent")));
 }
 
+// used_len already a multiple of 64: no pad rows, the second attention document is empty.
+TEST_F(H3Random, NoPadRowsWhenUsedLenIsAMultipleOf64) {
+  const Checkpoint ckpt = Checkpoint::open(dir_);
+  const H3Model model(ckpt);
+  TensorMap in = random_inputs(false);
+  in["text_embeds"] = randn({8, 40}, 5);       // 8 text rows
+  in["audio_latent"] = randn({2, 32, 10}, 6);  // 20 audio rows
+  in["video_latent"] = randn({1, 24, 4, 6, 6}, 7);  // 4 x 3 x 3 = 36 video rows
+  const TensorMap out = forward_from_inputs(model, in, true);
+  EXPECT_EQ(out.at("seq_len").data<int64_t>()[0], 64);
+  EXPECT_EQ(out.at("used_len").data<int64_t>()[0], 64);
+  expect_finite_and_realistic(out.at("video_out_latent"), "video_out_latent");
+  expect_finite_and_realistic(out.at("audio_out_latent"), "audio_out_latent");
+}
+
 TEST(H3RandomCurve, CurveTableVariantIsDetectedAndRuns) {
   nlohmann::json config = small_config();
   config["adaln_curve_grid"] = 17;
