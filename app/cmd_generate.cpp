@@ -3,7 +3,9 @@
 // run teacher-forced against a saved one. The sampling itself lives in src/pipeline/.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -63,6 +65,23 @@ void resolve_shapes(const GenerateArgs& a, const std::string& family, const json
   run.audio_shape = s.audio;
 }
 
+// Teacher forcing's point: the error of each step alone, max |x_k - teacher x_k| / max |teacher x_k|
+// over the latents after step k (both runs started step k from the teacher's latents).
+std::vector<std::vector<double>> teacher_step_errors(const sample::Trajectory& run, const sample::Trajectory& teacher) {
+  std::vector<std::vector<double>> err(2);
+  for (int k = 1; k <= run.steps() && k <= teacher.steps(); ++k)
+    for (size_t m = 0; m < 2; ++m) {
+      const Tensor x = run.latents[k][m].to_f32(), y = teacher.latents[k][m].to_f32();
+      double diff = 0, ref = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        diff = std::max(diff, std::fabs(static_cast<double>(x.f32()[i]) - y.f32()[i]));
+        ref = std::max(ref, std::fabs(static_cast<double>(y.f32()[i])));
+      }
+      err[m].push_back(ref > 0 ? diff / ref : diff);
+    }
+  return err;
+}
+
 json summary(const GenerateArgs& a, const std::string& family, const pipeline::GenerateResult& r, double seconds,
              const std::string& sha_video, const std::string& sha_audio) {
   return json{{"family", family},
@@ -99,7 +118,7 @@ int run_generate(const GenerateArgs& a) {
   run.seed = a.seed;
   read_noise(a, magi2, run);
   resolve_shapes(a, *family, *ckpt.config(), run);
-  run.record_trajectory = !a.save_trajectory.empty();
+  run.record_trajectory = !a.save_trajectory.empty() || !a.teacher.empty();
   run.record_model_out = a.save_model_out;
   sample::Trajectory teacher;
   if (!a.teacher.empty()) {
@@ -161,14 +180,21 @@ int run_generate(const GenerateArgs& a) {
   if (!a.save_trajectory.empty())
     write_safetensors(a.save_trajectory, sample::trajectory_to_tensors(r.trajectory), meta);
 
+  std::vector<std::vector<double>> step_err;
+  if (run.teacher) step_err = teacher_step_errors(r.trajectory, teacher);
   if (a.json) {
-    std::cout << summary(a, *family, r, seconds, sha_video, sha_audio).dump(2) << "\n";
+    json j = summary(a, *family, r, seconds, sha_video, sha_audio);
+    if (run.teacher) j["teacher_step_error"] = {{"video", step_err[0]}, {"audio", step_err[1]}};
+    std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{}: {} steps in {:.2f} s ({:.3f} s/step){}\n", *family, r.steps, seconds,
                            r.steps > 0 ? seconds / r.steps : 0.0, r.cfg ? ", with CFG" : "");
   std::cout << fmt::format("final_video {}  sha256 {}\n", r.video.shape_str(), sha_video);
   std::cout << fmt::format("final_audio {}  sha256 {}\n", r.audio.shape_str(), sha_audio);
+  for (size_t k = 0; run.teacher && k < step_err[0].size(); ++k)
+    std::cout << fmt::format("step {} vs teacher: video {:.3e}  audio {:.3e}  (max |diff| / max |teacher|)\n", k + 1,
+                             step_err[0][k], step_err[1][k]);
   if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   if (!a.save_trajectory.empty()) std::cout << "wrote trajectory " << a.save_trajectory << "\n";
   return 0;
@@ -209,7 +235,8 @@ Run add_generate(CLI::App& app) {
                                "Write latents_<m> [steps + 1, ...] and velocity_<m> of every step here");
   cmd->add_flag("--save-model-out", a->save_model_out, "Also save the raw model outputs cond_<m>, uncond_<m>")
       ->needs(traj);
-  cmd->add_option("--teacher", a->teacher, "Teacher forcing: before each step take this trajectory's latents");
+  cmd->add_option("--teacher", a->teacher, "Teacher forcing: before each step take this trajectory's latents; "
+                  "prints each step's error against it");
   cmd->add_option("--time-embedding-freqs", a->time_freqs, "MAGI-2: use this file's time_embedding_freqs instead of "
                   "avdit's float32 table (for fixture-exact runs)");
   cmd->add_flag("--json", a->json, "Print a JSON summary instead of text");

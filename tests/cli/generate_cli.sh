@@ -70,7 +70,7 @@ check h3-seed8 0 "$AVDIT" generate --model "$H3" --text "$H3/inputs.safetensors"
 [ "$first" != "$(sha_of final_video)" ] || { echo "FAIL different seeds gave the same SHA-256"; fail=1; }
 check h3-teacher 0 "$AVDIT" generate --model "$H3" --text "$H3/inputs.safetensors" --latent-shape 2,4,6,9 \
   --steps 3 --seed 8 --teacher "$TMP/traj.safetensors" --json
-python3 -c "import json,sys; j=json.load(open('$TMP/out.txt')); sys.exit(0 if j['final_video']['sha256']=='$first' and j['family']=='h3' and len(j['step_seconds'])==3 else 1)" \
+python3 -c "import json,sys; j=json.load(open('$TMP/out.txt')); sys.exit(0 if j['final_video']['sha256']=='$first' and j['family']=='h3' and len(j['step_seconds'])==3 and j['teacher_step_error']['video']==[0.0]*3 else 1)" \
   || { echo "FAIL teacher-forced run (or --json summary) does not reproduce the trajectory's SHA-256"; fail=1; }
 
 # Bad input: exit 2 and a message naming the problem.
