@@ -46,8 +46,9 @@ void Progress::draw(bool final) {
     return;
   }
   const int decile = static_cast<int>(frac * 10);
-  if (decile != last_decile_ || final) {
+  if ((decile != last_decile_ || final) && done_ != last_printed_) {
     last_decile_ = decile;
+    last_printed_ = done_;
     std::fprintf(stderr, "%s %lld/%lld  %.2f s/it  %.1f s\n", label_.c_str(),
                  static_cast<long long>(done_), static_cast<long long>(total_), per, s);
   }

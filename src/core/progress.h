@@ -19,7 +19,7 @@ class Progress {
  private:
   void draw(bool final);
 
-  int64_t total_, done_ = 0;
+  int64_t total_, done_ = 0, last_printed_ = -1;
   int last_decile_ = -1;
   std::string label_;
   bool tty_, finished_ = false;
