@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "models/h3/config.h"
+#include "models/h3/precision.h"
 #include "models/h3/rope.h"
 #include "models/h3/weights.h"
 
@@ -31,14 +32,16 @@ struct Dump {
 // faults on the whole mapping at start), the grouped weight is used as stored and its output
 // columns, already grouped per head, are de-interleaved into q, k, v: the same dot products,
 // a copy of S x 3I activations per block, and the weights stay memory-mapped.
+// `rnd` rounds every activation to bf16 in the emulated production mode (precision.h).
 Tensor attention(const BlockWeights& w, const H3Config& config, const Tensor& h,
-                 const RopeTables* rope, const std::vector<int64_t>& cu_seqlens, const Dump& dump);
+                 const RopeTables* rope, const std::vector<int64_t>& cu_seqlens, const Dump& dump,
+                 const Rounding& rnd = {});
 
 // MLP(h) = fc2(silu(g) * u), [g | u] = fc1(h): the first half of fc1's outputs is the gate.
-Tensor mlp(const BlockWeights& w, const Tensor& h);
+Tensor mlp(const BlockWeights& w, const Tensor& h, const Rounding& rnd = {});
 
 // [S, 2F] -> [S, F]: silu(gate_up[:, :F]) * gate_up[:, F:].
-Tensor swiglu(const Tensor& gate_up);
+Tensor swiglu(const Tensor& gate_up, const Rounding& rnd = {});
 
 // out[r] = x[r] * (1 + scale[row[r]]) + shift[row[r]]; scale/shift rows are [n, H] views given by
 // base pointer and row stride (they are slices of the adaLN output).
@@ -48,9 +51,9 @@ struct ModRows {
   const float* row(int64_t i) const { return base + i * stride; }
 };
 void modulate_(Tensor& x, const ModRows& shift, const ModRows& scale,
-               const std::vector<int64_t>& rows);
+               const std::vector<int64_t>& rows, const Rounding& rnd = {});
 // x[r] += gate[row[r]] * f[r].
 void gated_residual_(Tensor& x, const ModRows& gate, const Tensor& f,
-                     const std::vector<int64_t>& rows);
+                     const std::vector<int64_t>& rows, const Rounding& rnd = {});
 
 }  // namespace avdit::models::h3

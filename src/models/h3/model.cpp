@@ -59,7 +59,7 @@ H3Model::H3Model(const Checkpoint& ckpt, const H3Config& config)
 Tensor H3Model::refine_text(const Tensor& text_embeds_any, TensorMap* dump) const {
   const H3Config& c = config_;
   const H3Weights& w = weights_;
-  Tensor text_embeds = text_embeds_any.to_f32();
+  Tensor text_embeds = rnd_(text_embeds_any.to(DType::F32));
   if (text_embeds.ndim() == 3 && text_embeds.size(0) == 1)
     text_embeds = text_embeds.reshape({text_embeds.size(1), text_embeds.size(2)});
   AVDIT_REQUIRE(text_embeds.ndim() == 2 && text_embeds.size(1) == c.text_dim &&
@@ -69,17 +69,20 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any, TensorMap* dump) cons
   const int64_t L = text_embeds.size(0);
   const Dump out{dump, ""};
   // 1. condition_proj, then refiner blocks: no RoPE, no adaLN, no gates, one text document.
-  Tensor x = ops::linear(text_embeds, w.condition_proj_weight, &w.condition_proj_bias);
+  Tensor x = rnd_(ops::linear(text_embeds, w.condition_proj_weight, &w.condition_proj_bias));
   out.put("text_projected", x);
   const std::vector<int64_t> documents = {0, L};
   const float eps = static_cast<float>(c.norm_eps);
   for (size_t r = 0; r < w.refiner_blocks.size(); ++r) {
     const BlockWeights& b = w.refiner_blocks[r];
-    ops::add_(x, attention(b, c, ops::rms_norm(x, b.norm1, eps), nullptr, documents, Dump{}));
-    ops::add_(x, mlp(b, ops::rms_norm(x, b.norm2, eps)));
+    ops::add_(x, attention(b, c, rnd_(ops::rms_norm(x, b.norm1, eps)), nullptr, documents,
+                           Dump{}, rnd_));
+    x = rnd_(x);
+    ops::add_(x, mlp(b, rnd_(ops::rms_norm(x, b.norm2, eps)), rnd_));
+    x = rnd_(x);
     out.put(fmt::format("refiner_block{}", r), x);
   }
-  Tensor refined = ops::rms_norm(x, w.refiner_final_norm, eps);
+  Tensor refined = rnd_(ops::rms_norm(x, w.refiner_final_norm, eps));
   out.put("text_refined", refined);
   return refined;
 }
@@ -114,10 +117,11 @@ PackedOutput H3Model::forward(const PackedLayout& layout, const PackedTimesteps&
   // 2. Packed input: text, fp32 patch projections of video and audio rows; pad rows stay zero.
   Tensor x = Tensor::zeros({S, H}, DType::F32);
   scatter_rows(x, layout.text_pos, text_refined);
+  // fp32 islands; their outputs are cast to the activation dtype when written into the sequence.
   scatter_rows(x, layout.img_pos,
-               ops::linear(video_rows, w.video_patch_proj_weight, &w.video_patch_proj_bias));
+               rnd_(ops::linear(video_rows, w.video_patch_proj_weight, &w.video_patch_proj_bias)));
   scatter_rows(x, layout.audio_pos,
-               ops::linear(audio_rows, w.audio_patch_proj_weight, &w.audio_patch_proj_bias));
+               rnd_(ops::linear(audio_rows, w.audio_patch_proj_weight, &w.audio_patch_proj_bias)));
   out.put("hidden_embed", x);
 
   // 3. Time: one embedding per distinct timestep, shared by every adaLN projection.
@@ -125,6 +129,8 @@ PackedOutput H3Model::forward(const PackedLayout& layout, const PackedTimesteps&
   if (time.t_emb.defined()) out.put("t_emb", time.t_emb);
   out.put("adaln_input", time.adaln_input);
   const auto M = static_cast<int64_t>(timesteps.unique.size());
+  // silu(t_emb) is cast to the activation dtype before the adaLN linears.
+  const Tensor adaln_input = rnd_.bf16 ? rnd_(time.adaln_input.clone()) : time.adaln_input;
 
   // 4. RoPE tables from the float32-cast positions and the stored inv_freq.
   const RopeTables rope = rope_tables(layout.positions, w.rope_inv_freq);
@@ -143,7 +149,7 @@ PackedOutput H3Model::forward(const PackedLayout& layout, const PackedTimesteps&
     const BlockWeights& b = w.blocks[i];
     const Dump block_dump{i == 0 ? dump : nullptr, "block0_"};
     // mod: [M, 18H] viewed as [3M, 6H]; slice s of row j starts at j * 6H + s * H.
-    const Tensor mod = ops::linear(time.adaln_input, b.adaln_weight, &b.adaln_bias);
+    const Tensor mod = rnd_(ops::linear(adaln_input, b.adaln_weight, &b.adaln_bias));
     ModRows slice[kAdalnSlices];
     for (int64_t s = 0; s < kAdalnSlices; ++s) slice[s] = {mod.f32() + s * H, kAdalnSlices * H};
     if (block_dump) {
@@ -152,31 +158,31 @@ PackedOutput H3Model::forward(const PackedLayout& layout, const PackedTimesteps&
         block_dump.put(kSliceNames[s], slice_copy(slice[s], kModalities * M, H));
     }
 
-    Tensor h = ops::rms_norm(x, b.norm1, eps);
+    Tensor h = rnd_(ops::rms_norm(x, b.norm1, eps));
     block_dump.put("norm1", h);
-    modulate_(h, slice[0], slice[1], mod_rows);
+    modulate_(h, slice[0], slice[1], mod_rows, rnd_);
     block_dump.put("attn_in", h);
-    const Tensor attn = attention(b, c, h, &rope, layout.cu_seqlens, block_dump);
-    gated_residual_(x, slice[2], attn, mod_rows);
+    const Tensor attn = attention(b, c, h, &rope, layout.cu_seqlens, block_dump, rnd_);
+    gated_residual_(x, slice[2], attn, mod_rows, rnd_);
 
-    h = ops::rms_norm(x, b.norm2, eps);
-    modulate_(h, slice[3], slice[4], mod_rows);
+    h = rnd_(ops::rms_norm(x, b.norm2, eps));
+    modulate_(h, slice[3], slice[4], mod_rows, rnd_);
     block_dump.put("mlp_in", h);
-    const Tensor f = mlp(b, h);
+    const Tensor f = mlp(b, h, rnd_);
     block_dump.put("mlp_out", f);
-    gated_residual_(x, slice[5], f, mod_rows);
+    gated_residual_(x, slice[5], f, mod_rows, rnd_);
     out.put(fmt::format("hidden_block{}", i), x);
   }
 
   // 6. Final layer: no modality split, no gate; heads in fp32 on every row.
-  const Tensor fmod = ops::linear(time.adaln_input, w.final_adaln_weight, &w.final_adaln_bias);
+  const Tensor fmod = rnd_(ops::linear(adaln_input, w.final_adaln_weight, &w.final_adaln_bias));
   const ModRows shift{fmod.f32(), 2 * H}, scale{fmod.f32() + H, 2 * H};
   if (dump) {
     out.put("final_shift", slice_copy(shift, M, H));
     out.put("final_scale", slice_copy(scale, M, H));
   }
-  Tensor h = ops::rms_norm(x, w.final_norm, static_cast<float>(c.final_norm_eps));
-  modulate_(h, shift, scale, timesteps.inverse);
+  Tensor h = rnd_(ops::rms_norm(x, w.final_norm, static_cast<float>(c.final_norm_eps)));
+  modulate_(h, shift, scale, timesteps.inverse, rnd_);  // then cast to fp32 for the heads
   const Tensor video_all = ops::linear(h, w.video_out_weight, &w.video_out_bias);
   const Tensor audio_all = ops::linear(h, w.audio_out_weight, &w.audio_out_bias);
   out.put("final_video_all", video_all);

@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 #include "models/h3/config.h"
 #include "models/h3/packing.h"
+#include "models/h3/precision.h"
 #include "models/h3/weights.h"
 
 namespace avdit {
@@ -28,6 +29,11 @@ class H3Model {
   const H3Config& config() const { return config_; }
   const H3Weights& weights() const { return weights_; }
 
+  // Emulated bf16 production precision (precision.h): activations rounded to bf16 where the
+  // reference's bf16 model keeps them, fp32 islands unchanged. Default off: the fp32 oracle.
+  void set_bf16_activations(bool on) { rnd_.bf16 = on; }
+  bool bf16_activations() const { return rnd_.bf16; }
+
   // text_embeds [L, text_dim] -> text_refined [L, H]: condition_proj, the refiner blocks
   // (attention over the text rows only, no RoPE, no adaLN), token_refiner.final_norm.
   // Depends only on the prompt, so a sampler calls it once. Dumps text_projected,
@@ -45,6 +51,7 @@ class H3Model {
  private:
   H3Config config_;
   H3Weights weights_;
+  Rounding rnd_;
 };
 
 }  // namespace avdit::models::h3
