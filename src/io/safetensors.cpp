@@ -75,7 +75,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<co
   json j;
   try {
     j = json::parse(header, header + n);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e99999
     throw BadInput(fmt::format("{}: malformed header JSON: {}", where, e.what()));
   }
   AVDIT_REQUIRE(j.is_object(), "{}: header is not a JSON object", where);
@@ -177,7 +177,7 @@ json read_json(const fs::path& path) {
   AVDIT_REQUIRE(in.good(), "{}: cannot open", path.string());
   try {
     return json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw BadInput(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
   }
 }

@@ -16,5 +16,5 @@ for f in "$shared"/golden/*/*.safetensors; do
   head -c 4096 "$f" > "build-fuzz/corpus/seed_$(basename "$(dirname "$f")")_$(basename "$f")"
 done
 printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' > build-fuzz/corpus/seed_empty
-ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/safetensors_header_fuzz build-fuzz/corpus \
+ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/tests/fuzz/safetensors_header_fuzz build-fuzz/corpus \
   -max_total_time="$secs" -artifact_prefix=build-fuzz/crashes/ -max_len=65536 -print_final_stats=1
