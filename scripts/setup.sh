@@ -21,8 +21,17 @@
 set -euo pipefail
 
 BUILD_DIR=${BUILD_DIR:-build}
-# The main job that --run ends with, run from the repo root (the tiny golden model beside the repo).
-MAIN_JOB="$BUILD_DIR/avdit inspect ../shared/golden/magi2-tiny"
+# The main job that --run ends with, run from the repo root: sample latents from the tiny golden
+# models beside the repo (MAGI-2 with CFG and UniPC, then H3 with Euler) from a seed, writing out/
+# and printing each output's SHA-256 (the same on every machine for the same seed).
+G=../shared/golden
+MAIN_JOB="mkdir -p out && \
+  $BUILD_DIR/avdit inspect $G/magi2-tiny | sed -n 1,8p && \
+  $BUILD_DIR/avdit generate --model $G/magi2-tiny --text $G/magi2-tiny/sampler.safetensors \
+    --negative $G/magi2-tiny/sampler.safetensors --latent-shape 2,4,6,20 --seed 46 \
+    --out out/magi2-tiny-latents.safetensors && \
+  $BUILD_DIR/avdit generate --model $G/h3-tiny --text $G/h3-tiny/inputs.safetensors \
+    --latent-shape 3,4,6,12 --steps 8 --seed 46 --out out/h3-tiny-latents.safetensors"
 
 APT_PACKAGES=(
   g++ cmake ninja-build pkg-config python3-venv

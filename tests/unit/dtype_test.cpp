@@ -16,6 +16,8 @@
 #include <random>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/dtype.h"
 
 namespace avdit {
@@ -186,7 +188,9 @@ TEST(DType, DecodeTablesMatchMlDtypes) {
   const std::filesystem::path root = AVDIT_SOURCE_DIR;
   const std::filesystem::path py = root / ".venv/bin/python";
   ASSERT_TRUE(std::filesystem::exists(py)) << py << " missing: run scripts/setup.sh";
-  const std::filesystem::path table = std::filesystem::temp_directory_path() / "avdit_dtypes_table.bin";
+  // A per-process name: two test runs at once must not share the file.
+  const std::filesystem::path table =
+      std::filesystem::temp_directory_path() / ("avdit_dtypes_table_" + std::to_string(::getpid()) + ".bin");
   const std::string cmd = py.string() + " " + (root / "python/st_interop.py").string() + " dtypes-table " +
                           table.string() + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
