@@ -17,11 +17,11 @@ Magi2Config config_from_checkpoint(const Checkpoint& ckpt) {
   return parse_magi2_config(*cfg);
 }
 
-TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump) {
+TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump, bool bf16_activations) {
   const Magi2Config config = config_from_checkpoint(ckpt);
   const Magi2Weights weights = load_magi2_weights(ckpt, config);
   const PackedSequence packed = pack_inputs(config, inputs);
-  TensorMap out = forward_packed(weights, packed, ForwardOptions{dump});
+  TensorMap out = forward_packed(weights, packed, ForwardOptions{dump, bf16_activations});
   Tensor video, audio;
   unpack_outputs(config, packed, out.at("model_output"), video, audio);
   out["video_velocity"] = video;

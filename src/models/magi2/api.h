@@ -20,7 +20,9 @@ Magi2Config config_from_checkpoint(const Checkpoint& ckpt);
 // per_token_audio_t, as the fixture's inputs.safetensors), computes the time embedding, runs the forward and
 // returns video_velocity, audio_velocity and model_output; with dump also the packed inputs (x, coords_mapping,
 // modality_mapping, cu_seqlens_q, per_token_t, time_token_sequence) and every intermediate by fixture name.
-TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump);
+// bf16_activations: the emulated bf16 production precision (ForwardOptions in model.h); default fp32.
+TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
+                              bool bf16_activations = false);
 
 // Writes config.json and a random-weight checkpoint (official names, layouts, dtypes; sharded with an index when
 // large) to out_dir. Values depend only on (seed, tensor name, element index).

@@ -28,7 +28,8 @@ Tensor combined_sinks(const Tensor& sinks) {
 }  // namespace
 
 Tensor attention_forward(const AttentionWeights& w, const Magi2Config& c, int64_t groups, const Tensor& attn_in,
-                         const TokenLayout& layout, const RopeTables& rope, const std::vector<int64_t>& cu_seqlens) {
+                         const TokenLayout& layout, const RopeTables& rope, const std::vector<int64_t>& cu_seqlens,
+                         const Rounding& rnd) {
   const int64_t L = attn_in.size(0), hidden = c.hidden_size, Hq = c.num_heads_q, Hkv = c.num_heads_kv,
                 D = c.head_dim;
   const int64_t qkv_out = (Hq + 2 * Hkv) * D;
@@ -38,9 +39,11 @@ Tensor attention_forward(const AttentionWeights& w, const Magi2Config& c, int64_
     std::vector<Tensor> gs, qs, ks, vs;
     auto run = [&](int64_t m, const Tensor& rows) {
       const int64_t n = rows.size(0);
-      const Tensor a = ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true);
-      gs.push_back(ops::linear(a, w.linear_g.slice_rows(m * Hq, (m + 1) * Hq)));  // [n, Hq]
-      const Tensor qkv = ops::linear(a, w.linear_qkv.slice_rows(m * qkv_out, (m + 1) * qkv_out));
+      // bf16 mode: pre_norm outputs the stream dtype, linear_g / linear_qkv are bf16 linears; q_norm / k_norm
+      // output fp32 (out_dtype=float32 in the reference), so q and k stay fp32 through RoPE until FA3.
+      const Tensor a = rnd(ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true));
+      gs.push_back(rnd(ops::linear(a, w.linear_g.slice_rows(m * Hq, (m + 1) * Hq))));  // [n, Hq]
+      const Tensor qkv = rnd(ops::linear(a, w.linear_qkv.slice_rows(m * qkv_out, (m + 1) * qkv_out)));
       // out columns [q (Hq*D) | k (Hkv*D) | v (Hkv*D)], head-major.
       const Tensor qm = take_columns(qkv, 0, Hq * D).reshape({n, Hq, D});
       const Tensor km = take_columns(qkv, Hq * D, (Hq + Hkv) * D).reshape({n, Hkv, D});
@@ -67,22 +70,25 @@ Tensor attention_forward(const AttentionWeights& w, const Magi2Config& c, int64_
   const Tensor vp = gather_rows(v, layout.inv);
   ops::rope_rotate_half_(qp, rope.cos, rope.sin);
   ops::rope_rotate_half_(kp, rope.cos, rope.sin);
+  // bf16 mode: FA3 receives bf16 q/k/v (v is already bf16) and returns bf16.
+  qp = rnd(std::move(qp));
+  kp = rnd(std::move(kp));
   const Tensor sinks = combined_sinks(w.sinks);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  const Tensor o_packed = ops::attention(qp, kp, vp, scale, cu_seqlens, &sinks);  // [L, Hq, D]
+  const Tensor o_packed = rnd(ops::attention(qp, kp, vp, scale, cu_seqlens, &sinks));  // [L, Hq, D]
   Tensor o = gather_rows(o_packed, layout.perm);
-  // Per-head gate: o * sigmoid(g).
+  // Per-head gate: o * sigmoid(g); in bf16 mode torch.sigmoid of the bf16 g and the product are bf16 tensors.
   float* ov = o.f32();
   const float* gv = g.f32();
   for (int64_t l = 0; l < L; ++l)
     for (int64_t h = 0; h < Hq; ++h) {
-      const float s = 1.0f / (1.0f + std::exp(-gv[l * Hq + h]));
+      const float s = rnd(1.0f / (1.0f + std::exp(-gv[l * Hq + h])));
       float* row = ov + (l * Hq + h) * D;
-      for (int64_t d = 0; d < D; ++d) row[d] *= s;
+      for (int64_t d = 0; d < D; ++d) row[d] = rnd(row[d] * s);
     }
   const Tensor flat = o.reshape({L, Hq * D});
   return apply_grouped(flat, groups, layout, [&](int64_t m, const Tensor& rows) {
-    return ops::linear(rows, w.linear_proj.slice_rows(m * hidden, (m + 1) * hidden));
+    return rnd(ops::linear(rows, w.linear_proj.slice_rows(m * hidden, (m + 1) * hidden)));
   });
 }
 

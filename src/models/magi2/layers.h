@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "models/magi2/config.h"
+#include "models/magi2/precision.h"
 #include "models/magi2/token_layout.h"
 #include "models/magi2/weights.h"
 
@@ -18,21 +19,25 @@ inline constexpr float kSwiglu7Alpha = 1.702f;
 inline constexpr float kSwiglu7Limit = 7.0f;
 
 // swiglu7 on interleaved channels (even = gate, odd = linear): u [L, 2I] -> [L, I].
-Tensor swiglu7_interleaved(const Tensor& u);
+Tensor swiglu7_interleaved(const Tensor& u, const Rounding& rnd = {});
 // swiglu7 of separate gate / linear halves: g, l [M, I] -> [M, I].
-Tensor swiglu7_split(const Tensor& g, const Tensor& l);
+Tensor swiglu7_split(const Tensor& g, const Tensor& l, const Rounding& rnd = {});
 
 // The rotary table split as the reference does (rope.tensor_split(2)): sin_emb, cos_emb [L, R/2], packed order.
 struct RopeTables {
   Tensor sin, cos;
 };
 
+// `rnd` rounds activations to bf16 where the reference's production dtypes hold bf16 (precision.h); the default
+// is the fp32 oracle.
 // attn_in [L, hidden] (permuted) -> attn_out [L, hidden] (permuted).
 Tensor attention_forward(const AttentionWeights& w, const Magi2Config& c, int64_t groups, const Tensor& attn_in,
-                         const TokenLayout& layout, const RopeTables& rope, const std::vector<int64_t>& cu_seqlens);
+                         const TokenLayout& layout, const RopeTables& rope, const std::vector<int64_t>& cu_seqlens,
+                         const Rounding& rnd = {});
 
 // mlp_in [L, hidden] -> [L, hidden].
-Tensor dense_mlp_forward(const DenseMlpWeights& w, int64_t groups, const Tensor& mlp_in, const TokenLayout& layout);
+Tensor dense_mlp_forward(const DenseMlpWeights& w, int64_t groups, const Tensor& mlp_in, const TokenLayout& layout,
+                         const Rounding& rnd = {});
 
 // The parts of a MoE layer's output, for dumps. Per-token tensors in permuted order.
 struct MoeOutputs {
@@ -46,6 +51,7 @@ struct MoeOutputs {
   Tensor mlp_out;       // [L, hidden] = merge_out + shared_out
 };
 
-MoeOutputs moe_forward(const MoeWeights& w, const Magi2Config& c, const Tensor& mlp_in, const TokenLayout& layout);
+MoeOutputs moe_forward(const MoeWeights& w, const Magi2Config& c, const Tensor& mlp_in, const TokenLayout& layout,
+                       const Rounding& rnd = {});
 
 }  // namespace avdit::models::magi2

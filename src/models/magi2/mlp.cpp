@@ -19,7 +19,7 @@ inline float swiglu7(float g, float l) {
 
 }  // namespace
 
-Tensor swiglu7_interleaved(const Tensor& u_in) {
+Tensor swiglu7_interleaved(const Tensor& u_in, const Rounding& rnd) {
   const Tensor u = u_in.to_f32();
   const int64_t width = u.size(-1);
   AVDIT_CHECK(width % 2 == 0, "swiglu7 on an odd width {}", width);
@@ -30,27 +30,29 @@ Tensor swiglu7_interleaved(const Tensor& u_in) {
   const float* s = u.f32();
   float* o = out.f32();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < half; ++i) o[r * half + i] = swiglu7(s[r * width + 2 * i], s[r * width + 2 * i + 1]);
+    for (int64_t i = 0; i < half; ++i) o[r * half + i] = rnd(swiglu7(s[r * width + 2 * i], s[r * width + 2 * i + 1]));
   return out;
 }
 
-Tensor swiglu7_split(const Tensor& g, const Tensor& l) {
+Tensor swiglu7_split(const Tensor& g, const Tensor& l, const Rounding& rnd) {
   AVDIT_CHECK(g.shape() == l.shape(), "swiglu7 halves differ: {} vs {}", g.shape_str(), l.shape_str());
   Tensor out = Tensor::empty(g.shape(), DType::F32);
   const float* gv = g.f32();
   const float* lv = l.f32();
   float* o = out.f32();
-  for (int64_t i = 0; i < g.numel(); ++i) o[i] = swiglu7(gv[i], lv[i]);
+  for (int64_t i = 0; i < g.numel(); ++i) o[i] = rnd(swiglu7(gv[i], lv[i]));
   return out;
 }
 
-Tensor dense_mlp_forward(const DenseMlpWeights& w, int64_t groups, const Tensor& mlp_in, const TokenLayout& layout) {
+Tensor dense_mlp_forward(const DenseMlpWeights& w, int64_t groups, const Tensor& mlp_in, const TokenLayout& layout,
+                         const Rounding& rnd) {
   const int64_t hidden = mlp_in.size(1);
   const int64_t inter2 = w.up_gate_proj.size(0) / groups;
   return apply_grouped(mlp_in, groups, layout, [&](int64_t m, const Tensor& rows) {
-    const Tensor a = ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true);
-    const Tensor u = ops::linear(a, w.up_gate_proj.slice_rows(m * inter2, (m + 1) * inter2));  // [n, 2I]
-    return ops::linear(swiglu7_interleaved(u), w.down_proj.slice_rows(m * hidden, (m + 1) * hidden));
+    // bf16 mode: the norm output, both bf16 linears and swiglu7 (fp32 inside, cast back) are bf16 tensors.
+    const Tensor a = rnd(ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true));
+    const Tensor u = rnd(ops::linear(a, w.up_gate_proj.slice_rows(m * inter2, (m + 1) * inter2)));  // [n, 2I]
+    return rnd(ops::linear(swiglu7_interleaved(u, rnd), w.down_proj.slice_rows(m * hidden, (m + 1) * hidden)));
   });
 }
 

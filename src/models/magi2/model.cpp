@@ -71,6 +71,14 @@ Tensor post_adapter(const Magi2Weights& w, const Tensor& s, const TokenLayout& l
   return out;
 }
 
+// The mHC coefficients cast to the stream dtype (the reference's out_dtype=s.dtype); identity in fp32.
+MhcCoefficients rounded(MhcCoefficients c, const Rounding& rnd) {
+  c.h_pre = rnd(std::move(c.h_pre));
+  c.h_post = rnd(std::move(c.h_post));
+  c.h_res = rnd(std::move(c.h_res));
+  return c;
+}
+
 }  // namespace
 
 TensorMap forward_packed(const Magi2Weights& w, const PackedSequence& p, const ForwardOptions& options) {
@@ -97,6 +105,9 @@ TensorMap forward_packed(const Magi2Weights& w, const PackedSequence& p, const F
       std::memcpy(s.f32() + r * R, tt.f32() + layout.perm[r] * tc, sizeof(float) * tc);
   }
   rec.token("embed", s);
+  // TransformerBlock casts the (fp32) embedded sequence to bf16: the residual stream is bf16 from here on.
+  const Rounding rnd{options.bf16_activations};
+  s = rnd(std::move(s));
 
   const Tensor rope = rope_table(p.coords, w.rope_bands);  // [L, 6B] packed
   rec.packed("rope", rope);
@@ -107,16 +118,21 @@ TensorMap forward_packed(const Magi2Weights& w, const PackedSequence& p, const F
     const LayerWeights& lw = w.layers[i];
     const std::string p_ = fmt::format("layers.{}.", i);
     // Attention branch.
-    const MhcCoefficients ca = mhc_coefficients(s, lw.mhc_norm, lw.groups, layout, lw.mhc_attn, n, hidden);
-    const Tensor attn_in = mhc_apply_pre(s, ca.h_pre, n);
-    const Tensor attn_out = attention_forward(lw.attention, c, lw.groups, attn_in, layout, tables, p.cu_seqlens);
-    const Tensor s1 = mhc_hyper_connect(s, attn_out, ca.h_post, ca.h_res, n);
+    // bf16 mode: h_pre/h_post/h_res are cast to the stream dtype; the mHC kernels accumulate in fp32 and store in
+    // the stream dtype (attn_in, mlp_in and the new streams are bf16).
+    const MhcCoefficients ca =
+        rounded(mhc_coefficients(s, lw.mhc_norm, lw.groups, layout, lw.mhc_attn, n, hidden), rnd);
+    const Tensor attn_in = rnd(mhc_apply_pre(s, ca.h_pre, n));
+    const Tensor attn_out =
+        attention_forward(lw.attention, c, lw.groups, attn_in, layout, tables, p.cu_seqlens, rnd);
+    const Tensor s1 = rnd(mhc_hyper_connect(s, attn_out, ca.h_post, ca.h_res, n));
     // MLP branch (same mhc_norm weight).
-    const MhcCoefficients cm = mhc_coefficients(s1, lw.mhc_norm, lw.groups, layout, lw.mhc_mlp, n, hidden);
-    const Tensor mlp_in = mhc_apply_pre(s1, cm.h_pre, n);
+    const MhcCoefficients cm =
+        rounded(mhc_coefficients(s1, lw.mhc_norm, lw.groups, layout, lw.mhc_mlp, n, hidden), rnd);
+    const Tensor mlp_in = rnd(mhc_apply_pre(s1, cm.h_pre, n));
     Tensor mlp_out;
     if (lw.moe) {
-      MoeOutputs mo = moe_forward(lw.moe_mlp, c, mlp_in, layout);
+      MoeOutputs mo = moe_forward(lw.moe_mlp, c, mlp_in, layout, rnd);
       mlp_out = mo.mlp_out;
       rec.token(p_ + "moe.split_out", mo.split_out);
       rec.token(p_ + "moe.experts_out", mo.experts_out);
@@ -126,9 +142,9 @@ TensorMap forward_packed(const Magi2Weights& w, const PackedSequence& p, const F
       rec.token(p_ + "router.topk_weights", mo.topk_weights);
       rec.token_i64(p_ + "router.topk_indices", mo.topk_indices);
     } else {
-      mlp_out = dense_mlp_forward(lw.dense, lw.groups, mlp_in, layout);
+      mlp_out = dense_mlp_forward(lw.dense, lw.groups, mlp_in, layout, rnd);
     }
-    s = mhc_hyper_connect(s1, mlp_out, cm.h_post, cm.h_res, n);
+    s = rnd(mhc_hyper_connect(s1, mlp_out, cm.h_post, cm.h_res, n));
     rec.token(p_ + "mhc.attn.h_pre", ca.h_pre);
     rec.token(p_ + "mhc.attn.h_post", ca.h_post);
     rec.token(p_ + "mhc.attn.h_res", ca.h_res);
@@ -141,6 +157,7 @@ TensorMap forward_packed(const Magi2Weights& w, const PackedSequence& p, const F
     rec.token(p_ + "mlp_out", mlp_out);
     rec.token(p_ + "output", s);
   }
+  // PostAdapter casts the stream to its fp32 norm weight's dtype: fp32 from here on in both modes.
   result["model_output"] = gather_rows(post_adapter(w, s, layout), layout.inv);
   if (options.dump) {
     Tensor sizes = Tensor::empty({3}, DType::I32);

@@ -61,7 +61,12 @@ void route(const MoeWeights& w, const Magi2Config& c, const Tensor& z, MoeOutput
 }
 
 // Routed experts of every head this process holds: experts_out [L, W] (heads side by side).
-Tensor run_experts(const MoeWeights& w, const Magi2Config& c, const Tensor& z, const MoeOutputs& r) {
+// bf16 mode, as the Triton kernel: swiglu7 of the fp32 gate/up accumulators cast to bf16, the fp32 down
+// accumulator times the probability cast to bf16, then added into the bf16 output (atomic adds in the output
+// dtype). The atomic order is the GPU's; here it is fixed: per (token, head), ascending expert index (the order of
+// the kernel's expert-sorted tiles), the running sum rounded to bf16 after each add.
+Tensor run_experts(const MoeWeights& w, const Magi2Config& c, const Tensor& z, const MoeOutputs& r,
+                   const Rounding& rnd) {
   const int64_t L = z.size(0), Hm = c.moe.num_heads, K = c.moe.top_k, Dm = c.moe_head_dim, W = z.size(1);
   Tensor out = Tensor::zeros({L, W}, DType::F32);
   float* ov = out.f32();
@@ -86,12 +91,16 @@ Tensor run_experts(const MoeWeights& w, const Magi2Config& c, const Tensor& z, c
         std::copy(zv + s[i].first * W + h * Dm, zv + s[i].first * W + (h + 1) * Dm, x.f32() + i * Dm);
       const Tensor gate = ops::matmul(x, hx.W_gate.select(j));  // [n, De]
       const Tensor up = ops::matmul(x, hx.W_up.select(j));
-      const Tensor y = ops::matmul(swiglu7_split(gate, up), hx.W_down.select(j));  // [n, Dm]
+      const Tensor y = ops::matmul(swiglu7_split(gate, up, rnd), hx.W_down.select(j));  // [n, Dm]
       const float* yv = y.f32();
       for (int64_t i = 0; i < n; ++i) {
         float* dst = ov + s[i].first * W + h * Dm;
         const float p = s[i].second;
-        for (int64_t d = 0; d < Dm; ++d) dst[d] += p * yv[i * Dm + d];
+        if (rnd.bf16) {
+          for (int64_t d = 0; d < Dm; ++d) dst[d] = rnd(dst[d] + rnd(p * yv[i * Dm + d]));
+        } else {
+          for (int64_t d = 0; d < Dm; ++d) dst[d] += p * yv[i * Dm + d];
+        }
       }
     }
   }
@@ -100,27 +109,31 @@ Tensor run_experts(const MoeWeights& w, const Magi2Config& c, const Tensor& z, c
 
 }  // namespace
 
-MoeOutputs moe_forward(const MoeWeights& w, const Magi2Config& c, const Tensor& mlp_in, const TokenLayout& layout) {
+MoeOutputs moe_forward(const MoeWeights& w, const Magi2Config& c, const Tensor& mlp_in, const TokenLayout& layout,
+                       const Rounding& rnd) {
   const int64_t hidden = c.hidden_size;
   MoeOutputs out;
   // The MoE pre_norm always has the three modality blocks.
   const Tensor xn = apply_grouped(mlp_in, kNumModalities, layout, [&](int64_t m, const Tensor& rows) {
-    return ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true);
+    return rnd(ops::rms_norm(rows, w.pre_norm.slice_rows(m * hidden, (m + 1) * hidden), kNormEps, true));
   });
-  out.split_out = ops::linear(xn, w.split_linear);  // [L, W]
+  // bf16 mode: split/merge and shared-expert weights are bf16 whatever params_dtype says, so their outputs are
+  // bf16; the router reads the bf16 split_out in fp32 (x_heads.float() against the fp32 gate).
+  out.split_out = rnd(ops::linear(xn, w.split_linear));  // [L, W]
   route(w, c, out.split_out, out);
-  out.experts_out = run_experts(w, c, out.split_out, out);
-  out.merge_out = ops::linear(out.experts_out, w.merge_linear);  // [L, hidden]
+  out.experts_out = run_experts(w, c, out.split_out, out, rnd);
+  out.merge_out = rnd(ops::linear(out.experts_out, w.merge_linear));  // [L, hidden]
 
   // Shared expert (all tokens) + modality-specific shared expert; fc1 rows interleaved gate/linear.
-  const Tensor shared = ops::linear(swiglu7_interleaved(ops::linear(xn, w.shared_fc1)), w.shared_fc2);
+  const Tensor shared =
+      rnd(ops::linear(swiglu7_interleaved(rnd(ops::linear(xn, w.shared_fc1)), rnd), w.shared_fc2));
   const int64_t im2 = 2 * c.moe.modality_specific_expert_intermediate_size;
   const Tensor specific = apply_grouped(xn, kNumModalities, layout, [&](int64_t m, const Tensor& rows) {
-    const Tensor u = ops::linear(rows, w.ms_fc1.slice_rows(m * im2, (m + 1) * im2));
-    return ops::linear(swiglu7_interleaved(u), w.ms_fc2.slice_rows(m * hidden, (m + 1) * hidden));
+    const Tensor u = rnd(ops::linear(rows, w.ms_fc1.slice_rows(m * im2, (m + 1) * im2)));
+    return rnd(ops::linear(swiglu7_interleaved(u, rnd), w.ms_fc2.slice_rows(m * hidden, (m + 1) * hidden)));
   });
-  out.shared_out = ops::add(shared, specific);
-  out.mlp_out = ops::add(out.merge_out, out.shared_out);
+  out.shared_out = rnd(ops::add(shared, specific));
+  out.mlp_out = rnd(ops::add(out.merge_out, out.shared_out));
   return out;
 }
 
