@@ -3,6 +3,9 @@
 // so any fixture of this format is checked by comparing files by name.
 #include <filesystem>
 #include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "commands.h"
 #include "core/error.h"
@@ -16,6 +19,33 @@ namespace avdit::app {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// `--dump hidden,router` (MAGI-2): keep the outputs plus layers.{i}.output ("hidden") and the
+// layers.{i}.router.* tensors ("router"); an empty list keeps everything.
+TensorMap select_dump(TensorMap all, const std::string& list) {
+  if (list.empty()) return all;
+  std::set<std::string> items;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    if (item != "hidden" && item != "router")
+      throw BadInput(fmt::format("--dump: unknown item '{}' (known: hidden, router; or no value for all)", item));
+    items.insert(item);
+  }
+  static const std::regex hidden(R"(layers\.\d+\.output)"), router(R"(layers\.\d+\.router\..*)");
+  TensorMap kept;
+  for (auto& [name, t] : all) {
+    const bool output = name == "video_velocity" || name == "audio_velocity" || name == "model_output";
+    if (output || (items.count("hidden") && std::regex_match(name, hidden)) ||
+        (items.count("router") && std::regex_match(name, router)))
+      kept[name] = std::move(t);
+  }
+  return kept;
+}
+
+}  // namespace
+
 Run add_forward(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "forward",
@@ -27,25 +57,40 @@ Run add_forward(CLI::App& app) {
       "           --inputs ../shared/golden/magi2-tiny/inputs.safetensors --out out.safetensors");
   struct Opts {
     std::string model, inputs, out;
-    bool dump = false;
+    std::string dump_list;  // --dump's optional value: empty = everything
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "Model folder (config.json + safetensors)")->required();
   cmd->add_option("--inputs", o->inputs, "Inputs .safetensors (the fixtures' format)")->required();
   cmd->add_option("--out", o->out, "Where to write the outputs (.safetensors)")->required();
-  cmd->add_flag("--dump", o->dump, "Also write the packed inputs and every intermediate (layers, router, ...)");
-  return [o]() {
+  auto* dump = cmd->add_option("--dump", o->dump_list,
+                               "Also write intermediates: alone = the packed inputs and every intermediate; with a "
+                               "list (MAGI-2: hidden,router) = only layers.{i}.output and/or the router tensors")
+                   ->expected(0, 1);
+  cmd->add_option("--precision", o->precision,
+                  "fp32 (the oracle) or bf16 (emulated production precision: activations rounded to bf16 where "
+                  "the reference holds them in bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  return [o, dump]() {
     const Checkpoint ckpt = Checkpoint::open(o->model);
     AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit forward needs the model's config",
                   o->model);
     const auto family = models::detect_family(*ckpt.config());
     AVDIT_REQUIRE(family, "{}/config.json: not a config of a family avdit knows (magi2-preview, h3)", o->model);
     const TensorMap inputs = read_all(o->inputs);
+    select_dump({}, o->dump_list);  // an unknown --dump item fails before the forward
+    const bool want_dump = dump->count() > 0;
+    const bool bf16 = o->precision == "bf16";
     TensorMap out;
     if (*family == "magi2-preview") {
-      out = models::magi2::forward_from_inputs(ckpt, inputs, o->dump);
+      out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, bf16), o->dump_list);
     } else if (*family == "h3") {
-      out = models::h3::forward_from_inputs(ckpt, inputs, o->dump);
+      if (want_dump && !o->dump_list.empty())
+        log::info("--dump {}: the list selects MAGI-2 tensors; H3 dumps everything", o->dump_list);
+      models::h3::H3Model model(ckpt);
+      model.set_bf16_activations(bf16);
+      out = models::h3::forward_from_inputs(model, inputs, want_dump);
     } else {
       throw BadInput(fmt::format("{}: avdit forward does not run the {} family yet", o->model, *family));
     }
