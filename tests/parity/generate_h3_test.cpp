@@ -12,25 +12,14 @@
 #include "io/safetensors.h"
 #include "models/h3/packing.h"
 #include "pipeline/generate_h3.h"
+#include "testing/compare.h"
 
 namespace avdit::pipeline {
 namespace {
 
 const std::string kDir = std::string(AVDIT_SHARED_DIR) + "/golden/h3-tiny";
 
-double rel_diff(const Tensor& a, const Tensor& b, const std::string& what) {
-  EXPECT_EQ(a.shape(), b.shape()) << what;
-  if (a.shape() != b.shape()) return 1e30;
-  const Tensor x = a.to_f32(), y = b.to_f32();
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(x.f32()[i]) - y.f32()[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(y.f32()[i])));
-  }
-  const double rel = ref > 0 ? diff / ref : diff;
-  std::printf("  %-24s max abs %.3e  of max %.3e\n", what.c_str(), diff, rel);
-  return rel;
-}
+using avdit::test_util::rel_max_diff;
 
 TEST(GenerateH3, ReproducesFixture) {
   const Checkpoint ckpt = Checkpoint::open(kDir);
@@ -50,20 +39,20 @@ TEST(GenerateH3, ReproducesFixture) {
   for (int k = 0; k < 4; ++k) {
     const std::string p = "[" + std::to_string(k) + "] ";
     const auto& vel = r.trajectory.velocity[k];
-    EXPECT_LE(rel_diff(models::h3::patchify_video(vel[0]), f.at("velocity_video_rows").select(k), p + "velocity video"),
+    EXPECT_LE(rel_max_diff(models::h3::patchify_video(vel[0]), f.at("velocity_video_rows").select(k), p + "velocity video"),
               1e-4);
-    EXPECT_LE(rel_diff(models::h3::pack_audio(vel[1]), f.at("velocity_audio_rows").select(k), p + "velocity audio"),
+    EXPECT_LE(rel_max_diff(models::h3::pack_audio(vel[1]), f.at("velocity_audio_rows").select(k), p + "velocity audio"),
               1e-4);
     const auto& lat = r.trajectory.latents[k + 1];
-    EXPECT_LE(rel_diff(models::h3::patchify_video(lat[0]), f.at("latents_video_rows").select(k + 1),
+    EXPECT_LE(rel_max_diff(models::h3::patchify_video(lat[0]), f.at("latents_video_rows").select(k + 1),
                        "latents[" + std::to_string(k + 1) + "] video"),
               1e-4);
-    EXPECT_LE(rel_diff(models::h3::pack_audio(lat[1]), f.at("latents_audio_rows").select(k + 1),
+    EXPECT_LE(rel_max_diff(models::h3::pack_audio(lat[1]), f.at("latents_audio_rows").select(k + 1),
                        "latents[" + std::to_string(k + 1) + "] audio"),
               1e-4);
   }
-  EXPECT_LE(rel_diff(r.video, f.at("final_video"), "final_video"), 1e-4);
-  EXPECT_LE(rel_diff(r.audio, f.at("final_audio"), "final_audio"), 1e-4);
+  EXPECT_LE(rel_max_diff(r.video, f.at("final_video"), "final_video"), 1e-4);
+  EXPECT_LE(rel_max_diff(r.audio, f.at("final_audio"), "final_audio"), 1e-4);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "io/safetensors.h"
 #include "pipeline/generate_magi2.h"
+#include "testing/compare.h"
 
 namespace avdit::pipeline {
 namespace {
@@ -19,19 +20,7 @@ namespace {
 const std::string kDir = std::string(AVDIT_SHARED_DIR) + "/golden/magi2-tiny";
 const std::string kSampler = kDir + "/sampler.safetensors";
 
-double rel_diff(const Tensor& a, const Tensor& b, const std::string& what) {
-  EXPECT_EQ(a.shape(), b.shape()) << what;
-  if (a.shape() != b.shape()) return 1e30;
-  const Tensor x = a.to_f32(), y = b.to_f32();
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(x.f32()[i]) - y.f32()[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(y.f32()[i])));
-  }
-  const double rel = ref > 0 ? diff / ref : diff;
-  std::printf("  %-28s max abs %.3e  of max %.3e\n", what.c_str(), diff, rel);
-  return rel;
-}
+using avdit::test_util::rel_max_diff;
 
 Tensor item(const Tensor& t, int64_t b) {
   Shape s = t.shape();
@@ -59,17 +48,17 @@ std::pair<double, double> compare(const GenerateResult& r, const TensorMap& f, d
   for (int i = 0; i < 4 && i < t.steps(); ++i) {
     const std::string p = "step" + std::to_string(i) + ".";
     const sample::ModelOut& mo = t.model_out[i];
-    EXPECT_LE(rel_diff(mo.cond[0], item(f.at(p + "model_out_video"), 0), p + "model_out_video[cond]"), step_tol);
-    EXPECT_LE(rel_diff(mo.uncond[0], item(f.at(p + "model_out_video"), 1), p + "model_out_video[uncond]"), step_tol);
-    EXPECT_LE(rel_diff(mo.cond[1], item(f.at(p + "model_out_audio"), 0), p + "model_out_audio[cond]"), step_tol);
-    EXPECT_LE(rel_diff(mo.uncond[1], item(f.at(p + "model_out_audio"), 1), p + "model_out_audio[uncond]"), step_tol);
-    EXPECT_LE(rel_diff(t.velocity[i][0], f.at(p + "cfg_video"), p + "cfg_video"), step_tol);
-    EXPECT_LE(rel_diff(t.velocity[i][1], f.at(p + "cfg_audio"), p + "cfg_audio"), step_tol);
-    EXPECT_LE(rel_diff(t.latents[i + 1][0], f.at(p + "video_latent"), p + "video_latent"), step_tol);
-    EXPECT_LE(rel_diff(t.latents[i + 1][1], f.at(p + "audio_latent"), p + "audio_latent"), step_tol);
+    EXPECT_LE(rel_max_diff(mo.cond[0], item(f.at(p + "model_out_video"), 0), p + "model_out_video[cond]"), step_tol);
+    EXPECT_LE(rel_max_diff(mo.uncond[0], item(f.at(p + "model_out_video"), 1), p + "model_out_video[uncond]"), step_tol);
+    EXPECT_LE(rel_max_diff(mo.cond[1], item(f.at(p + "model_out_audio"), 0), p + "model_out_audio[cond]"), step_tol);
+    EXPECT_LE(rel_max_diff(mo.uncond[1], item(f.at(p + "model_out_audio"), 1), p + "model_out_audio[uncond]"), step_tol);
+    EXPECT_LE(rel_max_diff(t.velocity[i][0], f.at(p + "cfg_video"), p + "cfg_video"), step_tol);
+    EXPECT_LE(rel_max_diff(t.velocity[i][1], f.at(p + "cfg_audio"), p + "cfg_audio"), step_tol);
+    EXPECT_LE(rel_max_diff(t.latents[i + 1][0], f.at(p + "video_latent"), p + "video_latent"), step_tol);
+    EXPECT_LE(rel_max_diff(t.latents[i + 1][1], f.at(p + "audio_latent"), p + "audio_latent"), step_tol);
   }
-  return {rel_diff(r.video, f.at("final_video_latent"), "final_video_latent"),
-          rel_diff(r.audio, f.at("final_audio_latent"), "final_audio_latent")};
+  return {rel_max_diff(r.video, f.at("final_video_latent"), "final_video_latent"),
+          rel_max_diff(r.audio, f.at("final_audio_latent"), "final_audio_latent")};
 }
 
 TEST(GenerateMagi2, ReproducesFixtureWithOwnTimeEmbedding) {

@@ -12,24 +12,14 @@
 #include "sample/euler.h"
 #include "sample/sampler_loop.h"
 #include "sample/schedule.h"
+#include "testing/compare.h"
 
 namespace avdit::sample {
 namespace {
 
 const std::string kFixture = std::string(AVDIT_SHARED_DIR) + "/golden/h3-tiny/sampler.safetensors";
 
-double rel_diff(const Tensor& a, const Tensor& b, const std::string& what) {
-  EXPECT_EQ(a.numel(), b.numel()) << what;
-  const Tensor x = a.to_f32(), y = b.to_f32();
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(x.f32()[i]) - y.f32()[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(y.f32()[i])));
-  }
-  const double rel = ref > 0 ? diff / ref : diff;
-  std::printf("  %-26s max abs %.3e  of max %.3e\n", what.c_str(), diff, rel);
-  return rel;
-}
+using avdit::test_util::rel_max_diff;
 
 // The reference's unpatchify_video_rows ([T*H/2*W/2, 96], columns c*4 + p*2 + q) -> [1, 24, T, H, W]
 // and unpack_audio_rows ([2*T_a, 32] -> [2, 32, T_a]); model packing code owns the real versions.
@@ -94,8 +84,8 @@ TEST(SamplerH3, ReplayReproducesLatents) {
     h3_euler_step(lat_v.select(k), vel_v.select(k), s.video_t[k], s.video_ratio[k], &den_v);
     h3_euler_step(lat_a.select(k), vel_a.select(k), s.audio_t[k], s.audio_ratio[k], &den_a);
     const std::string p = "denoised[" + std::to_string(k) + "] ";
-    EXPECT_LE(rel_diff(den_v, f.at("denoised_video_rows").select(k), p + "video"), 1e-6);
-    EXPECT_LE(rel_diff(den_a, f.at("denoised_audio_rows").select(k), p + "audio"), 1e-6);
+    EXPECT_LE(rel_max_diff(den_v, f.at("denoised_video_rows").select(k), p + "video"), 1e-6);
+    EXPECT_LE(rel_max_diff(den_a, f.at("denoised_audio_rows").select(k), p + "audio"), 1e-6);
   }
 
   // The loop, fed the stored velocities (single pass: guidance 1).
@@ -112,14 +102,14 @@ TEST(SamplerH3, ReplayReproducesLatents) {
   const auto final = run_sampler({f.at("noise_video_rows"), f.at("noise_audio_rows")}, steppers, 4, model, o);
   for (int k = 1; k <= 4; ++k) {
     const std::string p = "latents[" + std::to_string(k) + "] ";
-    EXPECT_LE(rel_diff(traj.latents[k][0], lat_v.select(k), p + "video"), 1e-6);
-    EXPECT_LE(rel_diff(traj.latents[k][1], lat_a.select(k), p + "audio"), 1e-6);
+    EXPECT_LE(rel_max_diff(traj.latents[k][0], lat_v.select(k), p + "video"), 1e-6);
+    EXPECT_LE(rel_max_diff(traj.latents[k][1], lat_a.select(k), p + "audio"), 1e-6);
   }
   const Tensor& fv = f.at("final_video");  // [1, 24, 3, 4, 6]
   const Tensor& fa = f.at("final_audio");  // [2, 32, 12]
-  EXPECT_EQ(rel_diff(unpatchify_video(f.at("noise_video_rows"), 3, 4, 6), f.at("noise_video"), "noise layout"), 0.0);
-  EXPECT_LE(rel_diff(unpatchify_video(final[0], fv.size(2), fv.size(3), fv.size(4)), fv, "final_video"), 1e-6);
-  EXPECT_LE(rel_diff(unpack_audio(final[1], fa.size(2)), fa, "final_audio"), 1e-6);
+  EXPECT_EQ(rel_max_diff(unpatchify_video(f.at("noise_video_rows"), 3, 4, 6), f.at("noise_video"), "noise layout"), 0.0);
+  EXPECT_LE(rel_max_diff(unpatchify_video(final[0], fv.size(2), fv.size(3), fv.size(4)), fv, "final_video"), 1e-6);
+  EXPECT_LE(rel_max_diff(unpack_audio(final[1], fa.size(2)), fa, "final_audio"), 1e-6);
 }
 
 }  // namespace

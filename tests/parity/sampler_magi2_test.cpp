@@ -11,6 +11,7 @@
 #include "sample/cfg.h"
 #include "sample/sampler_loop.h"
 #include "sample/schedule.h"
+#include "testing/compare.h"
 
 namespace avdit::sample {
 namespace {
@@ -18,18 +19,7 @@ namespace {
 const std::string kFixture = std::string(AVDIT_SHARED_DIR) + "/golden/magi2-tiny/sampler.safetensors";
 
 // max |a - b| / max |b|, printed so the report can quote it.
-double rel_diff(const Tensor& a, const Tensor& b, const std::string& what) {
-  EXPECT_EQ(a.shape(), b.shape()) << what;
-  const Tensor x = a.to_f32(), y = b.to_f32();
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(x.f32()[i]) - y.f32()[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(y.f32()[i])));
-  }
-  const double rel = ref > 0 ? diff / ref : diff;
-  std::printf("  %-26s max abs %.3e  of max %.3e\n", what.c_str(), diff, rel);
-  return rel;
-}
+using avdit::test_util::rel_max_diff;
 
 Tensor item(const Tensor& t, int64_t i) {  // [2, ...] -> [1, ...]
   Shape s = t.shape();
@@ -78,13 +68,13 @@ TEST(SamplerMagi2, ReplayReproducesLatents) {
   std::printf("MAGI-2 sampler replay (max |diff| / max |golden|):\n");
   for (int i = 0; i < 4; ++i) {
     const std::string p = "step" + std::to_string(i) + ".";
-    EXPECT_EQ(rel_diff(traj.velocity[i][0], f.at(p + "cfg_video"), p + "cfg_video"), 0.0);
-    EXPECT_EQ(rel_diff(traj.velocity[i][1], f.at(p + "cfg_audio"), p + "cfg_audio"), 0.0);
-    EXPECT_LE(rel_diff(traj.latents[i + 1][0], f.at(p + "video_latent"), p + "video_latent"), 1e-6);
-    EXPECT_LE(rel_diff(traj.latents[i + 1][1], f.at(p + "audio_latent"), p + "audio_latent"), 1e-6);
+    EXPECT_EQ(rel_max_diff(traj.velocity[i][0], f.at(p + "cfg_video"), p + "cfg_video"), 0.0);
+    EXPECT_EQ(rel_max_diff(traj.velocity[i][1], f.at(p + "cfg_audio"), p + "cfg_audio"), 0.0);
+    EXPECT_LE(rel_max_diff(traj.latents[i + 1][0], f.at(p + "video_latent"), p + "video_latent"), 1e-6);
+    EXPECT_LE(rel_max_diff(traj.latents[i + 1][1], f.at(p + "audio_latent"), p + "audio_latent"), 1e-6);
   }
-  EXPECT_LE(rel_diff(final[0], f.at("final_video_latent"), "final_video_latent"), 1e-6);
-  EXPECT_LE(rel_diff(final[1], f.at("final_audio_latent"), "final_audio_latent"), 1e-6);
+  EXPECT_LE(rel_max_diff(final[0], f.at("final_video_latent"), "final_video_latent"), 1e-6);
+  EXPECT_LE(rel_max_diff(final[1], f.at("final_audio_latent"), "final_audio_latent"), 1e-6);
 }
 
 }  // namespace

@@ -1,26 +1,8 @@
-// Emulated bf16 production precision of the MAGI-2 preview on the CPU: activations are rounded to
-// bf16 (nearest even) exactly where the reference's production dtypes hold bf16; compute and
-// accumulation stay fp32 as in its matmuls, norms and Triton kernels. Off (the default) = the fp32
-// oracle, every call an identity.
+// The family's name for the shared bf16 emulation (models/precision.h).
 #pragma once
 
-#include "core/dtype.h"
-#include "core/tensor.h"
+#include "models/precision.h"
 
 namespace avdit::models::magi2 {
-
-struct Rounding {
-  bool bf16 = false;
-
-  // Rounds an owned F32 tensor in place and returns it (no copy, no change when off).
-  Tensor operator()(Tensor t) const {
-    if (bf16) {
-      float* p = t.f32();
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
-    }
-    return t;
-  }
-  float operator()(float x) const { return bf16 ? bf16_to_f32(f32_to_bf16(x)) : x; }
-};
-
+using ::avdit::models::Rounding;
 }  // namespace avdit::models::magi2
