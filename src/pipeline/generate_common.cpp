@@ -45,4 +45,14 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
   return sample::make_noise(shape, seed, stream);
 }
 
+void attach_observers(sample::SamplerOptions& so, const RunOptions& run, GenerateResult& result) {
+  so.record = run.record_trajectory ? &result.trajectory : nullptr;
+  so.record_model_out = run.record_model_out;
+  so.teacher = run.teacher;
+  so.progress = [&result, progress = run.progress](int done, int total, double seconds) {
+    result.step_seconds.push_back(seconds);
+    if (progress) progress(done, total, seconds);
+  };
+}
+
 }  // namespace avdit::pipeline

@@ -46,6 +46,10 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
 
 // A shape with -1 as "any" in messages: [1, 48, T, H, W] style.
 bool shape_matches(const Shape& shape, const Shape& pattern);
+
+// The observer part of the sampler options both families share: trajectory recording, teacher
+// forcing, and per-step seconds collected into `result` (then passed on to run.progress).
+void attach_observers(sample::SamplerOptions& so, const RunOptions& run, GenerateResult& result);
 std::string pattern_str(const Shape& pattern);
 
 }  // namespace avdit::pipeline

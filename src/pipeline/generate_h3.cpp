@@ -104,13 +104,7 @@ GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
   sample::SamplerOptions so;
   so.modalities = {"video", "audio"};
   so.guidance = {gv, ga};
-  so.record = run.record_trajectory ? &result.trajectory : nullptr;
-  so.record_model_out = run.record_model_out;
-  so.teacher = run.teacher;
-  so.progress = [&](int done, int total, double seconds) {
-    result.step_seconds.push_back(seconds);
-    if (run.progress) run.progress(done, total, seconds);
-  };
+  attach_observers(so, run, result);
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
   steppers.push_back(sample::make_h3_euler_stepper(schedule.video_t, schedule.video_ratio));
   steppers.push_back(sample::make_h3_euler_stepper(schedule.audio_t, schedule.audio_ratio));

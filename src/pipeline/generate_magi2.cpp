@@ -186,13 +186,7 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
     return m == 0 ? sample::magi2_cfg_video(c, u, x, guidance, schedule.timesteps[step.index])
                   : sample::magi2_cfg_audio(c, u, x, guidance);
   };
-  so.record = run.record_trajectory ? &result.trajectory : nullptr;
-  so.record_model_out = run.record_model_out;
-  so.teacher = run.teacher;
-  so.progress = [&](int done, int total, double seconds) {
-    result.step_seconds.push_back(seconds);
-    if (run.progress) run.progress(done, total, seconds);
-  };
+  attach_observers(so, run, result);
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
   steppers.push_back(sample::make_unipc_stepper(schedule.sigmas));
   steppers.push_back(sample::make_unipc_stepper(schedule.sigmas));
