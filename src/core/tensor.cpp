@@ -1,6 +1,7 @@
 // Tensor storage, views and conversions (CPU side; CUDA allocation lives in the CUDA backend).
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,8 +25,9 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   AVDIT_CHECK(device == Device::CPU, "Tensor::empty on CUDA goes through the CUDA backend");
   for (int64_t d : shape) AVDIT_CHECK(d >= 0, "negative dimension in {}", avdit::shape_str(shape));
   const int64_t bytes = dtype_nbytes(dtype, shape_numel(shape));
-  // 64-byte alignment suits SIMD loops and BLAS.
-  void* p = std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64 + 64));
+  // 64-byte alignment suits SIMD loops and BLAS; aligned_alloc needs a size that is a non-zero
+  // multiple of the alignment.
+  void* p = std::aligned_alloc(64, static_cast<size_t>(std::max<int64_t>(64, (bytes + 63) / 64 * 64)));
   if (!p) throw RuntimeFailure(fmt::format("out of host memory allocating {} bytes", bytes));
   Tensor t;
   t.storage_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });

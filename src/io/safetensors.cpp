@@ -384,7 +384,17 @@ void write_checkpoint_sharded(const fs::path& dir, const std::vector<TensorDecl>
     write_shard(dir / name, shards[s]);
     for (size_t i : shards[s]) index["weight_map"][decls[i].name] = name;
   }
-  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2) << "\n";
+  // The index goes last and atomically: a folder with an index always has all its shards.
+  const fs::path index_path = dir / "model.safetensors.index.json", tmp = index_path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << index.dump(2) << "\n";
+    if (!out.flush()) {
+      fs::remove(tmp);
+      throw RuntimeFailure(fmt::format("{}: write failed (disk full?)", index_path.string()));
+    }
+  }
+  fs::rename(tmp, index_path);
 }
 
 }  // namespace avdit

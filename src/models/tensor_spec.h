@@ -15,10 +15,6 @@ namespace avdit::models {
 using TensorSpec = ::avdit::TensorDecl;
 
 // Number of elements of the tensor the spec describes (1 for a scalar / empty shape).
-inline int64_t numel(const TensorSpec& spec) {
-  int64_t n = 1;
-  for (int64_t d : spec.shape) n *= d;
-  return n;
-}
+inline int64_t numel(const TensorSpec& spec) { return shape_numel(spec.shape); }
 
 }  // namespace avdit::models

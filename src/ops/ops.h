@@ -24,7 +24,6 @@ Tensor sigmoid(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 void add_(Tensor& a, const Tensor& b);
-void scale_(Tensor& a, float s);
 Tensor concat_rows(const std::vector<Tensor>& parts);
 
 // Softmax attention. q [S, Hq, D], k and v [S, Hkv, D] (query head h reads kv head h / (Hq/Hkv)).

@@ -73,11 +73,6 @@ void add_(Tensor& a, const Tensor& b) {
   for (int64_t i = 0, n = a.numel(); i < n; ++i) p[i] += q[i];
 }
 
-void scale_(Tensor& a, float s) {
-  float* p = a.f32();
-  for (int64_t i = 0, n = a.numel(); i < n; ++i) p[i] *= s;
-}
-
 Tensor concat_rows(const std::vector<Tensor>& parts) {
   AVDIT_CHECK(!parts.empty(), "concat_rows of nothing");
   Shape shape = parts[0].shape();
