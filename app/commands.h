@@ -15,5 +15,6 @@ Run add_inspect(CLI::App& app);
 Run add_forward(CLI::App& app);
 Run add_init(CLI::App& app);
 Run add_generate(CLI::App& app);
+Run add_bench(CLI::App& app);
 
 }  // namespace avdit::app

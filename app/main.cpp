@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_forward);
   add(avdit::app::add_init);
   add(avdit::app::add_generate);
+  add(avdit::app::add_bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,91 @@
+#include "bench/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace avdit::bench {
+
+double Timing::median() const {
+  AVDIT_CHECK(!ms.empty(), "median of no timings");
+  std::vector<double> v = ms;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double Timing::min() const { return *std::min_element(ms.begin(), ms.end()); }
+double Timing::max() const { return *std::max_element(ms.begin(), ms.end()); }
+
+void Report::row() {
+  rows_.emplace_back(nlohmann::json::object());
+  text_.emplace_back(columns_.size());
+}
+
+namespace {
+size_t column_index(std::vector<std::string>& columns, const std::string& name) {
+  auto it = std::find(columns.begin(), columns.end(), name);
+  if (it != columns.end()) return static_cast<size_t>(it - columns.begin());
+  columns.push_back(name);
+  return columns.size() - 1;
+}
+}  // namespace
+
+void Report::set(const std::string& column, const std::string& value) {
+  AVDIT_CHECK(!rows_.empty(), "Report::set before Report::row");
+  const size_t i = column_index(columns_, column);
+  if (text_.back().size() <= i) text_.back().resize(i + 1);
+  text_.back()[i] = value;
+  rows_.back()[column] = value;
+}
+
+void Report::set(const std::string& column, double value, int precision) {
+  set(column, fmt::format("{:.{}f}", value, precision));
+  rows_.back()[column] = value;
+}
+
+void Report::set(const std::string& column, int64_t value) {
+  set(column, fmt::format("{}", value));
+  rows_.back()[column] = value;
+}
+
+std::string Report::markdown() const {
+  std::string s = fmt::format("### {}\n\n|", title_);
+  for (const auto& c : columns_) s += fmt::format(" {} |", c);
+  s += "\n|";
+  for (size_t i = 0; i < columns_.size(); ++i) s += "---|";
+  s += "\n";
+  for (const auto& r : text_) {
+    s += "|";
+    for (size_t i = 0; i < columns_.size(); ++i) s += fmt::format(" {} |", i < r.size() ? r[i] : "");
+    s += "\n";
+  }
+  return s;
+}
+
+nlohmann::json Report::json() const {
+  nlohmann::json j;
+  j["title"] = title_;
+  j["rows"] = rows_;
+  return j;
+}
+
+void Report::emit(const std::string& json_path) const {
+  std::fputs(markdown().c_str(), stdout);
+  std::fflush(stdout);
+  if (json_path.empty()) return;
+  const std::string tmp = json_path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    AVDIT_REQUIRE(f.good(), "{}: cannot write the JSON report here", json_path);
+    f << json().dump(2) << "\n";
+    AVDIT_REQUIRE(f.good(), "{}: writing the JSON report failed", json_path);
+  }
+  std::filesystem::rename(tmp, json_path);
+}
+
+}  // namespace avdit::bench
