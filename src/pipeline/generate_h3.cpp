@@ -42,7 +42,9 @@ std::vector<int64_t> token_tags(const LabeledTensor& t, int64_t text_len) {
 }  // namespace
 
 GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
-  const h3::H3Model model(ckpt);
+  std::optional<h3::H3Model> cpu_model;
+  if (o.model == nullptr) cpu_model.emplace(ckpt);
+  const h3::H3Forward& model = o.model ? *o.model : *cpu_model;
   const h3::H3Config& c = model.config();
   const RunOptions& run = o.run;
   const int steps = run.steps.value_or(kH3DefaultSteps);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "models/h3/model.h"
 #include "pipeline/generate_common.h"
 
 namespace avdit::pipeline {
@@ -23,6 +24,9 @@ struct H3GenerateOptions {
   LabeledTensor negative;               // the unconditional pass's text_embeds (needed for guidance != 1)
   LabeledTensor negative_token_tags;
   std::optional<float> video_guidance, audio_guidance;  // default 1: a single conditional pass
+  // The forward to sample with; null: the CPU H3Model built from the checkpoint. The app passes the
+  // GPU model here for --device cuda (it must have been built from the same checkpoint).
+  const models::h3::H3Forward* model = nullptr;
 };
 
 // Unpacked layouts: video [1, latents_dim, T, H, W] (H, W multiples of the patch), audio [2, 32, T_a].

@@ -151,7 +151,8 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
                 "video latent {} is not divisible by the patch size (t {}, spatial {})", x_video.shape_str(), pt, ps);
 
   const sample::FlowUniPCSchedule schedule = sample::magi2_schedule(steps, shift);
-  const magi2::Magi2Weights weights = magi2::load_magi2_weights(ckpt, config);
+  std::optional<magi2::Magi2Weights> weights;
+  if (!o.forward) weights.emplace(magi2::load_magi2_weights(ckpt, config));
   const int64_t batch = cfg ? 2 : 1;
   const Tensor txt = cfg ? stack_padded({text, negative}) : text;
   const Tensor txt_len = cfg ? lengths({text.size(1), negative.size(1)}) : lengths({text.size(1)});
@@ -171,7 +172,7 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
     magi2::PackedSequence packed = magi2::pack_inputs(config, in);
     if (o.time_embedding_freqs.defined())
       packed.time_tokens = time_embedding_with(packed.per_token_t, o.time_embedding_freqs.tensor, tc);
-    const TensorMap out = magi2::forward_packed(weights, packed);
+    const TensorMap out = o.forward ? o.forward(packed) : magi2::forward_packed(*weights, packed);
     Tensor video, audio;
     magi2::unpack_outputs(config, packed, out.at("model_output"), video, audio);
     sample::ModelOut mo{{item(video, 0), item(audio, 0)}, {}};

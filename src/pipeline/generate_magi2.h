@@ -4,9 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 
 #include "io/safetensors.h"
+#include "models/magi2/packing.h"
 #include "pipeline/generate_common.h"
 #include "sample/cfg.h"
 
@@ -29,6 +31,9 @@ struct Magi2GenerateOptions {
   // The 32 (time_channel_dim / 2) time-embedding frequencies to use instead of avdit's own float32
   // table, e.g. the fixture's GPU-evaluated `time_embedding_freqs` (see magi2-tiny README); optional.
   LabeledTensor time_embedding_freqs;
+  // The packed forward to sample with (returns at least "model_output"); empty: the CPU oracle
+  // (magi2::forward_packed on the mapped weights). The app passes the GPU model for --device cuda.
+  std::function<TensorMap(const models::magi2::PackedSequence&)> forward;
 };
 
 // Runs the sampler. Unpacked layouts: video [1, C, T, H, W] (C = video_in_channels / patch volume),

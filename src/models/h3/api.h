@@ -28,7 +28,8 @@ namespace avdit::models::h3 {
 // (text_projected, refiner_block{r}, text_refined, hidden_embed, t_emb, adaln_input,
 // rope_cos_sin_cache, block0_*, hidden_block{i}, final_*) and the packing tensors (img_pos, ...).
 TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump);
-TensorMap forward_from_inputs(const H3Model& model, const TensorMap& inputs, bool dump);
+// Any H3Forward (CPU or GPU); dumps need the CPU H3Model.
+TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& inputs, bool dump);
 
 // The packing tensors under the fixture's input names (img_position_ids, token_tags,
 // inverse_indices, unique_timesteps, cu_seqlens, img_pos, audio_pos, ...), for debugging.
@@ -52,7 +53,7 @@ struct Velocity {
   Tensor video;  // [1, 24, T, H, W]
   Tensor audio;  // [2, 32, T_a]
 };
-Velocity velocity(const H3Model& model, const VelocityRequest& request);
+Velocity velocity(const H3Forward& model, const VelocityRequest& request);
 
 // `avdit init --family h3`: writes a random-weight checkpoint (official names, shapes, dtypes,
 // grouped qkv; sharded with an index when large) plus config.json to out_dir. Values follow the

@@ -20,13 +20,25 @@ struct PackedOutput {
   Tensor audio_out;  // [2 T_a, 32]: audio head at audio_pos rows
 };
 
-class H3Model {
+// What a sampler needs from an H3 forward, whatever runs it: the CPU H3Model below, or the GPU model
+// of the CUDA backend (which the app plugs in for --device cuda).
+class H3Forward {
+ public:
+  virtual ~H3Forward() = default;
+  virtual const H3Config& config() const = 0;
+  virtual Tensor refine_text(const Tensor& text_embeds) const = 0;
+  virtual PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
+                               const Tensor& text_refined, const Tensor& video_rows,
+                               const Tensor& audio_rows) const = 0;
+};
+
+class H3Model : public H3Forward {
  public:
   // Config from the checkpoint's config.json (BadInput when absent), variant from the weights.
   explicit H3Model(const Checkpoint& ckpt);
   H3Model(const Checkpoint& ckpt, const H3Config& config);
 
-  const H3Config& config() const { return config_; }
+  const H3Config& config() const override { return config_; }
   const H3Weights& weights() const { return weights_; }
 
   // Emulated bf16 production precision (precision.h): activations rounded to bf16 where the
@@ -38,7 +50,8 @@ class H3Model {
   // (attention over the text rows only, no RoPE, no adaLN), token_refiner.final_norm.
   // Depends only on the prompt, so a sampler calls it once. Dumps text_projected,
   // refiner_block{r}, text_refined.
-  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump = nullptr) const;
+  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const;
+  Tensor refine_text(const Tensor& text_embeds) const override { return refine_text(text_embeds, nullptr); }
 
   // One forward on the packed sequence. video_rows [n_img, 96] in img_pos order (keyframe rows
   // first), audio_rows [2 T_a, 32], text_refined [L, H]. Outputs are data-ward velocities:
@@ -46,7 +59,12 @@ class H3Model {
   // t_emb, adaln_input, rope_cos_sin_cache, block0_*, hidden_block{i}, final_*).
   PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
                        const Tensor& text_refined, const Tensor& video_rows,
-                       const Tensor& audio_rows, TensorMap* dump = nullptr) const;
+                       const Tensor& audio_rows, TensorMap* dump) const;
+  PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
+                       const Tensor& text_refined, const Tensor& video_rows,
+                       const Tensor& audio_rows) const override {
+    return forward(layout, timesteps, text_refined, video_rows, audio_rows, nullptr);
+  }
 
  private:
   H3Config config_;
