@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
@@ -12,29 +13,29 @@ namespace avdit::quant {
 
 float nvfp4_global_scale(float amax) {
   // 448 (e4m3 max) * 6 (e2m1 max) = 2688: the largest block amax maps to the largest block scale
-  // times the largest value. A zero matrix, or an amax so small that S overflows, keeps S = 1.
+  // times the largest value. As TE: an overflowing S is clamped to FLT_MAX (an amax below ~8e-36),
+  // and a zero matrix keeps S = 1 (S == 0 cannot happen for finite amax; TE also maps it to 1).
   if (amax == 0.f) return 1.f;
-  const float s = 2688.f / amax;
-  return std::isfinite(s) ? s : 1.f;
+  const float s = std::fmin(2688.f / amax, std::numeric_limits<float>::max());
+  return s == 0.f ? 1.f : s;
 }
 
 uint8_t nvfp4_block_scale(float block_amax, float global_scale) {
-  const float scaled = (block_amax / 6.f) * global_scale;
-  return f32_to_e4m3(scaled, /*saturate=*/true);
+  // TE: block_amax * (S_enc * (1/6)), the reciprocal of 6 folded into the global scale (three
+  // roundings: the constant, the product with S, the product with the block amax).
+  constexpr float kInv6 = 1.f / 6.f;
+  const float scaled = block_amax * (global_scale * kInv6);
+  return f32_to_e4m3(std::fmin(scaled, std::numeric_limits<float>::max()), /*saturate=*/true);
 }
 
 float nvfp4_block_encode_scale(uint8_t block_scale, float global_scale) {
-  const float bs = e4m3_to_f32(block_scale);
-  // A block scale that underflows to 0 (a zero block, or one far below the matrix amax) encodes
-  // the whole block as 0 rather than dividing by zero.
-  if (bs == 0.f) return 0.f;
-  return global_scale / bs;
+  // TE: S_dec = 1 / S_enc (the global decode scale), then 1 / (bs * S_dec), clamped. A block scale
+  // that underflowed to 0 (a block far below the matrix amax, or a zero block) gives FLT_MAX.
+  const float global_decode = 1.f / global_scale;
+  return std::fmin(1.f / (e4m3_to_f32(block_scale) * global_decode), std::numeric_limits<float>::max());
 }
 
-uint8_t nvfp4_encode(float x, float encode_scale) {
-  if (encode_scale == 0.f) return 0;
-  return f32_to_e2m1(x * encode_scale);
-}
+uint8_t nvfp4_encode(float x, float encode_scale) { return f32_to_e2m1(x * encode_scale); }
 
 float nvfp4_decode(uint8_t code, uint8_t block_scale, float global_scale) {
   return (e2m1_to_f32(code) * e4m3_to_f32(block_scale)) / global_scale;

@@ -12,20 +12,28 @@ namespace avdit::quant {
 
 inline constexpr int64_t kNvfp4Block = 16;  // elements per e4m3 block scale, along K
 
-// The scalar recipe. Every function is one fixed sequence of fp32 operations (each rounded to
-// nearest even), so a CUDA kernel doing the same operations in the same order is bit-identical:
+// The scalar recipe, TransformerEngine's exactly (transformer_engine/common/cast/nvfp4/
+// core_nvfp4.cuh and quantize_transpose_nvfp4.cuh, checked against TE at d0067d0, 2026-08; its
+// PyTorch emulation custom_recipes/reference_nvfp4.py does the same operations). Every step is one
+// fp32 operation rounded to nearest even, so a CUDA kernel doing the same operations in the same
+// order (no FMA contraction) is bit-identical:
 //
-//   S     = 2688.f / amax                 (2688 = 448 * 6, exact; S = 1 if amax == 0 or S is inf/NaN)
-//   bs    = f32_to_e4m3((block_amax / 6.f) * S, saturate)      (two roundings: the divide, the multiply)
-//   inv   = S / e4m3_to_f32(bs)           (once per block; the block is all code 0 when bs decodes to 0)
-//   q     = f32_to_e2m1(x * inv)          (round to nearest even, satfinite to +-6)
+//   S     = min(2688.f / amax, FLT_MAX)   (2688 = 448 * 6; S = 1 if amax == 0 or S == 0)
+//   bs    = e4m3_satfinite(min(block_amax * (S * (1.f / 6.f)), FLT_MAX))
+//           (TE folds 1/6 into the global scale: rn(1/6), then rn(S * that), then rn(amax_b * it))
+//   inv   = min(1.f / (e4m3_to_f32(bs) * (1.f / S)), FLT_MAX)
+//           (TE's S_enc_b: through the global decode scale rn(1/S), not S / bs; a zero block scale
+//           gives FLT_MAX, so non-zero values of such a block encode as +-6 and decode to +-0)
+//   q     = e2m1_rn_satfinite(x * inv)    (the fp32 product rounded, then RNE to e2m1, +-6 at most)
+// Decoding is ours (TE decodes from the stored amax, q * ((bs * amax) * (1.f / 2688)); the packed
+// format here stores S, as the GEMM's global scale, so decode divides by it once):
 //   x'    = (e2m1_to_f32(q) * e4m3_to_f32(bs)) / S
 //           (the product is exact: <= 2 + 4 significant bits; the divide is the only rounding),
 //           then f32_to_bf16(x') for bf16 output (a second rounding, part of the definition).
 float nvfp4_global_scale(float amax);
 uint8_t nvfp4_block_scale(float block_amax, float global_scale);  // the e4m3 code
-float nvfp4_block_encode_scale(uint8_t block_scale, float global_scale);  // inv; 0 when bs decodes to 0
-uint8_t nvfp4_encode(float x, float encode_scale);  // the e2m1 code; code 0 when encode_scale == 0
+float nvfp4_block_encode_scale(uint8_t block_scale, float global_scale);  // inv (FLT_MAX when bs == 0)
+uint8_t nvfp4_encode(float x, float encode_scale);  // the e2m1 code of x * encode_scale
 float nvfp4_decode(uint8_t code, uint8_t block_scale, float global_scale);
 
 // A packed stack of G matrices [K, N] (the MAGI-2 expert layout [G, K, N], stored [in, out], so

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "quant/nvfp4.h"
@@ -158,6 +159,84 @@ TEST(Nvfp4, BadShapesAndValuesAreBadInput) {
   const Nvfp4Matrix m = quantize_nvfp4(gaussian({3, 32, 4}, 1), 1);
   EXPECT_THROW(dequantize_nvfp4(m, DType::BF16, 2, 4), BadInput);
   EXPECT_THROW(dequantize_nvfp4(m, DType::F16), BadInput);
+}
+
+// TransformerEngine's order of operations, written out as its PyTorch emulation does
+// (custom_recipes/reference_nvfp4.py, all float32): the library must match it code for code.
+struct TeBlock {
+  uint8_t bs;
+  float inv;
+};
+TeBlock te_block(float block_amax, float amax) {
+  const float flt_max = std::numeric_limits<float>::max();
+  float s = std::fmin(float(448.0f * 6.0f) / amax, flt_max);
+  if (s == 0.f || amax == 0.f) s = 1.f;
+  const float s_dec = 1.0f / s;
+  const float mult = s * (1.0f / 6.0f);
+  const float decode = std::fmin(block_amax * mult, flt_max);
+  const uint8_t bs = f32_to_e4m3(std::fmin(decode, 448.f), true);
+  return {bs, std::fmin(1.0f / (e4m3_to_f32(bs) * s_dec), flt_max)};
+}
+
+TEST(Nvfp4, TransformerEngineOperationOrder) {
+  // Random (matrix amax, block amax) pairs over many binades: block scale and encode scale match
+  // TE's sequence exactly. The older order ((amax_b / 6) * S, then S / bs) differs on some pairs,
+  // which shows the comparison can tell the two apart.
+  uint64_t differ_bs = 0, differ_inv = 0, n = 0;
+  for (uint64_t i = 0; i < 400000; ++i) {
+    const float amax = std::ldexp(1.f + rng_uniform(71, 1, i), static_cast<int>(rng_uniform(71, 2, i) * 80) - 40);
+    const float bam = amax * rng_uniform(71, 3, i);
+    const TeBlock te = te_block(bam, amax);
+    const float s = nvfp4_global_scale(amax);
+    const uint8_t bs = nvfp4_block_scale(bam, s);
+    ASSERT_EQ(bs, te.bs) << "amax " << amax << " block amax " << bam;
+    const float inv = nvfp4_block_encode_scale(bs, s);
+    ASSERT_EQ(inv, te.inv) << "amax " << amax << " block amax " << bam;
+    const float x = bam * (2.f * rng_uniform(71, 4, i) - 1.f);
+    ASSERT_EQ(nvfp4_encode(x, inv), f32_to_e2m1(x * te.inv));
+    differ_bs += f32_to_e4m3((bam / 6.f) * s, true) != bs;
+    const float old_inv = e4m3_to_f32(bs) == 0.f ? 0.f : s / e4m3_to_f32(bs);
+    differ_inv += old_inv != inv;
+    ++n;
+  }
+  std::printf("TE order vs the older order: %llu of %llu block scales and %llu encode scales differ\n",
+              static_cast<unsigned long long>(differ_bs), static_cast<unsigned long long>(n),
+              static_cast<unsigned long long>(differ_inv));
+  EXPECT_GT(differ_bs + differ_inv, 0u);
+}
+
+TEST(Nvfp4, GlobalScaleEdgeCasesAsTransformerEngine) {
+  EXPECT_EQ(nvfp4_global_scale(0.f), 1.f);
+  EXPECT_EQ(nvfp4_global_scale(6.f), 448.f);
+  // An amax so small that 2688 / amax overflows: TE clamps S to FLT_MAX (not 1).
+  EXPECT_EQ(nvfp4_global_scale(1e-37f), std::numeric_limits<float>::max());
+  // Such a matrix still round-trips sensibly: its largest element decodes close to itself.
+  Tensor w = gaussian({1, 32, 4}, 16, 1e-38f);
+  w.f32()[5] = 2e-38f;
+  const Tensor y = dequantize_nvfp4(quantize_nvfp4(w, 1), DType::F32);
+  EXPECT_TRUE(bit_identical(fake_quantize_nvfp4(w), dequantize_nvfp4(quantize_nvfp4(w, 1), DType::BF16)));
+  EXPECT_NEAR(y.f32()[5] / 2e-38f, 1.0, 0.05);
+}
+
+TEST(Nvfp4, UnderflowingBlockScaleEncodesSixAndDecodesToZero) {
+  // Column 0's second block is ~1e-7 of the matrix amax: its block scale underflows to e4m3 0, the
+  // encode scale is FLT_MAX, so (as in TE) its non-zero values get code +-6 and decode to +-0.
+  Tensor w = gaussian({1, 32, 2}, 17);
+  for (int k = 16; k < 32; ++k) w.f32()[k * 2] = (k % 2 ? -1e-7f : 1e-7f) * (1 + k);
+  w.f32()[20 * 2] = 0.f;
+  const Nvfp4Matrix m = quantize_nvfp4(w, 1);
+  ASSERT_EQ(m.block_scales.data<uint8_t>()[1], 0);
+  const uint8_t* v = m.values.data<uint8_t>();  // column 0: bytes 8..15 hold k = 16..31
+  for (int k = 16; k < 32; ++k) {
+    const int code = (v[k / 2] >> (4 * (k % 2))) & 0xF;
+    EXPECT_EQ(code, k == 20 ? 0 : (k % 2 ? 0xF : 0x7)) << k;
+  }
+  const Tensor y = dequantize_nvfp4(m, DType::F32);
+  for (int k = 16; k < 32; ++k) {
+    EXPECT_EQ(y.f32()[k * 2], 0.f) << k;
+    EXPECT_EQ(std::signbit(y.f32()[k * 2]), k % 2 == 1 && k != 20) << k;
+  }
+  EXPECT_TRUE(bit_identical(fake_quantize_nvfp4(w), dequantize_nvfp4(m, DType::BF16)));
 }
 
 TEST(Nvfp4, PackedLayoutOfAHandMadeBlock) {
