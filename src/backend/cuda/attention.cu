@@ -1,8 +1,10 @@
 // Portable softmax attention (sm_75 and up): one warp per (head, query) with an online softmax in
 // fp32, GQA, cu_seqlens segments, sinks as an extra denominator term and MAGI-2's per-head sigmoid
 // output gate. Correctness first: it is the fallback and the oracle's twin for the cuDNN path.
+// cuda::attention dispatches here: bf16/f16 to cuDNN (attention_cudnn.h), the rest to this kernel.
 #include <cmath>
 
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops_cuda.h"
 
@@ -86,7 +88,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_kernel(AttnArgs
 }  // namespace
 
 Tensor attention(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                 const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate, std::optional<DType> out) {
+                 const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate, std::optional<DType> out,
+                 bool portable) {
   require_cuda(q, "attention q");
   require_cuda(k, "attention k");
   require_cuda(v, "attention v");
@@ -95,6 +98,21 @@ Tensor attention(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v,
   AVDIT_REQUIRE(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv && v.size(2) == D &&
                     Hkv > 0 && Hq % Hkv == 0,
                 "attention: q {} k {} v {}", q.shape_str(), k.shape_str(), v.shape_str());
+  if (sinks) {
+    require_cuda(*sinks, "attention sinks");
+    AVDIT_REQUIRE(sinks->numel() == Hq, "attention: sinks {} for {} heads", sinks->shape_str(), Hq);
+  }
+  if (gate) {
+    require_cuda(*gate, "attention gate");
+    AVDIT_REQUIRE(gate->numel() == S * Hq, "attention: gate {} for {} tokens x {} heads", gate->shape_str(), S, Hq);
+  }
+  if (cu_seqlens.defined()) {
+    require_i32(cu_seqlens, "attention cu_seqlens");
+    AVDIT_REQUIRE(cu_seqlens.numel() >= 2, "attention: cu_seqlens needs at least 2 entries");
+  }
+  if (!portable) {
+    if (auto y = attention_via_cudnn(dev, q, k, v, scale, cu_seqlens, sinks, gate, out)) return *y;
+  }
   AVDIT_REQUIRE(D <= kMaxHeadDim, "attention: head dim {} above the portable kernel's {}", D, kMaxHeadDim);
   AttnArgs a{};
   a.q = q.raw();
