@@ -59,13 +59,15 @@ Tensor Magi2CudaModel::forward_device(const PackedSequence& p, const CudaForward
   AVDIT_REQUIRE(p.cu_seqlens.size() >= 2 && p.cu_seqlens.front() == 0 && p.cu_seqlens.back() == L &&
                     std::is_sorted(p.cu_seqlens.begin(), p.cu_seqlens.end()),
                 "magi2 cuda forward: cu_seqlens must rise from 0 to {}", L);
+  const bool time_on_device = options.device_time_embedding || !p.time_tokens.defined();
   if (tc > 0) {
-    if (options.device_time_embedding)
+    if (time_on_device)
       AVDIT_REQUIRE(p.per_token_t.defined() && p.per_token_t.numel() == L,
                     "magi2 cuda forward: per_token_t must have {} values", L);
     else
-      AVDIT_REQUIRE(p.time_tokens.defined() && p.time_tokens.size(0) == L && p.time_tokens.size(1) == tc,
-                    "magi2 cuda forward: time_token_sequence must be [{}, {}]", L, tc);
+      AVDIT_REQUIRE(p.time_tokens.ndim() == 2 && p.time_tokens.size(0) == L && p.time_tokens.size(1) == tc,
+                    "magi2 cuda forward: time_token_sequence must be [{}, {}], found {}", L, tc,
+                    p.time_tokens.shape_str());
   }
   const bool dump = dumps != nullptr;
   const DType act = w_.gemm_dtype;
@@ -107,7 +109,7 @@ Tensor Magi2CudaModel::forward_device(const PackedSequence& p, const CudaForward
   const Tensor coords = track(to_device(dev_, p.coords.to_f32()));
   Tensor time;
   if (tc > 0) {
-    if (options.device_time_embedding) {
+    if (time_on_device) {
       const Tensor t = track(to_device(dev_, p.per_token_t.to_f32()));
       time = alloc({L, tc}, DType::F32);
       time_embedding(dev_, t, tc, time);
@@ -356,6 +358,7 @@ TensorMap forward_from_inputs_cuda(Device& dev, const Checkpoint& ckpt, const Te
   Magi2CudaModel model(dev, weights, bf16);
   CudaForwardOptions options;
   options.dump = dump;
+  options.device_time_embedding = true;
   TensorMap out = model.forward(packed, options);
   if (stats) {
     stats->weight_bytes = model.weight_bytes();

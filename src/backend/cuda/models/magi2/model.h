@@ -25,9 +25,10 @@ struct LaunchCounts {
 struct CudaForwardOptions {
   // Record the intermediates under the golden fixture's names (as models/magi2 ForwardOptions::dump).
   bool dump = false;
-  // The time embedding computed on the GPU from packed.per_token_t; false: packed.time_tokens is used as
-  // given (e.g. the fixture's stored time_token_sequence).
-  bool device_time_embedding = true;
+  // Where the time embedding comes from. false (the default, as the CPU's forward_packed): packed.time_tokens
+  // when it is defined (a sampler may have built it with its own frequency table), else computed on the GPU
+  // from packed.per_token_t; true: always computed on the GPU from packed.per_token_t.
+  bool device_time_embedding = false;
 };
 
 class Magi2CudaModel {
@@ -70,7 +71,8 @@ struct CudaForwardStats {
 };
 
 // The GPU twin of models::magi2::forward_from_inputs (api.h): same inputs, same output names (video_velocity,
-// audio_velocity, model_output; with dump the packed inputs and every intermediate), computed on `dev`.
+// audio_velocity, model_output; with dump the packed inputs and every intermediate), computed on `dev`
+// (the time embedding too: device_time_embedding).
 // bf16: the production precision; else fp32 parity. stats (optional) receives the figures `-v` prints.
 TensorMap forward_from_inputs_cuda(Device& dev, const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
                                    bool bf16, CudaForwardStats* stats = nullptr);
