@@ -1,0 +1,251 @@
+// The H3 forward's element-wise work, fused so that each activation is read and written once per
+// step (see bench/NOTES.md "H3 forward on the GPU" for the predicted and measured savings):
+// gated residual + RMSNorm + adaLN modulation in one row pass, per-head QK-norm + RoPE + the
+// q/k/v split in one pass over the qkv GEMM output, SwiGLU in one pass. fp32 math throughout;
+// the bf16 mode rounds where the CPU emulation (models/h3/layers.cpp) rounds, in registers.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/models/h3/kernels.h"
+
+namespace avdit::cuda::h3 {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float ld(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ld(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void st(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st(bf16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// The bf16 mode's rounding point (identity in the fp32 mode).
+template <bool BF>
+__device__ __forceinline__ float R(float v) {
+  if constexpr (BF) return __bfloat162float(__float2bfloat16_rn(v));
+  else return v;
+}
+
+constexpr int kRowThreads = 256;
+
+// Block-wide sum in a fixed order (warp butterfly, then warp 0 over the warp sums): the same bits
+// every run, as the op set's rms_norm.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kRowThreads / 32 ? scratch[lane] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) scratch[0] = v;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+template <bool BF>
+__global__ void __launch_bounds__(kRowThreads) resid_norm_kernel(ResidNormArgs a) {
+  using T = std::conditional_t<BF, bf16, float>;
+  extern __shared__ float row[];  // the updated residual row, read again by the norm
+  __shared__ float scratch[kRowThreads / 32];
+  const int64_t r = blockIdx.x, H = a.H;
+  T* x = static_cast<T*>(a.x) + r * H;
+  const bool resid = a.f != nullptr, gated = a.gate.base != nullptr;
+  const T* g = gated ? static_cast<const T*>(a.gate.base) + a.row[r] * a.gate.stride : nullptr;
+  const T* f = resid ? static_cast<const T*>(a.f) + r * H : nullptr;
+  float ss = 0.f;
+  for (int64_t c = threadIdx.x; c < H; c += kRowThreads) {
+    float v = ld(x, c);
+    if (resid) {
+      // x + gate * f as gated_residual_; the refiner's plain residual has no gate.
+      v = R<BF>(v + (gated ? R<BF>(ld(g, c) * ld(f, c)) : ld(f, c)));
+      st(x, c, v);
+    }
+    row[c] = v;
+    ss += v * v;
+  }
+  if (a.out == nullptr) return;  // uniform over the block
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(H) + a.eps);
+  const T* w = static_cast<const T*>(a.w);
+  const bool mod = a.shift.base != nullptr;
+  const int64_t t = mod ? a.row2[r] : 0;
+  const T* sh = mod ? static_cast<const T*>(a.shift.base) + t * a.shift.stride : nullptr;
+  const T* sc = mod ? static_cast<const T*>(a.scale.base) + t * a.scale.stride : nullptr;
+  for (int64_t c = threadIdx.x; c < H; c += kRowThreads) {
+    float h = R<BF>(row[c] * inv * ld(w, c));
+    if (mod) h = R<BF>(R<BF>(h * R<BF>(1.0f + ld(sc, c))) + ld(sh, c));
+    if (a.out_f32) st(static_cast<float*>(a.out), r * H + c, h);
+    else st(static_cast<T*>(a.out), r * H + c, h);
+  }
+}
+
+constexpr int kHeadDim = 128;
+constexpr int kQkWarps = 4;
+
+// One warp per (row, head); each lane owns dims 4 lane .. 4 lane + 3. The normalised head goes
+// through shared memory so that RoPE can read its partner dim (i +- half).
+template <bool BF>
+__global__ void __launch_bounds__(kQkWarps * 32)
+    qk_kernel(const void* qkv_, const void* qn_, const void* kn_, float eps, const float* cos, const float* sin,
+              int64_t half, bool rope, void* q_, void* k_, void* v_, int64_t S, int64_t heads) {
+  using T = std::conditional_t<BF, bf16, float>;
+  __shared__ float buf[kQkWarps][kHeadDim];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t item = blockIdx.x * int64_t{kQkWarps} + warp;
+  if (item >= S * heads) return;  // whole warps: item is warp-uniform
+  const int64_t s = item / heads;
+  const T* g = static_cast<const T*>(qkv_) + item * 3 * kHeadDim;  // [q | k | v] of this head
+  T* outs[3] = {static_cast<T*>(q_) + item * kHeadDim, static_cast<T*>(k_) + item * kHeadDim,
+                static_cast<T*>(v_) + item * kHeadDim};
+  const T* norms[2] = {static_cast<const T*>(qn_), static_cast<const T*>(kn_)};
+  for (int which = 0; which < 2; ++which) {
+    float v[4];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = ld(g + which * kHeadDim, lane * 4 + j);
+      ss += v[j] * v[j];
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / kHeadDim + eps);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = R<BF>(v[j] * inv * ld(norms[which], lane * 4 + j));
+      buf[warp][lane * 4 + j] = v[j];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t d = lane * 4 + j;
+      float o = v[j];
+      if (rope && d < 2 * half) {
+        const int64_t p = d < half ? d : d - half;
+        const float c = cos[s * half + p], sn = sin[s * half + p];
+        o = d < half ? v[j] * c - buf[warp][d + half] * sn : v[j] * c + buf[warp][d - half] * sn;
+        o = R<BF>(o);
+      }
+      st(outs[which], d, o);
+    }
+    __syncwarp();  // buf is rewritten by the next operand
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) st(outs[2], lane * 4 + j, ld(g + 2 * kHeadDim, lane * 4 + j));
+}
+
+// One block row per token row, two channels per thread.
+template <bool BF>
+__global__ void swiglu_kernel(const void* u_, void* out_, int64_t F) {
+  using T = std::conditional_t<BF, bf16, float>;
+  const int64_t r = blockIdx.y;
+  const T* u = static_cast<const T*>(u_) + r * 2 * F;
+  T* out = static_cast<T*>(out_) + r * F;
+  for (int64_t c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 2; c < F; c += int64_t{gridDim.x} * blockDim.x * 2) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (c + e >= F) break;
+      const float gv = ld(u, c + e), up = ld(u, F + c + e);
+      st(out, c + e, R<BF>(R<BF>(gv / (1.0f + expf(-gv))) * up));
+    }
+  }
+}
+
+template <bool BF>
+__global__ void scatter_kernel(const void* src_, bool src_act, const int* index, void* dst_, int64_t H) {
+  using T = std::conditional_t<BF, bf16, float>;
+  const int64_t i = blockIdx.x, d = index[i];
+  T* dst = static_cast<T*>(dst_) + d * H;
+  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
+    const float v = src_act ? ld(static_cast<const T*>(src_) + i * H, c) : static_cast<const float*>(src_)[i * H + c];
+    st(dst, c, v);
+  }
+}
+
+__global__ void gather_kernel(const float* src, const int* index, const uint8_t* mask, float* out, int64_t W) {
+  const int64_t i = blockIdx.x;
+  const bool keep = mask == nullptr || mask[i] != 0;
+  for (int64_t c = threadIdx.x; c < W; c += blockDim.x) out[i * W + c] = keep ? src[index[i] * W + c] : 0.f;
+}
+
+__device__ __forceinline__ uint64_t splitmix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_kernel(void* p, bool bf, int64_t n, uint64_t seed, float mean, float std) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t z = splitmix(seed * 0x632be59bd9b4e019ull + static_cast<uint64_t>(i));
+    // u1 in (0, 1], u2 in [0, 1): Box-Muller, one value per counter.
+    const float u1 = (static_cast<float>(z >> 40) + 1.0f) * (1.0f / 16777216.0f);
+    const float u2 = static_cast<float>((z >> 8) & 0xffffffu) * (1.0f / 16777216.0f);
+    const float v = mean + std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    if (bf) static_cast<bf16*>(p)[i] = __float2bfloat16_rn(v);
+    else static_cast<float*>(p)[i] = v;
+  }
+}
+
+unsigned grid_1d(int64_t n, int threads) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > (int64_t{1} << 20)) b = int64_t{1} << 20;
+  return static_cast<unsigned>(b);
+}
+
+}  // namespace
+
+void resid_norm_modulate(cudaStream_t st, bool bf16_mode, const ResidNormArgs& a) {
+  if (a.S == 0) return;
+  const size_t smem = static_cast<size_t>(a.H) * sizeof(float);
+  if (bf16_mode) {
+    if (smem > 48 * 1024)
+      cudaFuncSetAttribute(resid_norm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    resid_norm_kernel<true><<<static_cast<unsigned>(a.S), kRowThreads, smem, st>>>(a);
+  } else {
+    if (smem > 48 * 1024)
+      cudaFuncSetAttribute(resid_norm_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    resid_norm_kernel<false><<<static_cast<unsigned>(a.S), kRowThreads, smem, st>>>(a);
+  }
+}
+
+void qk_norm_rope(cudaStream_t st, bool bf16_mode, const void* qkv, const void* q_norm, const void* k_norm,
+                  float eps, const float* cos, const float* sin, int64_t half, bool rope, void* q, void* k,
+                  void* v, int64_t S, int64_t heads, int64_t D) {
+  (void)D;  // the caller checks D == 128
+  const int64_t items = S * heads;
+  if (items == 0) return;
+  const auto blocks = static_cast<unsigned>((items + kQkWarps - 1) / kQkWarps);
+  if (bf16_mode)
+    qk_kernel<true><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads);
+  else
+    qk_kernel<false><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads);
+}
+
+void swiglu(cudaStream_t st, bool bf16_mode, const void* u, void* out, int64_t S, int64_t F) {
+  if (S == 0 || F == 0) return;
+  const dim3 grid(static_cast<unsigned>((F / 2 + 255) / 256 + 1), static_cast<unsigned>(S));
+  if (bf16_mode) swiglu_kernel<true><<<grid, 256, 0, st>>>(u, out, F);
+  else swiglu_kernel<false><<<grid, 256, 0, st>>>(u, out, F);
+}
+
+void scatter_rows(cudaStream_t st, bool bf16_mode, const void* src, bool src_act, const int* index, void* dst,
+                  int64_t n, int64_t H) {
+  if (n == 0) return;
+  if (bf16_mode) scatter_kernel<true><<<static_cast<unsigned>(n), 256, 0, st>>>(src, src_act, index, dst, H);
+  else scatter_kernel<false><<<static_cast<unsigned>(n), 256, 0, st>>>(src, src_act, index, dst, H);
+}
+
+void gather_rows_masked(cudaStream_t st, const float* src, const int* index, const uint8_t* mask, float* out,
+                        int64_t n, int64_t W) {
+  if (n == 0) return;
+  gather_kernel<<<static_cast<unsigned>(n), 128, 0, st>>>(src, index, mask, out, W);
+}
+
+void fill_normal(cudaStream_t st, void* p, bool bf16_mode, int64_t n, uint64_t seed, float mean, float std) {
+  if (n == 0) return;
+  fill_kernel<<<grid_1d(n, 256), 256, 0, st>>>(p, bf16_mode, n, seed, mean, std);
+}
+
+}  // namespace avdit::cuda::h3

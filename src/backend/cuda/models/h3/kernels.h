@@ -1,0 +1,75 @@
+// H3-specific fused kernels of the CUDA forward (launchers only; the kernels live in kernels.cu and
+// flash_attention_sm90.cu). Plain pointers and sizes, no Tensor: the model hands them slices of its
+// preallocated activation arena, so nothing here allocates or synchronises.
+//
+// Storage types: `bf16` false = fp32 activations (the parity mode), true = bf16 activations (the
+// production mode). In bf16 mode the element-wise kernels also reproduce the CPU emulation's
+// rounding points (models/h3/layers.cpp: every PyTorch bf16 op rounds its result), computed in
+// registers at no extra memory traffic.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace avdit::cuda::h3 {
+
+// One adaLN operand: element (table row t, channel c) at base[t * stride + c] (a slice of the
+// per-timestep table, stored in the activation dtype).
+struct TableSlice {
+  const void* base = nullptr;
+  int64_t stride = 0;
+};
+
+// Fused residual + RMSNorm + modulation, one block per row:
+//   if f:         x[r] = x[r] + gate[row[r]] * f[r]  (plain x + f without gate.base; written back)
+//   if out:       out[r] = rmsnorm(x[r]; w) * (1 + scale[row2[r]]) + shift[row2[r]]
+// (no modulation when shift.base is null). x, f, w, tables, out in the activation dtype, except
+// out_f32: out stored as fp32 (the final layer feeds fp32 heads; values still rounded to bf16 in
+// bf16 mode). row2 may equal row (the final layer indexes by timestep only).
+struct ResidNormArgs {
+  void* x = nullptr;
+  const void* f = nullptr;
+  TableSlice gate;
+  const int* row = nullptr;
+  const void* w = nullptr;
+  float eps = 1e-5f;
+  TableSlice shift, scale;
+  const int* row2 = nullptr;
+  void* out = nullptr;
+  bool out_f32 = false;
+  int64_t S = 0, H = 0;
+};
+void resid_norm_modulate(cudaStream_t st, bool bf16, const ResidNormArgs& a);
+
+// qkv grouped per head [S, heads, 3, D] -> q, k, v [S, heads, D]: per-head RMSNorm of q and k
+// (weights [D] shared by all heads), then (rope) split-half RoPE on dims [0, 2 half) with
+// cos / sin [S, half] fp32 tables; v copied. D must be 128. One warp per (row, head).
+void qk_norm_rope(cudaStream_t st, bool bf16, const void* qkv, const void* q_norm, const void* k_norm,
+                  float eps, const float* cos, const float* sin, int64_t half, bool rope, void* q, void* k,
+                  void* v, int64_t S, int64_t heads, int64_t D);
+
+// out [S, F] = silu(u[:, :F]) * u[:, F:], u [S, 2F].
+void swiglu(cudaStream_t st, bool bf16, const void* u, void* out, int64_t S, int64_t F);
+
+// dst[index[i]] = src[i] for src [n, H] fp32 (or the activation dtype when src_act), dst [*, H] in
+// the activation dtype.
+void scatter_rows(cudaStream_t st, bool bf16, const void* src, bool src_act, const int* index, void* dst,
+                  int64_t n, int64_t H);
+
+// out[i] = mask[i] ? src[index[i]] : 0 for fp32 src [*, W], out [n, W]; mask null = all ones.
+void gather_rows_masked(cudaStream_t st, const float* src, const int* index, const uint8_t* mask, float* out,
+                        int64_t n, int64_t W);
+
+// Deterministic pseudo-normal fill, mean + std * z (z from a counter hash and Box-Muller; never
+// all zeros), in fp32 or bf16 storage. Different `seed`s give independent tensors.
+void fill_normal(cudaStream_t st, void* p, bool bf16, int64_t n, uint64_t seed, float mean, float std);
+
+// Flash attention (bf16 q, k, v [S, heads, 128], tensor cores, fp32 softmax): each row attends to
+// the keys of its cu_seqlens document ([cu[i], cu[i+1])), found on the device (no host loop over
+// documents). out [S, heads, 128] bf16. Hopper build only (sm_90a); BadInput-free: the caller
+// checks shapes.
+void flash_attention_bf16(cudaStream_t st, const void* q, const void* k, const void* v, void* out, const int* cu,
+                          int64_t n_cu, int64_t S, int64_t heads, float scale);
+
+}  // namespace avdit::cuda::h3

@@ -1,0 +1,143 @@
+// H3CudaModel: the MiniMax-H3 DiT forward on one GPU, mirroring models::h3::H3Model (the CPU
+// oracle) step for step, in two precisions:
+//   F32  — fp32 weights and activations, fp32 GEMMs and the op set's fp32 attention: the parity
+//          mode, held to the CPU path's golden bounds;
+//   BF16 — the production mode: bf16 weights and activations as the reference's bf16 model, fp32
+//          islands where it keeps them (patch projections, time embedder, output heads, RoPE
+//          angles, every norm / softmax / accumulation), tensor-core flash attention.
+// Weights are uploaded once. Activations live in one arena sized for the largest sequence seen
+// (grown, never shrunk), so the block loop allocates nothing and never synchronises the host. The
+// adaLN projections depend only on t: they are computed once per distinct timestep set, for every
+// block at once, and cached.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/models/h3/gemm.h"
+#include "core/tensor.h"
+#include "models/h3/config.h"
+#include "models/h3/model.h"
+#include "models/h3/packing.h"
+#include "models/h3/weights.h"
+
+namespace avdit::cuda::h3 {
+
+enum class Precision { F32, BF16 };
+const char* precision_name(Precision p);
+
+// One transformer block on the device (refiner blocks leave adaln_* undefined).
+struct DeviceBlock {
+  Tensor norm1, norm2, qkv_proj, q_norm, k_norm, out_proj, fc1, fc2, adaln_weight, adaln_bias;
+};
+
+struct DeviceWeights {
+  Tensor video_patch_proj_weight, video_patch_proj_bias, audio_patch_proj_weight, audio_patch_proj_bias;
+  Tensor condition_proj_weight, condition_proj_bias;
+  Tensor time_proj_in_weight, time_proj_in_bias, time_proj_out_weight, time_proj_out_bias;
+  Tensor adaln_t_table_host;  // curve variant: interpolated on the host (M rows), then uploaded
+  Tensor rope_inv_freq_host;  // [L] F32 on the host: RoPE angles are built on the host per layout
+  std::vector<DeviceBlock> refiner_blocks;
+  Tensor refiner_final_norm;
+  std::vector<DeviceBlock> blocks;
+  Tensor final_norm, final_adaln_weight, final_adaln_bias;
+  Tensor video_out_weight, video_out_bias, audio_out_weight, audio_out_bias;
+};
+
+// The device form of one packed layout + its timesteps (built once per layout; a sampler keeps
+// the layout and only the timesteps change).
+struct DeviceProblem {
+  int64_t seq_len = 0, used_len = 0, text_len = 0, n_img = 0, n_audio = 0;
+  std::vector<float> unique_timesteps;
+  Tensor mod_rows;    // I32 [S]: inverse * 3 + modality (the block adaLN row of each packed row)
+  Tensor inverse;     // I32 [S]: the final layer's row (timestep index)
+  Tensor cu_seqlens;  // I32
+  Tensor rope_cos, rope_sin;  // F32 [S, 3 L] (values rounded to bf16 in the bf16 mode)
+  Tensor text_pos, img_pos, audio_pos;  // I32
+  Tensor update_mask, update_audio_mask;  // U8
+  // Host copies for the dumps.
+  std::vector<int64_t> mod_rows_host, inverse_host;
+};
+
+// Outputs on the device (F32): video_out [n_img, 96] with keyframe rows zeroed, audio_out [2 T_a, 32].
+struct DeviceOutput {
+  Tensor video_out, audio_out;
+};
+
+// Per-block time split (benchmarks): CUDA events around every step of one chosen block.
+struct BlockProfile {
+  int64_t block = -1;  // which block to profile (-1: none)
+  std::vector<std::pair<std::string, cudaEvent_t>> marks;  // (category of the step that ends here, event)
+  void mark(cudaStream_t st, const char* category);
+  ~BlockProfile();
+};
+
+class H3CudaModel {
+ public:
+  // Uploads the host weights (checkpoint dtypes) in the precision's storage.
+  H3CudaModel(Device& dev, const models::h3::H3Config& config, const models::h3::H3Weights& host,
+              Precision precision);
+  // Random weights generated on the device (deterministic in `seed`, never zeros; the golden
+  // README's scales), full variant: benchmarks at full width without a 66 GB checkpoint.
+  static std::unique_ptr<H3CudaModel> random(Device& dev, const models::h3::H3Config& config, Precision precision,
+                                             uint64_t seed);
+
+  const models::h3::H3Config& config() const { return config_; }
+  Precision precision() const { return precision_; }
+  DType act_dtype() const { return precision_ == Precision::BF16 ? DType::BF16 : DType::F32; }
+  int64_t weight_bytes() const { return weight_bytes_; }
+  // The activation arena plus the adaLN tables: the forward's whole working memory.
+  int64_t peak_activation_bytes() const { return arena_bytes_ + table_bytes_; }
+  // Use the op set's attention (cuda::attention) instead of the tensor-core flash kernel in the
+  // bf16 mode (comparison / fallback). The F32 mode always uses the op set's fp32 attention.
+  void set_opset_attention(bool on) { opset_attention_ = on; }
+
+  // --- host tensors in / out (CLI, tests) --------------------------------------------------------
+  // As H3Model::refine_text / forward, same dump names (block0_qkv, q_normed... included).
+  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump = nullptr);
+  models::h3::PackedOutput forward(const models::h3::PackedLayout& layout,
+                                   const models::h3::PackedTimesteps& timesteps, const Tensor& text_refined,
+                                   const Tensor& video_rows, const Tensor& audio_rows, TensorMap* dump = nullptr);
+
+  // --- device entry (benchmarks, samplers) -------------------------------------------------------
+  DeviceProblem prepare(const models::h3::PackedLayout& layout, const models::h3::PackedTimesteps& timesteps);
+  // text_refined [L, H] in the activation dtype or F32; video_rows [n_img, 96], audio_rows
+  // [n_audio, 32] F32; all on the device. Enqueues only: no host synchronisation unless `dump`.
+  DeviceOutput forward_device(const DeviceProblem& p, const Tensor& text_refined, const Tensor& video_rows,
+                              const Tensor& audio_rows, TensorMap* dump = nullptr, BlockProfile* profile = nullptr);
+
+ private:
+  H3CudaModel(Device& dev, const models::h3::H3Config& config, Precision precision);
+  struct Tables {
+    std::vector<Tensor> block;  // per block [M, 18 H] act dtype
+    Tensor final;               // [M, 2 H] act dtype
+    Tensor t_emb, adaln_input;  // F32 [M, Dt] (t_emb undefined for the curve variant)
+  };
+  const Tables& tables_for(const std::vector<float>& unique);
+  void ensure_arena(int64_t S);
+  Tensor upload(const Tensor& host, bool keep_f32);
+  Tensor slice(int64_t offset_bytes, Shape shape, DType dtype) const;
+
+  Device& dev_;
+  models::h3::H3Config config_;
+  Precision precision_;
+  DeviceWeights w_;
+  Gemm gemm_;
+  int64_t weight_bytes_ = 0;
+  bool opset_attention_ = false;
+  // Arena: x, h, t (out of attention / MLP), core, and the big region shared by qkv/q/k/v and
+  // fc1/swiglu; sized for arena_rows_.
+  std::shared_ptr<void> arena_;
+  int64_t arena_rows_ = 0, arena_bytes_ = 0;
+  int64_t off_x_ = 0, off_h_ = 0, off_t_ = 0, off_core_ = 0, off_big_ = 0, off_heads_ = 0;
+  std::map<std::vector<uint32_t>, Tables> tables_;
+  int64_t table_bytes_ = 0;
+};
+
+}  // namespace avdit::cuda::h3
