@@ -1,12 +1,385 @@
-// `avdit bench moe` (placeholder until the benchmark lands: it only says so).
+// `avdit bench moe`: the MAGI-2 MoE MLP sub-layer of the preview on the GPU in bf16 - pre-norm
+// ((1 + w) RMSNorm per modality, eps 1e-6), split linear, the multi-head router (fp32 logits, sigmoid +
+// expert_bias, top-6 of 256 per head, L1 norm x route_scale), the routed experts (swiglu7, 256 -> 1280
+// -> 256), the combine, the merge linear, the shared expert and the per-modality shared experts
+// (swiglu7 on interleaved channels) - at T tokens, with random weights made on the GPU and skewed
+// expert loads (a hot set of experts per head through expert_bias, max/mean tokens per expert ~3,
+// measured and printed). Per-stage times with CUDA events (median of --iters runs), TFLOP/s and the
+// fraction of the card's 770 TFLOP/s bf16 ceiling. --dump-check FILE writes a small-shape run
+// (weights, inputs, outputs) for bench/peers/moe_peer.py to check itself against before it times.
+// Correctness of the routed experts against the CPU: tests/gpu/moe_cuda_test.cpp (not re-run here).
 #include "bench_commands.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "core/error.h"
 
+#if AVDIT_HAVE_CUDA
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <functional>
+#include <vector>
+
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/ops_cuda.h"
+#include "backend/cuda/timer.h"
+#include "bench/report.h"
+#include "io/safetensors.h"
+
+// The GPU NVFP4 dequantiser (issue 8) is timed with --nvfp4 when its implementation is linked in.
+#ifndef AVDIT_MOE_BENCH_NVFP4
+#define AVDIT_MOE_BENCH_NVFP4 0
+#endif
+#if AVDIT_MOE_BENCH_NVFP4
+#include "backend/cuda/nvfp4.h"
+#endif
+#endif
+
 namespace avdit::app {
+namespace {
+
+struct Options {
+  std::vector<int64_t> tokens = {16384, 65536, 131072};
+  int warmup = 2, iters = 10;
+  std::string json, dump_check, path = "auto";
+  bool nvfp4 = false;
+};
+
+}  // namespace
+
+#if AVDIT_HAVE_CUDA
+namespace {
+
+using namespace avdit::cuda;
+constexpr double kCeilingTflops = 770.0;  // measured bf16 GEMM ceiling of the H200 (TARGETS.md)
+
+struct LayerShape {
+  int64_t hidden = 3072, W = 3072, H = 12, E = 256, K = 6, D = 256, De = 1280, Is = 1280, Im = 1280;
+  float route_scale = 4.9f;
+  moe::RouterConfig router() const { return moe::RouterConfig{H, E, K, D, false, true, route_scale}; }
+};
+
+struct LayerWeights {
+  Tensor pre_norm;            // [3, hidden] F32, used as (1 + w)
+  Tensor split, merge;        // [W, hidden], [hidden, W] BF16
+  Tensor gate, bias;          // [H*E, D], [H*E] F32
+  moe::ExpertWeights ex;      // BF16 [in, out]
+  Tensor shared_fc1, shared_fc2;  // [2*Is, hidden] (rows interleaved gate/linear), [hidden, Is]
+  Tensor ms_fc1, ms_fc2;          // [3*2*Im, hidden], [3*hidden, Im]
+};
+
+Tensor filled(cuda::Device& dev, Shape shape, DType dt, float a, uint64_t seed) {
+  Tensor t = cuda_empty(dev, std::move(shape), dt);
+  moe::fill_uniform(dev, t, -a, a, seed);
+  return t;
+}
+
+// Uniform weights with the variance of a 1/sqrt(fan_in) init, so activations stay O(1); the router
+// bias makes 32 experts per head "hot" (bias 0.07 x (1 - rank/32), a different set per head), which
+// gives max/mean tokens per expert ~3 (simulated on N(0,1) logits; the run prints the measured ratio).
+LayerWeights make_weights(cuda::Device& dev, const LayerShape& s, uint64_t seed) {
+  auto u = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+  LayerWeights w;
+  w.pre_norm = filled(dev, {3, s.hidden}, DType::F32, 0.1f, seed + 1);
+  w.split = filled(dev, {s.W, s.hidden}, DType::BF16, u(s.hidden), seed + 2);
+  w.merge = filled(dev, {s.hidden, s.W}, DType::BF16, u(s.W), seed + 3);
+  w.gate = filled(dev, {s.H * s.E, s.D}, DType::F32, u(s.D), seed + 4);
+  std::vector<float> bias(s.H * s.E);
+  for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t e = 0; e < s.E; ++e) {
+      const int64_t rank = (e + s.E - (37 * h) % s.E) % s.E;
+      bias[h * s.E + e] = rank < 32 ? 0.07f * (1.0f - float(rank) / 32.0f) : 0.0f;
+    }
+  w.bias = to_device(dev, Tensor::from_data({s.H * s.E}, DType::F32, bias.data()));
+  w.ex.gate = filled(dev, {s.H * s.E, s.D, s.De}, DType::BF16, u(s.D), seed + 5);
+  w.ex.up = filled(dev, {s.H * s.E, s.D, s.De}, DType::BF16, u(s.D), seed + 6);
+  w.ex.down = filled(dev, {s.H * s.E, s.De, s.D}, DType::BF16, u(s.De), seed + 7);
+  w.shared_fc1 = filled(dev, {2 * s.Is, s.hidden}, DType::BF16, u(s.hidden), seed + 8);
+  w.shared_fc2 = filled(dev, {s.hidden, s.Is}, DType::BF16, u(s.Is), seed + 9);
+  w.ms_fc1 = filled(dev, {3 * 2 * s.Im, s.hidden}, DType::BF16, u(s.hidden), seed + 10);
+  w.ms_fc2 = filled(dev, {3 * s.hidden, s.Im}, DType::BF16, u(s.Im), seed + 11);
+  return w;
+}
+
+// Tokens sorted by modality (the model's TokenLayout order): 75% video, 15% audio, the rest text.
+std::vector<int64_t> modality_counts(int64_t T) {
+  const int64_t v = T * 3 / 4, a = T * 3 / 20;
+  return {v, a, T - v - a};
+}
+
+struct Activations {
+  Tensor x, mod;  // input [T, hidden] BF16; modality I32 [T]
+  Tensor xn, split, experts, merge, shared, specific, shared_out, out;
+  moe::Routing r;
+  moe::Permutation p;
+  Tensor rows;
+};
+
+// The sub-layer, stage by stage (each stage reads the previous stages' outputs in `a`).
+struct Layer {
+  cuda::Device& dev;
+  const LayerShape& s;
+  const LayerWeights& w;
+  std::vector<int64_t> counts;
+  moe::ExpertPath path = moe::ExpertPath::Auto;
+
+  void norm(Activations& a) const {
+    a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
+  }
+  void split(Activations& a) const { a.split = linear(dev, a.xn, w.split, nullptr, DType::BF16); }
+  void router(Activations& a) const { a.r = moe::route(dev, a.split, w.gate, w.bias, s.router()); }
+  void permute(Activations& a) const { a.p = moe::permute(dev, a.r, s.router()); }
+  void experts(Activations& a) const {
+    a.rows = moe::expert_rows(dev, a.split, a.r, a.p, w.ex, s.router(), DType::BF16, path);
+  }
+  void combine(Activations& a) const { a.experts = moe::combine(dev, a.rows, a.r, a.p, s.router(), DType::BF16); }
+  void merge(Activations& a) const { a.merge = linear(dev, a.experts, w.merge, nullptr, DType::BF16); }
+  void shared(Activations& a) const {
+    const Tensor hs = swiglu7_interleaved(dev, linear(dev, a.xn, w.shared_fc1, nullptr, DType::BF16), DType::BF16);
+    a.shared = linear(dev, hs, w.shared_fc2, nullptr, DType::BF16);
+  }
+  void specific(Activations& a) const {
+    const int64_t T = a.xn.size(0);
+    a.specific = cuda_empty(dev, {T, s.hidden}, DType::BF16);
+    int64_t row = 0;
+    for (int64_t m = 0; m < 3; ++m) {
+      const int64_t n = counts[m];
+      if (n == 0) continue;
+      const Tensor rows = a.xn.slice_rows(row, row + n);
+      const Tensor u = linear(dev, rows, w.ms_fc1.slice_rows(m * 2 * s.Im, (m + 1) * 2 * s.Im), nullptr, DType::BF16);
+      const Tensor y = linear(dev, swiglu7_interleaved(dev, u, DType::BF16),
+                              w.ms_fc2.slice_rows(m * s.hidden, (m + 1) * s.hidden), nullptr, DType::BF16);
+      AVDIT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(device_ptr(a.specific)) + row * s.hidden * 2, y.raw(),
+                                       size_t(y.nbytes()), cudaMemcpyDeviceToDevice, dev.stream()));
+      row += n;
+    }
+  }
+  void adds(Activations& a) const {
+    a.shared_out = add(dev, a.shared, a.specific);
+    a.out = add(dev, a.merge, a.shared_out);
+  }
+  void core(Activations& a) const {
+    router(a);
+    permute(a);
+    experts(a);
+    combine(a);
+  }
+  void all(Activations& a) const {
+    norm(a);
+    split(a);
+    core(a);
+    merge(a);
+    shared(a);
+    specific(a);
+    adds(a);
+  }
+};
+
+Activations make_inputs(cuda::Device& dev, const LayerShape& s, int64_t T, const std::vector<int64_t>& counts,
+                        uint64_t seed) {
+  Activations a;
+  a.x = filled(dev, {T, s.hidden}, DType::BF16, std::sqrt(3.0f), seed);
+  std::vector<int32_t> mod(T);
+  int64_t t = 0;
+  for (int m = 0; m < 3; ++m)
+    for (int64_t i = 0; i < counts[m]; ++i) mod[t++] = m;
+  a.mod = to_device(dev, Tensor::from_data({T}, DType::I32, mod.data()));
+  return a;
+}
+
+// Tokens per (head, expert): max / mean over the groups, from the permutation's offsets.
+double load_ratio(cuda::Device& dev, const Activations& a, int64_t* empty_groups) {
+  const Tensor off = to_host(dev, a.p.offsets);
+  const int32_t* o = off.data<int32_t>();
+  const int64_t G = off.numel() - 1;
+  int64_t mx = 0;
+  *empty_groups = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    mx = std::max<int64_t>(mx, o[g + 1] - o[g]);
+    *empty_groups += o[g + 1] == o[g];
+  }
+  return G && o[G] ? double(mx) / (double(o[G]) / double(G)) : 0.0;
+}
+
+void dump_check(cuda::Device& dev, const std::string& path) {
+  LayerShape s;
+  s.hidden = 512;
+  s.W = 512;
+  s.H = 4;
+  s.E = 32;
+  s.K = 6;
+  s.D = 128;
+  s.De = 128;
+  s.Is = 256;
+  s.Im = 192;
+  const int64_t T = 300;
+  const LayerWeights w = make_weights(dev, s, 1000);
+  Layer layer{dev, s, w, modality_counts(T)};
+  Activations a = make_inputs(dev, s, T, layer.counts, 77);
+  layer.all(a);
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto put = [&](const char* name, const Tensor& t) { out.emplace_back(name, to_host(dev, t)); };
+  put("x", a.x);
+  put("modality", a.mod);
+  put("pre_norm", w.pre_norm);
+  put("split_linear", w.split);
+  put("merge_linear", w.merge);
+  put("router_gate", w.gate);
+  put("expert_bias", w.bias);
+  put("experts_gate", w.ex.gate);
+  put("experts_up", w.ex.up);
+  put("experts_down", w.ex.down);
+  put("shared_fc1", w.shared_fc1);
+  put("shared_fc2", w.shared_fc2);
+  put("ms_fc1", w.ms_fc1);
+  put("ms_fc2", w.ms_fc2);
+  put("out_split", a.split);
+  put("out_topk_indices", a.r.indices);
+  put("out_topk_weights", a.r.weights);
+  put("out_experts", a.experts);
+  put("out_merge", a.merge);
+  put("out_shared", a.shared_out);
+  put("out", a.out);
+  const std::map<std::string, std::string> meta = {
+      {"hidden", std::to_string(s.hidden)}, {"heads", std::to_string(s.H)},      {"experts", std::to_string(s.E)},
+      {"top_k", std::to_string(s.K)},       {"head_dim", std::to_string(s.D)},   {"expert_inter", std::to_string(s.De)},
+      {"shared_inter", std::to_string(s.Is)}, {"modality_inter", std::to_string(s.Im)},
+      {"route_scale", fmt::format("{}", s.route_scale)}};
+  write_safetensors(path, out, meta);
+  std::printf("wrote %s (T %ld, hidden %ld, %ld heads x %ld experts, top-%ld, D %ld, De %ld)\n", path.c_str(),
+              long(T), long(s.hidden), long(s.H), long(s.E), long(s.K), long(s.D), long(s.De));
+}
+
+int run(const Options& o) {
+  cuda::Device dev;
+  if (!o.dump_check.empty()) {
+    dump_check(dev, o.dump_check);
+    return 0;
+  }
+  const LayerShape s;
+  const LayerWeights w = make_weights(dev, s, 1);
+  moe::ExpertPath path = moe::ExpertPath::Auto;
+  if (o.path == "simt") path = moe::ExpertPath::Simt;
+  else if (o.path == "fused") path = moe::ExpertPath::Fused;
+  else AVDIT_REQUIRE(o.path == "auto", "--path: auto, simt or fused, got '{}'", o.path);
+  bench::Report rep("MAGI-2 MoE MLP sub-layer, bf16 (12 heads x 256 experts, top-6, 256->1280->256; hidden 3072)");
+  for (const int64_t T : o.tokens) {
+    Layer layer{dev, s, w, modality_counts(T), path};
+    Activations a = make_inputs(dev, s, T, layer.counts, 2);
+    layer.all(a);  // also the warm-up of every stage's first call
+    int64_t empty = 0;
+    const double ratio = load_ratio(dev, a, &empty);
+    const double S = double(T) * s.H * s.K;
+    struct Stage {
+      const char* name;
+      double flops;
+      std::function<void()> f;
+    };
+    const double f_split = 2.0 * T * s.hidden * s.W, f_router = 2.0 * T * s.H * s.E * s.D;
+    const double f_experts = 6.0 * S * s.D * s.De, f_shared = 6.0 * T * s.hidden * s.Is;
+    const double f_spec = 6.0 * T * s.hidden * s.Im;
+    const std::vector<Stage> stages = {
+        {"pre-norm", 0, [&] { layer.norm(a); }},
+        {"split linear", f_split, [&] { layer.split(a); }},
+        {"router + top-k (fused)", f_router, [&] { layer.router(a); }},
+        {"permutation (radix sort, offsets, tiles)", 0, [&] { layer.permute(a); }},
+        {"experts: gather + gate/up + swiglu7 + down + weight", f_experts, [&] { layer.experts(a); }},
+        {"combine", 0, [&] { layer.combine(a); }},
+        {"merge linear", f_split, [&] { layer.merge(a); }},
+        {"shared expert", f_shared, [&] { layer.shared(a); }},
+        {"modality shared experts", f_spec, [&] { layer.specific(a); }},
+        {"residual adds", 0, [&] { layer.adds(a); }},
+        {"ROUTED CORE (router..combine)", f_router + f_experts, [&] { layer.core(a); }},
+        {"SUB-LAYER (all)", f_router + f_experts + 2 * f_split + f_shared + f_spec, [&] { layer.all(a); }},
+    };
+    for (const Stage& st : stages) {
+      const bench::Timing t = time_on_stream(dev, st.f, o.warmup, o.iters);
+      rep.row();
+      rep.set("T", T);
+      rep.set("stage", std::string(st.name));
+      rep.set("ms", t.median(), 3);
+      rep.set("min ms", t.min(), 3);
+      const double tf = st.flops > 0 ? st.flops / (t.median() * 1e-3) / 1e12 : 0.0;
+      rep.set("TFLOP", st.flops / 1e12, 3);
+      rep.set("TFLOP/s", tf, 1);
+      rep.set("of 770", tf / kCeilingTflops, 3);
+      rep.set("max/mean load", ratio, 2);
+      rep.set("empty groups", empty);
+      rep.set("path", o.path);
+    }
+#if AVDIT_MOE_BENCH_NVFP4
+    if (o.nvfp4) {
+      // Dequantise every routed expert of the layer (gate, up: N = De, K = D; down: N = D, K = De)
+      // into bf16 K-major chunks of 256 experts, as the packed path would in front of the GEMM.
+      const int64_t G = s.H * s.E, chunk = 256;
+      auto packed_stack = [&](int64_t N, int64_t K, uint8_t code) {
+        Tensor p = cuda_empty(dev, {G, N, K / 2}, DType::U8), sc = cuda_empty(dev, {G, N, K / 16}, DType::F8_E4M3);
+        AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(p), code, size_t(p.nbytes()), dev.stream()));
+        AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(sc), 0x38, size_t(sc.nbytes()), dev.stream()));  // e4m3 1.0
+        Tensor gs = filled(dev, {G}, DType::F32, 2.0f, 99);
+        return std::tuple{p, sc, gs};
+      };
+      auto [gp, gsc, ggs] = packed_stack(s.De, s.D, 0x5A);
+      auto [dp, dsc, dgs] = packed_stack(s.D, s.De, 0x3B);
+      Tensor buf_gu = cuda_empty(dev, {chunk, s.De, s.D}, DType::BF16), buf_d = cuda_empty(dev, {chunk, s.D, s.De}, DType::BF16);
+      const bench::Timing t = time_on_stream(dev, [&] {
+        for (int64_t g0 = 0; g0 < G; g0 += chunk) {
+          const int64_t g1 = std::min(G, g0 + chunk);
+          dequantize_nvfp4_bf16(dev, gp, gsc, ggs, g0, g1, buf_gu);  // gate
+          dequantize_nvfp4_bf16(dev, gp, gsc, ggs, g0, g1, buf_gu);  // up (same sizes)
+          dequantize_nvfp4_bf16(dev, dp, dsc, dgs, g0, g1, buf_d);
+        }
+      }, o.warmup, o.iters);
+      const double bytes = 3.0 * G * s.D * s.De * (0.5 + 1.0 / 16 + 2.0);
+      rep.row();
+      rep.set("T", T);
+      rep.set("stage", std::string("nvfp4 dequantise all routed experts (per layer, T-independent)"));
+      rep.set("ms", t.median(), 3);
+      rep.set("min ms", t.min(), 3);
+      rep.set("TFLOP", 0.0, 3);
+      rep.set("TFLOP/s", bytes / (t.median() * 1e-3) / 1e12, 1);  // here: TB/s moved
+      rep.set("path", std::string("nvfp4 (TFLOP/s column = TB/s)"));
+    }
+#else
+    if (o.nvfp4 && T == o.tokens.front())
+      std::printf("note: --nvfp4 not built in (the GPU NVFP4 dequantiser was not linked when this bench was written)\n");
+#endif
+  }
+  rep.emit(o.json);
+  return 0;
+}
+
+}  // namespace
+#endif
 
 Run add_bench_moe(CLI::App& bench) {
-  bench.add_subcommand("moe", "Benchmark moe (not written yet)");
-  return []() -> int { throw RuntimeFailure("avdit bench moe is not written yet"); };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = bench.add_subcommand(
+      "moe", "The MAGI-2 MoE MLP sub-layer (bf16, 12 x 256 experts, top-6) at T tokens: per-stage CUDA-event times");
+  cmd->add_option("--tokens", opt->tokens, "token counts (comma-separated), default 16384,65536,131072")
+      ->delimiter(',');
+  cmd->add_option("--warmup", opt->warmup, "untimed runs per stage");
+  cmd->add_option("--iters", opt->iters, "timed runs per stage (median reported)");
+  cmd->add_option("--json", opt->json, "also write the rows as JSON here");
+  cmd->add_option("--path", opt->path, "expert kernels: auto (fused tensor-core kernel on sm_90), simt or fused");
+  cmd->add_option("--dump-check", opt->dump_check,
+                  "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
+  cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
+  return [opt]() -> int {
+#if AVDIT_HAVE_CUDA
+    return run(*opt);
+#else
+    (void)opt;
+    bench_needs_cuda("moe");
+#endif
+  };
 }
 
 }  // namespace avdit::app

@@ -36,6 +36,10 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
 // grouped GEMM reads them through this struct, so NVFP4 experts can replace it later.
 struct ExpertWeights {
   Tensor gate, up, down;
+  // false: the checkpoint's [in, out] matrices above. true: each matrix transposed, K-major ("w[N, K]",
+  // the layout the NVFP4 dequantiser writes and the natural TN operand of the tensor cores):
+  // gate, up [heads*E, De, D]; down [heads*E, D, De].
+  bool k_major = false;
 };
 
 // out [T, heads*D]: for each token t and head h, sum over k of weights[t,h,k] *
@@ -48,5 +52,47 @@ struct ExpertWeights {
 //   mode's fixed order, moe.cpp run_experts).
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
                       const RouterConfig& cfg, DType out);
+
+// ---- the stages of routed_experts, for the benchmark and for callers that reuse a permutation ----
+
+// The (token, head, k) slots, s = (t*heads + h)*K + k, ordered by group g = h*E + expert and, within a
+// group, by token (a stable radix sort: deterministic, the CPU's order). Plus the row-tile table the
+// grouped GEMM kernels walk (built on the device: no host synchronisation).
+struct Permutation {
+  Tensor sorted_slot;  // [S] I32: slot of sorted row i
+  Tensor slot_pos;     // [S] I32: sorted row of slot s (inverse)
+  Tensor offsets;      // [G + 1] I32: rows [offsets[g], offsets[g+1]) belong to group g
+  Tensor tile_group;   // [max_tiles] I32: group of row tile j
+  Tensor tile_row;     // [max_tiles] I32: first sorted row of tile j
+  Tensor tile_count;   // [1] I32: number of valid tiles
+  int64_t max_tiles = 0;
+  int tile_rows = 0;   // rows per tile
+};
+Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows = 64);
+
+enum class ExpertPath {
+  Auto,   // Fused when its conditions hold (sm_90, BF16 x, weights and out; D in {64,128,256}, De % 64 == 0)
+          // and it has passed its device test (moe.cu kAutoFused), else Simt
+  Simt,   // reference kernels: fp32 SIMT tiles, gate/up+swiglu7 then down (any dtype; the F32 parity path)
+  Fused,  // one tensor-core kernel per row tile: gather -> gate/up -> swiglu7 -> down -> weight
+};
+
+// Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] in `out` dtype (BF16: rounded as
+// routed_experts describes). perm must come from permute(.., tile_rows = 64).
+Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
+                   const ExpertWeights& w, const RouterConfig& cfg, DType out, ExpertPath path = ExpertPath::Auto);
+
+// out [T, heads*D]: per (token, head) the sum of its K rows of `rows` in ascending expert order (no
+// atomics; BF16: the running sum rounded after each add).
+Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Permutation& perm,
+               const RouterConfig& cfg, DType out);
+
+// routed_experts with an explicit kernel choice.
+Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
+                      const RouterConfig& cfg, DType out, ExpertPath path);
+
+// Benchmarks: fills a device tensor (F32 / BF16 / F16) with deterministic values uniform in [lo, hi)
+// from a hash of (seed, index); never zero.
+void fill_uniform(Device& dev, Tensor& t, float lo, float hi, uint64_t seed);
 
 }  // namespace avdit::cuda::moe

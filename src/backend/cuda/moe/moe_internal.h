@@ -1,0 +1,31 @@
+// Pieces shared by the MoE kernel files (moe.cu, moe_fused_sm90.cu); not part of the interface.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/moe/moe.h"
+
+namespace avdit::cuda::moe {
+
+constexpr int kMaxExperts = 256;  // experts per head the router kernel holds (one thread each)
+constexpr int kMaxTopK = 16;
+
+// swiglu7 as moe.cpp / mlp.cpp: g' = min(g, 7), l' = clamp(l, -7, 7), g' sigmoid(1.702 g') (l' + 1);
+// accurate expf so that the fp32 path tracks the CPU.
+__device__ __forceinline__ float swiglu7_f(float g, float l) {
+  const float gc = fminf(g, 7.0f);
+  const float lc = fminf(fmaxf(l, -7.0f), 7.0f);
+  return gc * (1.0f / (1.0f + expf(-(1.702f * gc)))) * (lc + 1.0f);
+}
+
+void check_config(const RouterConfig& cfg);
+void check_weights(const ExpertWeights& w, const RouterConfig& cfg);
+int64_t expert_inter(const ExpertWeights& w);
+
+// The tensor-core path (moe_fused_sm90.cu): whether it can run these operands on this device, and
+// the kernel itself, writing rows [S, D] BF16.
+bool fused_supported(Device& dev, const Tensor& x, const ExpertWeights& w, const RouterConfig& cfg, DType out);
+void fused_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
+                       const ExpertWeights& w, const RouterConfig& cfg, Tensor& rows);
+
+}  // namespace avdit::cuda::moe
