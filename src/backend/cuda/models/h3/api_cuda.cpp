@@ -107,7 +107,7 @@ mh::Velocity velocity(H3CudaModel& model, const mh::VelocityRequest& r) {
   const Problem p = make_problem(c, r.video_latent, r.audio_latent, r.text_refined.size(0),
                                  mh::timestep_from_sigma(r.sigma_video), mh::timestep_from_sigma(r.sigma_audio),
                                  r.text_token_tags, r.cond_latent, r.keyframe_frame_indices);
-  const mh::PackedOutput o = model.forward(p.layout, p.timesteps, r.text_refined, p.video_rows, p.audio_rows);
+  const mh::PackedOutput o = model.forward(p.layout, p.timesteps, r.text_refined, p.video_rows, p.audio_rows, nullptr);
   const mh::PackedLayout& l = p.layout;
   return {mh::unpatchify_video(o.video_out.slice_rows(l.condition_rows, o.video_out.size(0)), c.latents_dim,
                                l.latent_t, l.latent_h, l.latent_w),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/models/h3/kernels.h"
 #include "backend/cuda/ops_cuda.h"
 #include "models/h3/rope.h"
@@ -19,6 +20,14 @@ namespace avdit::cuda::h3 {
 namespace mh = ::avdit::models::h3;
 
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
+const char* attention_name(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::Flash: return "flash";
+    case AttentionImpl::Cudnn: return "cudnn";
+    default: return "opset";
+  }
+}
 
 void BlockProfile::mark(cudaStream_t st, const char* category) {
   cudaEvent_t e;
@@ -207,6 +216,7 @@ void H3CudaModel::ensure_arena(int64_t S) {
   // projections (H floats per row): never live at the same time.
   off_big_ = take(std::max({6 * I * e, 3 * F * e, H * int64_t{4}}) * S + 4 * kAlign);
   off_heads_ = take(S * (c.video_patch_dim() + c.audio_latents_dim) * 4 + kAlign);
+  off_lse_ = take(S * c.num_attention_heads * 4);  // cuDNN's log-sum-exp output (unused here)
   arena_.reset();
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(off));
@@ -267,6 +277,11 @@ const H3CudaModel::Tables& H3CudaModel::tables_for(const std::vector<float>& uni
   return tables_.emplace(std::move(key), std::move(t)).first->second;
 }
 
+void H3CudaModel::clear_adaln_cache() {
+  tables_.clear();
+  table_bytes_ = 0;
+}
+
 DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTimesteps& ts) {
   const int64_t S = l.seq_len;
   AVDIT_REQUIRE(static_cast<int64_t>(ts.inverse.size()) == S && static_cast<int64_t>(l.token_tags.size()) == S &&
@@ -300,6 +315,23 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
   p.update_mask = to_device(dev_, u8_host(l.update_mask));
   p.update_audio_mask = to_device(dev_, u8_host(l.update_audio_mask));
   return p;
+}
+
+Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu, int64_t S) {
+  const mh::H3Config& c = config_;
+  const int64_t heads = c.num_attention_heads, dh = c.attention_head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  if (precision_ == Precision::F32 || attention_ == AttentionImpl::OpSet) return attention(dev_, q, k, v, scale, cu);
+  const Tensor core = slice(off_core_, {S, heads, dh}, act_dtype());
+  if (attention_ == AttentionImpl::Cudnn && cudnn_attention_available(dev_, q, k, v)) {
+    SdpaOut into{core, LseView{slice(off_lse_, {S, heads}, DType::F32), heads, 1}};
+    cudnn_sdpa(dev_, q, k, v, scale, cu, &into);
+    return core;
+  }
+  flash_attention_bf16(dev_.stream(), q.raw(), k.raw(), v.raw(), device_ptr(core), cu.data<int32_t>(), cu.numel(), S,
+                       heads, scale);
+  AVDIT_CUDA_CHECK_LAUNCH();
+  return core;
 }
 
 DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& text_refined, const Tensor& video_rows,
@@ -356,7 +388,6 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
   const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
   const int64_t n_blocks = static_cast<int64_t>(w_.blocks.size());
   const int64_t half = c.rope_dim() / 2;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const int64_t e = dtype_nbytes(act, 1);
 
   // The first block's attn_in: norm1 + modulation of the embedded sequence.
@@ -437,14 +468,7 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
       put(dump, dev_, "block0_q_rope", qt);
       put(dump, dev_, "block0_k_rope", kt);
     }
-    Tensor core = slice(off_core_, {S, heads, dh}, act);
-    if (!bf || opset_attention_) {
-      core = attention(dev_, qt, kt, vt, scale, p.cu_seqlens);
-    } else {
-      flash_attention_bf16(st, q, k, v, device_ptr(core), p.cu_seqlens.data<int32_t>(), p.cu_seqlens.numel(), S,
-                           heads, scale);
-      AVDIT_CUDA_CHECK_LAUNCH();
-    }
+    const Tensor core = attend(qt, kt, vt, p.cu_seqlens, S);
     if (prof) profile->mark(st, "attention");
     if (d0) put(dump, dev_, "block0_attn_core", core.reshape({S, I}));
     gemm_.run(mat(core.raw(), S, I, act), mat(b.out_proj), nullptr, device_ptr(t), act);
@@ -577,7 +601,6 @@ Tensor H3CudaModel::refine_text(const Tensor& text_embeds_any, TensorMap* dump) 
   put(dump, dev_, "text_projected", x);
   const Tensor cu = to_device(dev_, i32_host({0, L}));
   const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   auto norm_only = [&](const Tensor& w, const void* f, void* out) {
     ResidNormArgs a;
     a.x = device_ptr(x);
@@ -605,13 +628,7 @@ Tensor H3CudaModel::refine_text(const Tensor& text_embeds_any, TensorMap* dump) 
     const Tensor qt = Tensor::wrap(arena_, q, {L, heads, dh}, act, avdit::Device::CUDA);
     const Tensor kt = Tensor::wrap(arena_, k, {L, heads, dh}, act, avdit::Device::CUDA);
     const Tensor vt = Tensor::wrap(arena_, v, {L, heads, dh}, act, avdit::Device::CUDA);
-    Tensor core = slice(off_core_, {L, heads, dh}, act);
-    if (!bf || opset_attention_) {
-      core = attention(dev_, qt, kt, vt, scale, cu);
-    } else {
-      flash_attention_bf16(st, q, k, v, device_ptr(core), cu.data<int32_t>(), 2, L, heads, scale);
-      AVDIT_CUDA_CHECK_LAUNCH();
-    }
+    const Tensor core = attend(qt, kt, vt, cu, L);
     gemm_.run(mat(core.raw(), L, I, act), mat(b.out_proj), nullptr, device_ptr(t), act);
     norm_only(b.norm2, t.raw(), device_ptr(h));  // x += attn; h = norm2(x)
     void* u = big;

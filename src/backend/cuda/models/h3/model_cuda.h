@@ -32,6 +32,13 @@ namespace avdit::cuda::h3 {
 enum class Precision { F32, BF16 };
 const char* precision_name(Precision p);
 
+// The attention core of the bf16 mode. Flash: our tensor-core kernel (flash_attention_sm90.cu);
+// Cudnn: cuDNN's fused SDPA (backend/cuda/attention_cudnn.h) into the arena; OpSet:
+// cuda::attention (whatever the op set picks; allocates its output). The F32 mode always uses
+// the op set's fp32 attention.
+enum class AttentionImpl { Flash, Cudnn, OpSet };
+const char* attention_name(AttentionImpl a);
+
 // One transformer block on the device (refiner blocks leave adaln_* undefined).
 struct DeviceBlock {
   Tensor norm1, norm2, qkv_proj, q_norm, k_norm, out_proj, fc1, fc2, adaln_weight, adaln_bias;
@@ -78,7 +85,7 @@ struct BlockProfile {
   ~BlockProfile();
 };
 
-class H3CudaModel {
+class H3CudaModel : public models::h3::H3Forward {
  public:
   // Uploads the host weights (checkpoint dtypes) in the precision's storage.
   H3CudaModel(Device& dev, const models::h3::H3Config& config, const models::h3::H3Weights& host,
@@ -88,22 +95,39 @@ class H3CudaModel {
   static std::unique_ptr<H3CudaModel> random(Device& dev, const models::h3::H3Config& config, Precision precision,
                                              uint64_t seed);
 
-  const models::h3::H3Config& config() const { return config_; }
+  const models::h3::H3Config& config() const override { return config_; }
   Precision precision() const { return precision_; }
   DType act_dtype() const { return precision_ == Precision::BF16 ? DType::BF16 : DType::F32; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The activation arena plus the adaLN tables: the forward's whole working memory.
   int64_t peak_activation_bytes() const { return arena_bytes_ + table_bytes_; }
-  // Use the op set's attention (cuda::attention) instead of the tensor-core flash kernel in the
-  // bf16 mode (comparison / fallback). The F32 mode always uses the op set's fp32 attention.
-  void set_opset_attention(bool on) { opset_attention_ = on; }
+  // The bf16 mode's attention core (default Flash). Cudnn falls back to Flash when the build has
+  // no cuDNN.
+  void set_attention(AttentionImpl a) { attention_ = a; }
+  AttentionImpl attention_impl() const { return attention_; }
 
-  // --- host tensors in / out (CLI, tests) --------------------------------------------------------
-  // As H3Model::refine_text / forward, same dump names (block0_qkv, q_normed... included).
-  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump = nullptr);
+  // --- host tensors in / out (CLI, tests, samplers) ----------------------------------------------
+  // The H3Forward interface (what pipeline/generate_h3 samples with): host tensors in and out.
+  // const as the interface wants; the arena, plan and table caches inside are mutable state.
+  Tensor refine_text(const Tensor& text_embeds) const override {
+    return const_cast<H3CudaModel*>(this)->refine_text(text_embeds, nullptr);
+  }
   models::h3::PackedOutput forward(const models::h3::PackedLayout& layout,
                                    const models::h3::PackedTimesteps& timesteps, const Tensor& text_refined,
-                                   const Tensor& video_rows, const Tensor& audio_rows, TensorMap* dump = nullptr);
+                                   const Tensor& video_rows, const Tensor& audio_rows) const override {
+    return const_cast<H3CudaModel*>(this)->forward(layout, timesteps, text_refined, video_rows, audio_rows, nullptr);
+  }
+  // With dumps: as H3Model::refine_text / forward, same dump names (block0_qkv, q_normed...
+  // included; dumps synchronise).
+  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump);
+  models::h3::PackedOutput forward(const models::h3::PackedLayout& layout,
+                                   const models::h3::PackedTimesteps& timesteps, const Tensor& text_refined,
+                                   const Tensor& video_rows, const Tensor& audio_rows, TensorMap* dump);
+
+  // The adaLN tables of a timestep set, computed now (else on the first forward that needs them),
+  // and the cache dropped (benchmarks time the per-step table cost with these).
+  void precompute_adaln(const std::vector<float>& unique_timesteps) { tables_for(unique_timesteps); }
+  void clear_adaln_cache();
 
   // --- device entry (benchmarks, samplers) -------------------------------------------------------
   DeviceProblem prepare(const models::h3::PackedLayout& layout, const models::h3::PackedTimesteps& timesteps);
@@ -123,6 +147,8 @@ class H3CudaModel {
   void ensure_arena(int64_t S);
   Tensor upload(const Tensor& host, bool keep_f32);
   Tensor slice(int64_t offset_bytes, Shape shape, DType dtype) const;
+  // softmax(q k^T / sqrt(dh)) v inside each cu document, by the configured implementation.
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu, int64_t S);
 
   Device& dev_;
   models::h3::H3Config config_;
@@ -130,12 +156,12 @@ class H3CudaModel {
   DeviceWeights w_;
   Gemm gemm_;
   int64_t weight_bytes_ = 0;
-  bool opset_attention_ = false;
+  AttentionImpl attention_ = AttentionImpl::Flash;
   // Arena: x, h, t (out of attention / MLP), core, and the big region shared by qkv/q/k/v and
   // fc1/swiglu; sized for arena_rows_.
   std::shared_ptr<void> arena_;
   int64_t arena_rows_ = 0, arena_bytes_ = 0;
-  int64_t off_x_ = 0, off_h_ = 0, off_t_ = 0, off_core_ = 0, off_big_ = 0, off_heads_ = 0;
+  int64_t off_x_ = 0, off_h_ = 0, off_t_ = 0, off_core_ = 0, off_big_ = 0, off_heads_ = 0, off_lse_ = 0;
   std::map<std::vector<uint32_t>, Tables> tables_;
   int64_t table_bytes_ = 0;
 };
