@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "backend/cuda/attention_cudnn.h"
@@ -325,8 +326,15 @@ Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, co
   const Tensor core = slice(off_core_, {S, heads, dh}, act_dtype());
   if (attention_ == AttentionImpl::Cudnn && cudnn_attention_available(dev_, q, k, v)) {
     SdpaOut into{core, LseView{slice(off_lse_, {S, heads}, DType::F32), heads, 1}};
-    cudnn_sdpa(dev_, q, k, v, scale, cu, &into);
-    return core;
+    try {
+      cudnn_sdpa(dev_, q, k, v, scale, cu, &into);
+      return core;
+    } catch (const RuntimeFailure& e) {
+      // cuDNN refused this shape: our kernel from now on (said once, on stderr).
+      std::fprintf(stderr, "H3 CUDA: cuDNN SDPA refused [%ld, %ld, %ld] (%s); using the flash kernel\n",
+                   static_cast<long>(S), static_cast<long>(heads), static_cast<long>(dh), e.what());
+      attention_ = AttentionImpl::Flash;
+    }
   }
   flash_attention_bf16(dev_.stream(), q.raw(), k.raw(), v.raw(), device_ptr(core), cu.data<int32_t>(), cu.numel(), S,
                        heads, scale);
