@@ -190,6 +190,19 @@ int run_attention(const AttnOptions& o) {
         bench::Timing pass;
         if (sh->sinks_gate)
           pass = cuda::time_on_stream(dev, [&] { cuda::sink_gate(dev, r.o, r.lse, sp, gp); }, o.warmup, o.iters);
+        // The same core without the LSE output (torch's inference graph) and with cuDNN's own sink
+        // (>= 9.13): what the LSE output and the separate correction cost.
+        const auto plain = cuda::time_on_stream(
+            dev, [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, {}, &buf, nullptr, false); }, o.warmup, o.iters);
+        bench::Timing native;
+        if (sh->sinks_gate && cuda::cudnn_version() >= 91300)
+          native = cuda::time_on_stream(
+              dev,
+              [&] {
+                cuda::SdpaOut x = cuda::cudnn_sdpa(dev, q, k, v, scale, {}, &buf, &sinks, false);
+                cuda::sink_gate(dev, x.o, {}, nullptr, gp);
+              },
+              o.warmup, o.iters);
         const auto total = cuda::time_on_stream(
             dev,
             [&] {
@@ -209,6 +222,7 @@ int run_attention(const AttnOptions& o) {
         rep.set("L", L);
         rep.set("sinks+gate", std::string(sh->sinks_gate ? "yes" : "no"));
         rep.set("core ms", core.median(), 2);
+        rep.set("no-LSE core ms", plain.median(), 2);
         rep.set("pass ms", sh->sinks_gate ? pass.median() : 0.0, 3);
         rep.set("total ms", total.median(), 2);
         rep.set("spread ms", total.max() - total.min(), 2);
@@ -217,6 +231,7 @@ int run_attention(const AttnOptions& o) {
         rep.set(fmt::format("of {:.0f}", o.ceiling), tf / o.ceiling, 3);
         rep.set("vs torch cuDNN", peer_cudnn > 0 ? tf / peer_cudnn : 0.0, 3);
         rep.set("vs torch FA2", peer_flash > 0 ? tf / peer_flash : 0.0, 3);
+        rep.set("cuDNN-sink+gate ms", native.ms.empty() ? 0.0 : native.median(), 2);
       }
     }
   }

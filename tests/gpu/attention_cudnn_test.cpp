@@ -187,8 +187,19 @@ TEST_F(CudnnAttention, SmallAgainstFloat64) {
       std::printf("  lse max abs diff %.2e (bound %.0e)\n", worst, kLseAbs);
       EXPECT_LE(worst, kLseAbs);
 
-      const Ref64 full = attention64(q, k, v, scale, cu, &sinks, &gate);
       const Tensor sd = to_device(dev, sinks), gd = up(dev, gate, dt);
+      // The variants the benchmark compares: no stats (torch's inference graph) and, from cuDNN
+      // 9.13, the sink applied by cuDNN itself.
+      const SdpaOut plain_nostats = cudnn_sdpa(dev, qd, kd, vd, float(scale), cud, nullptr, nullptr, false);
+      EXPECT_NMSE(to_host(dev, plain_nostats.o), as_tensor(plain.o, {c.S, c.Hq, c.D}), tol(dt),
+                  label("cudnn O without stats", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
+      if (cudnn_version() >= 91300) {
+        const Ref64 with_sinks = attention64(q, k, v, scale, cu, &sinks, nullptr);
+        const SdpaOut ns = cudnn_sdpa(dev, qd, kd, vd, float(scale), cud, nullptr, &sd, false);
+        EXPECT_NMSE(to_host(dev, ns.o), as_tensor(with_sinks.o, {c.S, c.Hq, c.D}), tol(dt),
+                    label("cudnn native sink", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
+      }
+      const Ref64 full = attention64(q, k, v, scale, cu, &sinks, &gate);
       const Tensor y = attention(dev, qd, kd, vd, float(scale), cud, &sd, &gd);
       EXPECT_NMSE(to_host(dev, y), as_tensor(full.o, {c.S, c.Hq, c.D}), tol(dt),
                   label("attention sinks+gate", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));

@@ -27,14 +27,15 @@ namespace {
 namespace fe = cudnn_frontend;
 
 // Tensor ids of the variant pack.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kOffQ, kOffK, kOffV, kOffO, kOffStats };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kOffQ, kOffK, kOffV, kOffO, kOffStats, kSink };
 
 struct GraphKey {
   int64_t b, s, hq, hkv, d;
   DType dtype;
   bool ragged;
   uint32_t scale_bits;
-  auto tie() const { return std::tie(b, s, hq, hkv, d, dtype, ragged, scale_bits); }
+  bool stats, native_sink;
+  auto tie() const { return std::tie(b, s, hq, hkv, d, dtype, ragged, scale_bits, stats, native_sink); }
   bool operator<(const GraphKey& o) const { return tie() < o.tie(); }
 };
 
@@ -92,7 +93,14 @@ Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
                          .set_stride({S * H * D, D, H * D, 1}));
   };
   auto Q = bshd("Q", kQ, Hq), K = bshd("K", kK, Hkv), V = bshd("V", kV, Hkv);
-  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale);
+  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(key.stats).set_attn_scale(scale);
+  if (key.native_sink)  // cuDNN >= 9.13 adds exp(sink_h) to the denominator itself
+    opts.set_sink_token(g->tensor(fe::graph::Tensor_attributes()
+                                      .set_name("sink")
+                                      .set_uid(kSink)
+                                      .set_dim({1, Hq, 1, 1})
+                                      .set_stride({Hq, 1, 1, 1})
+                                      .set_data_type(fe::DataType_t::FLOAT)));
   std::shared_ptr<fe::graph::Tensor_attributes> off_o, off_stats;
   if (key.ragged) {
     auto i32 = [&](const char* name, int64_t uid, int64_t n) {
@@ -113,12 +121,14 @@ Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
   auto [O, Stats] = g->sdpa(Q, K, V, opts);
   O->set_output(true).set_uid(kO).set_dim({B, Hq, S, D}).set_stride({S * Hq * D, D, Hq * D, 1});
   if (off_o) O->set_ragged_offset(off_o);
-  Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, Hq, S, 1});
-  if (e.stats_token_major)
-    Stats->set_stride({S * Hq, 1, Hq, 1});
-  else
-    Stats->set_stride({Hq * S, S, 1, 1});
-  if (off_stats) Stats->set_ragged_offset(off_stats);
+  if (key.stats) {
+    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, Hq, S, 1});
+    if (e.stats_token_major)
+      Stats->set_stride({S * Hq, 1, Hq, 1});
+    else
+      Stats->set_stride({Hq * S, S, 1, 1});
+    if (off_stats) Stats->set_ragged_offset(off_stats);
+  }
 
   auto fail = [&](const char* step, fe::error_t err) {
     e.graph.reset();
@@ -171,7 +181,8 @@ namespace {
 
 // cudnn_sdpa; when cuDNN refuses the configuration, sets *refused (if given) instead of throwing.
 SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                  const Tensor& cu_seqlens, const SdpaOut* into, bool* refused) {
+                  const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
+                  bool* refused) {
   AVDIT_REQUIRE(cudnn_attention_available(dev, q, k, v),
                 "cudnn_sdpa: q {} {}, k {} {}, v {} {} not supported (BF16/F16 on the device, one dtype, D % 8 == 0)",
                 q.shape_str(), dtype_name(q.dtype()), k.shape_str(), dtype_name(k.dtype()), v.shape_str(),
@@ -198,7 +209,13 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
   }
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, sizeof scale);
-  const GraphKey key{B, S, Hq, Hkv, D, q.dtype(), ragged, scale_bits};
+  if (native_sinks) {
+    require_cuda(*native_sinks, "cudnn_sdpa sinks");
+    AVDIT_REQUIRE(native_sinks->dtype() == DType::F32 && native_sinks->numel() == Hq,
+                  "cudnn_sdpa: sinks {} {} must be F32 [{}]", native_sinks->shape_str(),
+                  dtype_name(native_sinks->dtype()), Hq);
+  }
+  const GraphKey key{B, S, Hq, Hkv, D, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr};
 
   CudnnContext& ctx = context_for(dev.ordinal());
   std::lock_guard<std::mutex> lock(ctx.mu);
@@ -221,24 +238,27 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
   const Shape lse_shape = e.stats_token_major ? Shape{S, Hq} : Shape{Hq, S};
   if (into) {
     require_cuda(into->o, "cudnn_sdpa output o");
-    require_cuda(into->lse.lse, "cudnn_sdpa output lse");
-    AVDIT_REQUIRE(into->o.shape() == q.shape() && into->o.dtype() == q.dtype() && into->lse.lse.dtype() == DType::F32 &&
-                      into->lse.lse.numel() == S * Hq,
-                  "cudnn_sdpa: outputs o {} lse {} do not fit q {}", into->o.shape_str(), into->lse.lse.shape_str(),
-                  q.shape_str());
+    AVDIT_REQUIRE(into->o.shape() == q.shape() && into->o.dtype() == q.dtype(), "cudnn_sdpa: output o {} does not fit q {}",
+                  into->o.shape_str(), q.shape_str());
     r.o = into->o;
-    r.lse.lse = into->lse.lse.reshape(lse_shape);
+    if (stats) {
+      require_cuda(into->lse.lse, "cudnn_sdpa output lse");
+      AVDIT_REQUIRE(into->lse.lse.dtype() == DType::F32 && into->lse.lse.numel() == S * Hq,
+                    "cudnn_sdpa: output lse {} is not F32 with {} x {} elements", into->lse.lse.shape_str(), S, Hq);
+      r.lse.lse = into->lse.lse.reshape(lse_shape);
+    }
   } else {
     r.o = cuda_empty(dev, {S, Hq, D}, q.dtype());
-    r.lse.lse = cuda_empty(dev, lse_shape, DType::F32);
+    if (stats) r.lse.lse = cuda_empty(dev, lse_shape, DType::F32);
   }
   r.lse.stride_s = e.stats_token_major ? Hq : 1;
   r.lse.stride_h = e.stats_token_major ? 1 : S;
   if (S == 0) return r;
 
-  std::unordered_map<int64_t, void*> pack = {{kQ, device_ptr(q)},   {kK, device_ptr(k)},
-                                             {kV, device_ptr(v)},   {kO, device_ptr(r.o)},
-                                             {kStats, device_ptr(r.lse.lse)}};
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, device_ptr(q)}, {kK, device_ptr(k)}, {kV, device_ptr(v)}, {kO, device_ptr(r.o)}};
+  if (stats) pack[kStats] = device_ptr(r.lse.lse);
+  if (native_sinks) pack[kSink] = device_ptr(*native_sinks);
   // Lengths and offsets: 4 int32 arrays, 256-byte aligned, filled on the device.
   const int64_t stride = (B + 1 + 63) / 64 * 64;
   StreamBuffer offsets(dev.stream(), ragged ? static_cast<size_t>(4 * stride) * sizeof(int32_t) : 0);
@@ -264,8 +284,8 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
 }  // namespace
 
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                   const Tensor& cu_seqlens, const SdpaOut* into) {
-  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, nullptr);
+                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats) {
+  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr);
 }
 
 #else  // no cuDNN in this build
@@ -274,7 +294,8 @@ int cudnn_version() { return 0; }
 
 bool cudnn_attention_available(const Device&, const Tensor&, const Tensor&, const Tensor&) { return false; }
 
-SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*) {
+SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*, const Tensor*,
+                   bool) {
   throw RuntimeFailure("cudnn_sdpa: this avdit was built without cuDNN");
 }
 
@@ -286,7 +307,7 @@ std::optional<Tensor> attention_via_cudnn(Device& dev, const Tensor& q, const Te
                                           std::optional<DType> out) {
   if (!cudnn_attention_available(dev, q, k, v)) return std::nullopt;
   bool refused = false;
-  SdpaOut r = sdpa_impl(dev, q, k, v, scale, cu_seqlens, nullptr, &refused);
+  SdpaOut r = sdpa_impl(dev, q, k, v, scale, cu_seqlens, nullptr, nullptr, true, &refused);
   if (refused) return std::nullopt;  // logged once per shape when the graph was built
   if (!sinks && !gate && out.value_or(q.dtype()) == q.dtype()) return r.o;
   return sink_gate(dev, r.o, r.lse, sinks, gate, nullptr, out);

@@ -29,8 +29,11 @@ struct SdpaOut {
 // on the device from cu_seqlens, so nothing waits for the host. RuntimeFailure when cuDNN refuses.
 // `into`: write into these preallocated outputs (o like q, lse F32 with S * Hq elements; the
 // returned view says its layout) instead of allocating (benchmarks; callers with an arena).
+// Variants measured by the benchmark: stats = false returns no LSE (what torch's inference SDPA
+// runs); native_sinks (F32 [Hq], cuDNN >= 9.13) has cuDNN add exp(sink_h) to the denominator itself.
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                   const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr);
+                   const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr, const Tensor* native_sinks = nullptr,
+                   bool stats = true);
 
 // cuda::attention's fast path: cuDNN SDPA, then the sink correction and the gate in one pass over O
 // (sink_gate). nullopt when cuDNN is absent, does not take these operands, or refuses the shape (a
