@@ -35,7 +35,7 @@
 
 // The GPU NVFP4 dequantiser (issue 8) is timed with --nvfp4 when its implementation is linked in.
 #ifndef AVDIT_MOE_BENCH_NVFP4
-#define AVDIT_MOE_BENCH_NVFP4 0
+#define AVDIT_MOE_BENCH_NVFP4 1  // src/backend/cuda/nvfp4_dequant.cu is in the tree
 #endif
 #if AVDIT_MOE_BENCH_NVFP4
 #include "backend/cuda/nvfp4.h"
