@@ -12,6 +12,9 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/magi2/config.h"
+#include "quant/nvfp4_checkpoint.h"
+#include "quant/nvfp4_memory.h"
 
 namespace avdit::app {
 
@@ -149,6 +152,14 @@ Run add_inspect(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   cmd->add_option("PATH", *path, "Checkpoint file, shard index, model folder or config")->required();
   cmd->add_flag("--json", *as_json, "Print one JSON object instead of tables");
+  auto nvfp4 = std::make_shared<bool>(false);
+  auto tokens = std::make_shared<int64_t>(quant::kPreviewTokens);
+  cmd->add_flag("--nvfp4-experts", *nvfp4,
+                "MAGI-2: the memory with NVFP4 routed experts: their bytes in bf16 vs packed (4.5 bits per\n"
+                "weight), and the resident total of a single-GPU run (weights + one layer's activation peak)");
+  cmd->add_option("--tokens", *tokens, "Tokens of one forward for the --nvfp4-experts activation estimate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return [=]() {
     const fs::path p(*path);
     AVDIT_REQUIRE(fs::exists(p), "{}: no such file or folder", p.string());
@@ -188,12 +199,48 @@ Run add_inspect(CLI::App& app) {
       out["facts"] = facts;
       if (ckpt) {
         std::vector<std::string> missing, misshapen;
+        int64_t packed = 0;
         for (const auto& t : report->tensors) {
+          if (!ckpt->contains(t.name) && quant::is_routed_expert_tensor(t.name) &&
+              quant::has_nvfp4_packed(*ckpt, t.name)) {
+            // NVFP4-packed routed experts (avdit quantize): the three parts must have the packed shapes.
+            ++packed;
+            for (const TensorDecl& d : quant::nvfp4_packed_decls(t.name, t.shape))
+              if (!ckpt->contains(d.name)) missing.push_back(d.name);
+              else if (ckpt->info(d.name).shape != d.shape || ckpt->info(d.name).dtype != d.dtype)
+                misshapen.push_back(d.name);
+            continue;
+          }
           if (!ckpt->contains(t.name)) missing.push_back(t.name);
           else if (ckpt->info(t.name).shape != t.shape) misshapen.push_back(t.name);
         }
-        out["config_vs_checkpoint"] = {{"missing", missing}, {"misshapen", misshapen}};
+        out["config_vs_checkpoint"] = {{"missing", missing}, {"misshapen", misshapen}, {"nvfp4_packed", packed}};
       }
+    }
+    std::vector<std::pair<std::string, std::string>> nvfp4_lines;
+    if (*nvfp4) {
+      AVDIT_REQUIRE(config && models::magi2::is_magi2_config(*config),
+                    "{}: --nvfp4-experts needs a MAGI-2 preview config (its routed experts are what NVFP4 packs)",
+                    p.string());
+      const models::magi2::Magi2Config mc = models::magi2::parse_magi2_config(*config);
+      nvfp4_lines = quant::nvfp4_memory_report(mc);
+      for (const auto& l : quant::nvfp4_resident_report(mc, *tokens)) nvfp4_lines.push_back(l);
+      const quant::Nvfp4MemoryCounts counts = quant::nvfp4_memory_counts(mc);
+      const quant::Nvfp4ResidentEstimate est = quant::nvfp4_resident_estimate(mc, *tokens);
+      json parts = json::array();
+      for (const auto& a : est.activation_parts)
+        parts.push_back({{"name", a.name}, {"formula", a.formula}, {"bytes", a.bytes}});
+      out["nvfp4_experts"] = {{"routed_params", counts.routed_params},
+                              {"expert_matrices", counts.matrices},
+                              {"routed_bf16_bytes", counts.bf16_bytes},
+                              {"routed_nvfp4_bytes", counts.nvfp4_bytes},
+                              {"bits_per_weight", counts.routed_params ? 8.0 * counts.nvfp4_bytes / counts.routed_params : 0.0},
+                              {"other_weight_bytes", est.other_weight_bytes},
+                              {"weight_bytes", est.weight_bytes},
+                              {"tokens", est.tokens},
+                              {"activation_parts", parts},
+                              {"activation_bytes", est.activation_bytes},
+                              {"resident_total_bytes", est.total_bytes}};
     }
     const std::optional<json> index = ckpt ? std::nullopt : index_beside(p);
     if (index && index->contains("metadata") && (*index)["metadata"].contains("total_size")) {
@@ -226,10 +273,18 @@ Run add_inspect(CLI::App& app) {
       if (out.contains("config_vs_checkpoint")) {
         const auto& cv = out["config_vs_checkpoint"];
         if (cv["missing"].empty() && cv["misshapen"].empty())
-          std::cout << "\nevery tensor the config implies is present with the expected shape\n";
+          std::cout << "\nevery tensor the config implies is present with the expected shape"
+                    << (cv["nvfp4_packed"].get<int64_t>() > 0
+                            ? fmt::format(" ({} routed-expert stacks NVFP4-packed)", cv["nvfp4_packed"].get<int64_t>())
+                            : std::string())
+                    << "\n";
         for (const auto& n : cv["missing"]) std::cout << "missing: " << n.get<std::string>() << "\n";
         for (const auto& n : cv["misshapen"]) std::cout << "wrong shape: " << n.get<std::string>() << "\n";
       }
+    }
+    if (!nvfp4_lines.empty()) {
+      std::cout << "\nNVFP4 routed experts:\n";
+      for (const auto& [k, v] : nvfp4_lines) std::cout << k << ": " << v << "\n";
     }
     if (config && !report) {
       std::cout << "\nconfig:\n" << config->dump(2) << "\n";

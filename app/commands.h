@@ -16,5 +16,6 @@ Run add_forward(CLI::App& app);
 Run add_init(CLI::App& app);
 Run add_generate(CLI::App& app);
 Run add_bench(CLI::App& app);
+Run add_quantize(CLI::App& app);
 
 }  // namespace avdit::app

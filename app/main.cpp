@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_init);
   add(avdit::app::add_generate);
   add(avdit::app::add_bench);
+  add(avdit::app::add_quantize);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

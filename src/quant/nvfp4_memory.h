@@ -24,4 +24,31 @@ Nvfp4MemoryCounts nvfp4_memory_counts(const models::magi2::Magi2Config& config);
 // Key -> value lines: params, bf16 and NVFP4 bytes (GB and GiB), bits per weight, the saving.
 std::vector<std::pair<std::string, std::string>> nvfp4_memory_report(const models::magi2::Magi2Config& config);
 
+// What a single-GPU MAGI-2 preview run keeps resident with NVFP4 routed experts: the weights (routed
+// experts packed, every other tensor at its checkpoint dtype, bf16 / fp32) plus the activation peak of one
+// layer's forward at `tokens` tokens (one CFG branch: cond and uncond run one after the other). The peak
+// is an estimate from the shapes, bf16 activations, for the worst layer (a MoE layer), with the routed
+// experts run as unfused grouped GEMMs (gate/up output and the swiglu7 output both materialised);
+// each part is listed with its formula (see nvfp4_memory.cpp) so the estimate can be checked.
+struct ActivationPart {
+  std::string name, formula;
+  int64_t bytes = 0;
+};
+struct Nvfp4ResidentEstimate {
+  int64_t tokens = 0;
+  int64_t routed_nvfp4_bytes = 0;  // the packed routed experts
+  int64_t other_weight_bytes = 0;  // every other tensor of the checkpoint at its dtype
+  int64_t weight_bytes = 0;
+  std::vector<ActivationPart> activation_parts;
+  int64_t activation_bytes = 0;  // the peak of one MoE layer's forward
+  int64_t total_bytes = 0;       // weights + activations
+};
+
+inline constexpr int64_t kPreviewTokens = 58000;  // ~58k tokens: 896x512, 10 s (bench/TARGETS)
+
+Nvfp4ResidentEstimate nvfp4_resident_estimate(const models::magi2::Magi2Config& config,
+                                              int64_t tokens = kPreviewTokens);
+std::vector<std::pair<std::string, std::string>> nvfp4_resident_report(const models::magi2::Magi2Config& config,
+                                                                       int64_t tokens = kPreviewTokens);
+
 }  // namespace avdit::quant

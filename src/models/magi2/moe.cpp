@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "models/magi2/layers.h"
 #include "ops/ops.h"
+#include "quant/nvfp4.h"
 
 namespace avdit::models::magi2 {
 namespace {
@@ -60,6 +61,14 @@ void route(const MoeWeights& w, const Magi2Config& c, const Tensor& z, MoeOutput
   }
 }
 
+// Expert j of one of a head's stacks: the stored matrix, or with NVFP4 experts its bf16 dequantisation,
+// made on the fly one expert at a time (the bf16 copy of every expert never exists at once). The values
+// are those of fake quantisation (quant::fake_quantize_nvfp4), so the math that follows is the bf16 path's.
+Tensor expert_matrix(const Tensor& stored, const std::optional<quant::Nvfp4Matrix>& packed, int64_t j) {
+  if (packed) return quant::dequantize_nvfp4(*packed, DType::BF16, j, j + 1).select(0);
+  return stored.select(j);
+}
+
 // Routed experts of every head this process holds: experts_out [L, W] (heads side by side).
 // bf16 mode, as the Triton kernel: swiglu7 of the fp32 gate/up accumulators cast to bf16, the fp32 down
 // accumulator times the probability cast to bf16, then added into the bf16 output (atomic adds in the output
@@ -89,9 +98,10 @@ Tensor run_experts(const MoeWeights& w, const Magi2Config& c, const Tensor& z, c
       Tensor x = Tensor::empty({n, Dm}, DType::F32);
       for (int64_t i = 0; i < n; ++i)
         std::copy(zv + s[i].first * W + h * Dm, zv + s[i].first * W + (h + 1) * Dm, x.f32() + i * Dm);
-      const Tensor gate = ops::matmul(x, hx.W_gate.select(j));  // [n, De]
-      const Tensor up = ops::matmul(x, hx.W_up.select(j));
-      const Tensor y = ops::matmul(swiglu7_split(gate, up, rnd), hx.W_down.select(j));  // [n, Dm]
+      const Tensor gate = ops::matmul(x, expert_matrix(hx.W_gate, hx.W_gate_nvfp4, j));  // [n, De]
+      const Tensor up = ops::matmul(x, expert_matrix(hx.W_up, hx.W_up_nvfp4, j));
+      const Tensor act = swiglu7_split(gate, up, rnd);
+      const Tensor y = ops::matmul(act, expert_matrix(hx.W_down, hx.W_down_nvfp4, j));  // [n, Dm]
       const float* yv = y.f32();
       for (int64_t i = 0; i < n; ++i) {
         float* dst = ov + s[i].first * W + h * Dm;

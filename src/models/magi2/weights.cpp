@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/magi2/tensor_specs.h"
+#include "quant/nvfp4_checkpoint.h"
 
 namespace avdit::models::magi2 {
 namespace {
@@ -82,34 +83,47 @@ MoeWeights load_moe(const Loader& ld, const Magi2Config& c, const std::string& p
   AVDIT_REQUIRE(0 <= w.expert_begin && w.expert_begin < w.expert_end && w.expert_end <= E,
                 "expert range [{}, {}) is not inside [0, {})", w.expert_begin, w.expert_end, E);
   const bool all = w.expert_begin == 0 && w.expert_end == E;
-  Tensor full_gate, full_up, full_down;
-  for (const char* name : {"W_gate", "W_up", "W_down"}) {
+  const std::string names[3] = {m + "moe_mlp.W_gate", m + "moe_mlp.W_up", m + "moe_mlp.W_down"};
+  // Packed in the checkpoint (quantize --nvfp4 experts): all three stacks or none.
+  const bool packed = quant::has_nvfp4_packed(ld.ckpt(), names[0]);
+  for (const std::string& full : names) {
+    const Shape& shape = ld.spec_of(full).shape;
+    if (packed) {
+      AVDIT_REQUIRE(!ld.has(full), "{}: holds both {} and its NVFP4-packed form; keep one",
+                    ld.ckpt().source().string(), full);
+      AVDIT_REQUIRE(quant::has_nvfp4_packed(ld.ckpt(), full),
+                    "{}: {} is NVFP4-packed but {} is not (a packed checkpoint packs all routed experts)",
+                    ld.ckpt().source().string(), names[0], full);
+      continue;
+    }
     // Checks the full shape from the header without touching the data.
-    const std::string full = m + "moe_mlp." + name;
     const TensorInfo& info = ld.ckpt().info(full);
-    AVDIT_REQUIRE(info.shape == ld.spec_of(full).shape,
-                  "{}: tensor {} has shape {}, expected {} (from the config)", ld.ckpt().source().string(), full,
-                  shape_str(info.shape), shape_str(ld.spec_of(full).shape));
+    AVDIT_REQUIRE(info.shape == shape, "{}: tensor {} has shape {}, expected {} (from the config)",
+                  ld.ckpt().source().string(), full, shape_str(info.shape), shape_str(shape));
     AVDIT_REQUIRE(dtype_is_float(info.dtype), "{}: tensor {} has dtype {}, expected a float dtype",
                   ld.ckpt().source().string(), full, dtype_name(info.dtype));
   }
-  if (all) {
-    full_gate = ld.weight(m + "moe_mlp.W_gate");
-    full_up = ld.weight(m + "moe_mlp.W_up");
-    full_down = ld.weight(m + "moe_mlp.W_down");
-  }
+  Tensor full_stack[3];
+  if (all && !packed)
+    for (int i = 0; i < 3; ++i) full_stack[i] = ld.weight(names[i]);
   for (int64_t h = 0; h < c.moe.num_heads; ++h) {
     const int64_t r0 = h * E + w.expert_begin, r1 = h * E + w.expert_end;
     MoeHeadExperts e;
-    if (all) {
-      e.W_gate = full_gate.slice_rows(r0, r1);
-      e.W_up = full_up.slice_rows(r0, r1);
-      e.W_down = full_down.slice_rows(r0, r1);
-    } else {
+    Tensor* plain[3] = {&e.W_gate, &e.W_up, &e.W_down};
+    std::optional<quant::Nvfp4Matrix>* nv[3] = {&e.W_gate_nvfp4, &e.W_up_nvfp4, &e.W_down_nvfp4};
+    for (int i = 0; i < 3; ++i) {
+      if (packed) {
+        *nv[i] = quant::read_nvfp4_packed(ld.ckpt(), names[i], ld.spec_of(names[i]).shape, r0, r1);
+        continue;
+      }
       // Only the rows this rank owns are touched (get_rows maps just those pages).
-      e.W_gate = ld.ckpt().get_rows(m + "moe_mlp.W_gate", r0, r1);
-      e.W_up = ld.ckpt().get_rows(m + "moe_mlp.W_up", r0, r1);
-      e.W_down = ld.ckpt().get_rows(m + "moe_mlp.W_down", r0, r1);
+      Tensor rows = all ? full_stack[i].slice_rows(r0, r1) : ld.ckpt().get_rows(names[i], r0, r1);
+      if (opt.nvfp4_experts) {
+        // One global scale per expert matrix, so packing a head's slice equals slicing the packed stack.
+        *nv[i] = quant::quantize_nvfp4(rows, 1);
+      } else {
+        *plain[i] = std::move(rows);
+      }
     }
     w.heads.push_back(std::move(e));
   }

@@ -8,6 +8,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "models/magi2/config.h"
+#include "quant/nvfp4.h"
 
 namespace avdit::models::magi2 {
 
@@ -36,10 +37,15 @@ struct DenseMlpWeights {
 };
 
 // The routed experts of one head that this process holds: experts [expert_begin, expert_end).
+// Either the stored matrices (W_gate / W_up / W_down) or, with NVFP4 experts, their packed form
+// (*_nvfp4, quant/nvfp4.h layout: K-major values [e1 - e0, N, K/2], e4m3 block scales [.., N, K/16], one
+// fp32 scale per expert; the matching W_* are then undefined, so the bf16 copies never take memory).
 struct MoeHeadExperts {
   Tensor W_gate;  // [e1 - e0, D_moe, De]  ([in, out])
   Tensor W_up;    // [e1 - e0, D_moe, De]
   Tensor W_down;  // [e1 - e0, De, D_moe]
+  std::optional<quant::Nvfp4Matrix> W_gate_nvfp4, W_up_nvfp4, W_down_nvfp4;  // shape() as the W_* they replace
+  bool nvfp4() const { return W_gate_nvfp4.has_value(); }
 };
 
 struct MoeWeights {
@@ -80,6 +86,10 @@ struct LoadOptions {
   std::optional<std::pair<int64_t, int64_t>> expert_range;
   // The reference's MAGI2_ROUTER_BIAS_SOURCE=main: keep expert_bias instead of expert_bias_ema.
   bool router_bias_from_main = false;
+  // Pack the routed experts to NVFP4 at load time (the CLI's --nvfp4-experts): the same packed tensors
+  // `avdit quantize --nvfp4 experts` writes, so both give bit-identical forwards. A checkpoint that is
+  // already packed (tensors NAME.nvfp4_values, see quant/nvfp4_checkpoint.h) loads packed regardless.
+  bool nvfp4_experts = false;
 };
 
 // Validates every tensor of magi2_tensor_specs(config) (BadInput naming tensor, file, expected and found shape).
