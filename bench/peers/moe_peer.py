@@ -49,17 +49,6 @@ def swiglu7(g, l):
     return g * torch.sigmoid(1.702 * g) * (l + 1.0)
 
 
-def swiglu7_(g_bf16, l_bf16):
-    """swiglu7 with in-place fp32 temporaries (fewer passes than swiglu7), same operation order."""
-    g = g_bf16.float()
-    g.clamp_(max=7.0)
-    s = torch.sigmoid(g * 1.702)
-    s.mul_(g)
-    l = l_bf16.float()
-    l.clamp_(-7.0, 7.0).add_(1.0)
-    return s.mul_(l).to(torch.bfloat16)
-
-
 def rms_norm_1p(x, w_rows, eps=1e-6):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w_rows)).to(torch.bfloat16)
@@ -137,7 +126,7 @@ class Layer:
                 h = torch.empty((end - start, De), dtype=torch.bfloat16, device=x.device)
                 for c0 in range(0, end - start, 1 << 18):
                     c1 = min(end - start, c0 + (1 << 18))
-                    h[c0:c1] = swiglu7_(gu[c0:c1, :De], gu[c0:c1, De:])
+                    h[c0:c1] = swiglu7(gu[c0:c1, :De], gu[c0:c1, De:]).to(torch.bfloat16)
             with st("down"):
                 y[start:end] = self.mm(h, self.w_d[g0:g1], offs, offs_host[g0:g1], start)
             del gu, h
