@@ -327,7 +327,8 @@ Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, co
   if (attention_ == AttentionImpl::Cudnn && cudnn_attention_available(dev_, q, k, v)) {
     SdpaOut into{core, LseView{slice(off_lse_, {S, heads}, DType::F32), heads, 1}};
     try {
-      cudnn_sdpa(dev_, q, k, v, scale, cu, &into);
+      // No log-sum-exp output: H3 has no sinks (what torch's inference SDPA runs as well).
+      cudnn_sdpa(dev_, q, k, v, scale, cu, &into, nullptr, /*stats=*/false);
       return core;
     } catch (const RuntimeFailure& e) {
       // cuDNN refused this shape: our kernel from now on (said once, on stderr).
