@@ -210,6 +210,30 @@ int run_attention(const AttnOptions& o) {
               if (sh->sinks_gate) cuda::sink_gate(dev, x.o, x.lse, sp, gp);
             },
             o.warmup, o.iters);
+        // The fused pre-pass at this shape: qkv [L, (Hq + 2 Hkv) D] -> q, k normed and rotated, v copied
+        // (H3: per-head [H, 3, D] rows, w, full rotary; MAGI-2: split columns, (1 + w), half rotary).
+        bench::Timing prep;
+        {
+          const bool h3 = sh->name == "h3";
+          const Tensor qkv = filled(dev, {L, (sh->hq + 2 * sh->hkv) * sh->d}, dt, 1.f, 6);
+          const Tensor wq = filled(dev, {sh->d}, DType::F32, 0.3f, 7), wk = filled(dev, {sh->d}, DType::F32, 0.3f, 8);
+          const int64_t half = h3 ? sh->d / 2 : sh->d / 4;
+          const Tensor cs = filled(dev, {L, half}, DType::F32, 0.7f, 9), sn = filled(dev, {L, half}, DType::F32, 0.7f, 10);
+          cuda::QkvPrepOptions po;
+          po.layout = h3 ? cuda::QkvLayout::kPerHead : cuda::QkvLayout::kSplit;
+          po.heads_q = sh->hq;
+          po.heads_kv = sh->hkv;
+          po.head_dim = sh->d;
+          po.q_weight = &wq;
+          po.k_weight = &wk;
+          po.one_plus_weight = !h3;
+          po.cos = &cs;
+          po.sin = &sn;
+          const cuda::Qkv into{cuda::cuda_empty(dev, {L, sh->hq, sh->d}, dt), cuda::cuda_empty(dev, {L, sh->hkv, sh->d}, dt),
+                               cuda::cuda_empty(dev, {L, sh->hkv, sh->d}, dt)};
+          po.into = &into;
+          prep = cuda::time_on_stream(dev, [&] { cuda::qkv_norm_rope(dev, qkv, po); }, o.warmup, o.iters);
+        }
         const double flop = 4.0 * double(L) * double(L) * double(sh->hq) * double(sh->d);
         const double tf = flop / (total.median() * 1e-3) / 1e12;
         const double tf_core = flop / (core.median() * 1e-3) / 1e12;
@@ -232,6 +256,7 @@ int run_attention(const AttnOptions& o) {
         rep.set("vs torch cuDNN", peer_cudnn > 0 ? tf / peer_cudnn : 0.0, 3);
         rep.set("vs torch FA2", peer_flash > 0 ? tf / peer_flash : 0.0, 3);
         rep.set("cuDNN-sink+gate ms", native.ms.empty() ? 0.0 : native.median(), 2);
+        rep.set("prep ms", prep.median(), 3);
       }
     }
   }

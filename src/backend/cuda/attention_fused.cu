@@ -243,7 +243,18 @@ Qkv qkv_norm_rope(Device& dev, const Tensor& qkv, const QkvPrepOptions& opt) {
   check_rows(opt.rows, S, "qkv_norm_rope rows");
   if (opt.rows) a.rows = opt.rows->data<int32_t>();
   const DType out = opt.out.value_or(qkv.dtype());
-  Qkv r{cuda_empty(dev, {S, Hq, D}, out), cuda_empty(dev, {S, Hkv, D}, out), cuda_empty(dev, {S, Hkv, D}, out)};
+  Qkv r;
+  if (opt.into) {
+    r = *opt.into;
+    for (const Tensor* t : {&r.q, &r.k, &r.v}) require_cuda(*t, "qkv_norm_rope into");
+    AVDIT_REQUIRE(r.q.shape() == Shape({S, Hq, D}) && r.k.shape() == Shape({S, Hkv, D}) &&
+                      r.v.shape() == Shape({S, Hkv, D}) && r.q.dtype() == out && r.k.dtype() == out &&
+                      r.v.dtype() == out,
+                  "qkv_norm_rope: into q {} k {} v {} do not fit [{}, {}/{}, {}] {}", r.q.shape_str(),
+                  r.k.shape_str(), r.v.shape_str(), S, Hq, Hkv, D, dtype_name(out));
+  } else {
+    r = {cuda_empty(dev, {S, Hq, D}, out), cuda_empty(dev, {S, Hkv, D}, out), cuda_empty(dev, {S, Hkv, D}, out)};
+  }
   a.ot = elt_of(r.q, "qkv_norm_rope out");
   a.q = device_ptr(r.q);
   a.k = device_ptr(r.k);

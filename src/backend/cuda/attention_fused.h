@@ -19,6 +19,8 @@ enum class QkvLayout {
   kPerHead,  // [head 0: q(D) k(D) v(D) | head 1: ... ] = [H, 3, D], needs Hq == Hkv (H3 qkv_proj)
 };
 
+struct Qkv;
+
 struct QkvPrepOptions {
   QkvLayout layout = QkvLayout::kSplit;
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0;  // Hq (a multiple of Hkv), Hkv, D (<= 256)
@@ -40,6 +42,8 @@ struct QkvPrepOptions {
   const Tensor* rows = nullptr;
   // dtype of q, k, v (default: qkv's). All math is fp32 and each value is rounded once.
   std::optional<DType> out;
+  // Preallocated outputs (an arena; the benchmark): written instead of allocating. Null: allocate.
+  const Qkv* into = nullptr;
 };
 
 struct Qkv {
