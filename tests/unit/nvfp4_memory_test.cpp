@@ -1,7 +1,8 @@
 // NVFP4 routed-expert memory of the official MAGI-2 preview config: about 217 GB in bf16, about
-// 61 GB (57 GiB) packed at 4.5 bits per weight.
+// 61 GB (57 GiB) packed at 4.5 bits per weight; and the resident estimate of a single-GPU run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -27,6 +28,32 @@ TEST(Nvfp4Memory, OfficialPreviewConfig) {
   EXPECT_NEAR(static_cast<double>(c.bf16_bytes) / 1e9, 217.4, 0.5);
   EXPECT_NEAR(static_cast<double>(c.nvfp4_bytes) / 1e9, 61.2, 0.3);
   EXPECT_NEAR(static_cast<double>(c.nvfp4_bytes) / (1 << 30), 57.0, 0.3);
+}
+
+TEST(Nvfp4Memory, ResidentEstimateOfOfficialPreviewAt58kTokens) {
+  const std::filesystem::path path =
+      std::filesystem::path(AVDIT_SHARED_DIR) / "reference-configs" / "magi2" / "magi2_preview.json";
+  const models::magi2::Magi2Config config = models::magi2::parse_magi2_config(read_json(path));
+  const Nvfp4ResidentEstimate e = nvfp4_resident_estimate(config, 58000);
+  for (const auto& [k, v] : nvfp4_resident_report(config, 58000)) std::printf("%s: %s\n", k.c_str(), v.c_str());
+  EXPECT_EQ(e.routed_nvfp4_bytes, nvfp4_memory_counts(config).nvfp4_bytes);
+  // 113.93B parameters, 108.72B of them routed: ~5.2B others, almost all bf16 (fp32 norms / router).
+  EXPECT_GT(e.other_weight_bytes, 2 * 5'000'000'000LL);
+  EXPECT_LT(e.other_weight_bytes, 4 * 5'300'000'000LL);
+  EXPECT_EQ(e.weight_bytes, e.routed_nvfp4_bytes + e.other_weight_bytes);
+  int64_t sum = 0;
+  for (const ActivationPart& p : e.activation_parts) sum += p.bytes;
+  EXPECT_EQ(sum, e.activation_bytes);
+  EXPECT_EQ(e.total_bytes, e.weight_bytes + e.activation_bytes);
+  // The largest part: gate/up output of T * 12 heads * top-6 rows of 2 * 1280 bf16 values.
+  const auto gate_up = std::find_if(e.activation_parts.begin(), e.activation_parts.end(),
+                                    [](const ActivationPart& p) { return p.name == "gate/up output"; });
+  ASSERT_NE(gate_up, e.activation_parts.end());
+  EXPECT_EQ(gate_up->bytes, int64_t{58000} * 12 * 6 * 2 * 1280 * 2);
+  // Activations scale linearly with T apart from the fixed dequantisation scratch.
+  const Nvfp4ResidentEstimate half = nvfp4_resident_estimate(config, 29000);
+  const int64_t scratch = e.activation_parts.back().bytes;
+  EXPECT_EQ(2 * (half.activation_bytes - scratch), e.activation_bytes - scratch);
 }
 
 }  // namespace
