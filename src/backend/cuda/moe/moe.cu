@@ -379,7 +379,7 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
   if (T == 0) return r;
   const dim3 grid(static_cast<unsigned>((T + kRouteTokens - 1) / kRouteTokens), static_cast<unsigned>(cfg.heads));
   route_kernel<<<grid, kRouteThreads, 0, dev.stream()>>>(
-      x.raw(), xt, gate.data<float>(), bias.data<float>(), static_cast<int>(T), static_cast<int>(cfg.heads),
+      x.raw(), xt, cptr<float>(gate), cptr<float>(bias), static_cast<int>(T), static_cast<int>(cfg.heads),
       static_cast<int>(cfg.experts), static_cast<int>(cfg.head_dim), static_cast<int>(cfg.top_k), cfg.softmax,
       cfg.route_norm, cfg.route_scale, keep_logits ? static_cast<float*>(device_ptr(r.logits)) : nullptr,
       static_cast<int*>(device_ptr(r.indices)), static_cast<float*>(device_ptr(r.weights)));
@@ -411,7 +411,7 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
   } else {
     Tensor keys = cuda_empty(dev, {S}, DType::I32), keys_sorted = cuda_empty(dev, {S}, DType::I32),
            vals = cuda_empty(dev, {S}, DType::I32);
-    keys_kernel<<<grid_for(S), kThreads, 0, st>>>(routing.indices.data<int32_t>(), S, static_cast<int>(cfg.heads),
+    keys_kernel<<<grid_for(S), kThreads, 0, st>>>(cptr<int32_t>(routing.indices), S, static_cast<int>(cfg.heads),
                                                   static_cast<int>(cfg.experts), static_cast<int>(cfg.top_k),
                                                   static_cast<int*>(device_ptr(keys)), static_cast<int*>(device_ptr(vals)));
     AVDIT_CUDA_CHECK_LAUNCH();
@@ -419,16 +419,16 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
     int end_bit = 1;
     while ((int64_t{1} << end_bit) < G) ++end_bit;
     size_t temp_bytes = 0;
-    AVDIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.data<int32_t>(),
-                                                     static_cast<int*>(device_ptr(keys_sorted)), vals.data<int32_t>(),
+    AVDIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cptr<int32_t>(keys),
+                                                     static_cast<int*>(device_ptr(keys_sorted)), cptr<int32_t>(vals),
                                                      static_cast<int*>(device_ptr(p.sorted_slot)), S, 0, end_bit, st));
     Tensor temp = cuda_empty(dev, {static_cast<int64_t>(temp_bytes) + 1}, DType::U8);
-    AVDIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(device_ptr(temp), temp_bytes, keys.data<int32_t>(),
-                                                     static_cast<int*>(device_ptr(keys_sorted)), vals.data<int32_t>(),
+    AVDIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(device_ptr(temp), temp_bytes, cptr<int32_t>(keys),
+                                                     static_cast<int*>(device_ptr(keys_sorted)), cptr<int32_t>(vals),
                                                      static_cast<int*>(device_ptr(p.sorted_slot)), S, 0, end_bit, st));
-    offsets_kernel<<<grid_for(S), kThreads, 0, st>>>(keys_sorted.data<int32_t>(), S, G, offsets);
+    offsets_kernel<<<grid_for(S), kThreads, 0, st>>>(cptr<int32_t>(keys_sorted), S, G, offsets);
     AVDIT_CUDA_CHECK_LAUNCH();
-    inverse_kernel<<<grid_for(S), kThreads, 0, st>>>(p.sorted_slot.data<int32_t>(), S,
+    inverse_kernel<<<grid_for(S), kThreads, 0, st>>>(cptr<int32_t>(p.sorted_slot), S,
                                                      static_cast<int*>(device_ptr(p.slot_pos)));
     AVDIT_CUDA_CHECK_LAUNCH();
   }
@@ -491,12 +491,12 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
   SimtArgs a{};
   a.x = x.raw();
   a.xt = xt;
-  a.sorted_slot = perm.sorted_slot.data<int32_t>();
-  a.slot_weight = routing.weights.data<float>();
-  a.offsets = perm.offsets.data<int32_t>();
-  a.tile_group = perm.tile_group.data<int32_t>();
-  a.tile_row = perm.tile_row.data<int32_t>();
-  a.tile_count = perm.tile_count.data<int32_t>();
+  a.sorted_slot = cptr<int32_t>(perm.sorted_slot);
+  a.slot_weight = cptr<float>(routing.weights);
+  a.offsets = cptr<int32_t>(perm.offsets);
+  a.tile_group = cptr<int32_t>(perm.tile_group);
+  a.tile_row = cptr<int32_t>(perm.tile_row);
+  a.tile_count = cptr<int32_t>(perm.tile_count);
   a.b0 = w.gate.raw();
   a.b1 = w.up.raw();
   a.bt = elt_of(w.gate, "moe experts");
@@ -533,7 +533,7 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   Tensor o = cuda_empty(dev, {T, cfg.heads * cfg.head_dim}, out);
   if (o.numel() == 0) return o;
   combine_kernel<<<grid_for(o.numel()), kThreads, 0, dev.stream()>>>(
-      rows.raw(), rt, routing.indices.data<int32_t>(), perm.slot_pos.data<int32_t>(), T * cfg.heads,
+      rows.raw(), rt, cptr<int32_t>(routing.indices), cptr<int32_t>(perm.slot_pos), T * cfg.heads,
       static_cast<int>(cfg.top_k), static_cast<int>(cfg.head_dim), out == DType::BF16, device_ptr(o),
       elt_of(o, "moe combine out"));
   AVDIT_CUDA_CHECK_LAUNCH();

@@ -256,16 +256,16 @@ void fused_expert_rows(Device& dev, const Tensor& x, const Routing& routing, con
                        const ExpertWeights& w, const RouterConfig& cfg, Tensor& rows) {
   AVDIT_CHECK(perm.tile_rows == kBM, "fused experts: tiles of {} rows, the kernel takes {}", perm.tile_rows, kBM);
   FusedArgs a{};
-  a.x = x.data<bf16>();
-  a.sorted_slot = perm.sorted_slot.data<int32_t>();
-  a.slot_weight = routing.weights.data<float>();
-  a.offsets = perm.offsets.data<int32_t>();
-  a.tile_group = perm.tile_group.data<int32_t>();
-  a.tile_row = perm.tile_row.data<int32_t>();
-  a.tile_count = perm.tile_count.data<int32_t>();
-  a.wg = w.gate.data<bf16>();
-  a.wu = w.up.data<bf16>();
-  a.wd = w.down.data<bf16>();
+  a.x = cptr<bf16>(x);
+  a.sorted_slot = cptr<int32_t>(perm.sorted_slot);
+  a.slot_weight = cptr<float>(routing.weights);
+  a.offsets = cptr<int32_t>(perm.offsets);
+  a.tile_group = cptr<int32_t>(perm.tile_group);
+  a.tile_row = cptr<int32_t>(perm.tile_row);
+  a.tile_count = cptr<int32_t>(perm.tile_count);
+  a.wg = cptr<bf16>(w.gate);
+  a.wu = cptr<bf16>(w.up);
+  a.wd = cptr<bf16>(w.down);
   a.rows = static_cast<bf16*>(device_ptr(rows));
   a.H = static_cast<int>(cfg.heads);
   a.E = static_cast<int>(cfg.experts);

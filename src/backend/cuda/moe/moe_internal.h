@@ -18,6 +18,13 @@ __device__ __forceinline__ float swiglu7_f(float g, float l) {
   return gc * (1.0f / (1.0f + expf(-(1.702f * gc)))) * (lc + 1.0f);
 }
 
+// A read-only device pointer. Tensor::data<T>() on a non-const handle asks for write access, which
+// the device tensors (wrapped read-only, see device.h) refuse; kernels write through device_ptr().
+template <class T>
+inline const T* cptr(const Tensor& t) {
+  return static_cast<const T*>(t.raw());
+}
+
 void check_config(const RouterConfig& cfg);
 void check_weights(const ExpertWeights& w, const RouterConfig& cfg);
 int64_t expert_inter(const ExpertWeights& w);
