@@ -33,6 +33,7 @@ inline constexpr int64_t kNvfp4Block = 16;  // elements per e4m3 block scale, al
 float nvfp4_global_scale(float amax);
 uint8_t nvfp4_block_scale(float block_amax, float global_scale);  // the e4m3 code
 float nvfp4_block_encode_scale(uint8_t block_scale, float global_scale);  // inv (FLT_MAX when bs == 0)
+uint8_t nvfp4_e2m1_rn(float v);  // f32_to_e2m1 for non-NaN v (the fast path nvfp4_encode uses)
 uint8_t nvfp4_encode(float x, float encode_scale);  // the e2m1 code of x * encode_scale
 float nvfp4_decode(uint8_t code, uint8_t block_scale, float global_scale);
 

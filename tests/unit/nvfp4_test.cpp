@@ -205,6 +205,22 @@ TEST(Nvfp4, TransformerEngineOperationOrder) {
   EXPECT_GT(differ_bs + differ_inv, 0u);
 }
 
+TEST(Nvfp4, FastE2m1RoundingEqualsGenericConversion) {
+  // Every e2m1 value and midpoint, the floats either side of each, both signs, zeros, infinities,
+  // huge and subnormal values, and 2M random floats over [-8, 8] and over many binades.
+  std::vector<float> xs = {0.f, -0.f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), 1e-30f};
+  const float points[] = {0.f, 0.25f, 0.5f, 0.75f, 1.f, 1.25f, 1.5f, 1.75f, 2.f, 2.5f, 3.f, 3.5f, 4.f, 5.f, 6.f, 7.f, 8.f};
+  for (float p : points)
+    for (float v : {p, std::nextafter(p, 0.f), std::nextafter(p, 100.f)}) xs.insert(xs.end(), {v, -v});
+  for (uint64_t i = 0; i < 1'000'000; ++i) {
+    xs.push_back(16.f * rng_uniform(72, 1, i) - 8.f);
+    xs.push_back(std::ldexp(rng_uniform(72, 2, i), static_cast<int>(rng_uniform(72, 3, i) * 260) - 130) *
+                 (i % 2 ? -1.f : 1.f));
+  }
+  for (float x : xs) ASSERT_EQ(nvfp4_e2m1_rn(x), f32_to_e2m1(x)) << x;
+}
+
 TEST(Nvfp4, GlobalScaleEdgeCasesAsTransformerEngine) {
   EXPECT_EQ(nvfp4_global_scale(0.f), 1.f);
   EXPECT_EQ(nvfp4_global_scale(6.f), 448.f);
