@@ -50,8 +50,8 @@ def run(D, De, KMajor, nrows):
     def mma(C, A, B):
         for i in range(16):
             for j in range(16): C[i][j] += sum(A[i][k] * B[k][j] for k in range(16))
-    kYF = D // 32
-    y = {w: [[[0.0] * 16 for _ in range(16)] for _ in range(kYF)] for w in range(8)}
+    kYF = D // 64
+    y = {w: [[[[0.0] * 16 for _ in range(16)] for _ in range(kYF)] for _ in range(2)] for w in range(8)}
     Ss = [0.0] * (kBM * kLdS); Hs = [0.0] * (kBM * (kNC + kPad))
     for n0 in range(0, De, kNC):
         load_wd(n0)
@@ -60,36 +60,38 @@ def run(D, De, KMajor, nrows):
         for kc in range(D // kKC):
             load_gu(n0, kc * kKC, kc & 1)
             for w in range(8):
-                rm, cg = w // 2, (w % 2) * 2
+                rm, cgu = (w // 4) * 2, w % 4
                 bg, bu = Bs[kc & 1], Bs[kc & 1][kKC * kLdB:]
                 for ks in range(kKC // 16):
-                    af = lda(As, rm * 16 * kLdA + kc * kKC + ks * 16, kLdA)
-                    for j in range(2):
-                        cn = cg + j
-                        off = cn * 16 * kLdB + ks * 16 if KMajor else ks * 16 * kLdB + cn * 16
-                        mma(gf[w][j], af, ldb(bg, off, kLdB, KMajor)); mma(uf[w][j], af, ldb(bu, off, kLdB, KMajor))
+                    off = cgu * 16 * kLdB + ks * 16 if KMajor else ks * 16 * kLdB + cgu * 16
+                    bgf, buf = ldb(bg, off, kLdB, KMajor), ldb(bu, off, kLdB, KMajor)
+                    for i in range(2):
+                        af = lda(As, (rm + i) * 16 * kLdA + kc * kKC + ks * 16, kLdA)
+                        mma(gf[w][i], af, bgf); mma(uf[w][i], af, buf)
         for w in range(8):
-            rm, cg = w // 2, (w % 2) * 2
-            for j in range(2):
+            rm, cgu = (w // 4) * 2, w % 4
+            for i in range(2):
                 for a in range(16):
                     for b in range(16):
-                        Ss[(rm * 16 + a) * kLdS + (cg + j) * 16 + b] = swiglu7(gf[w][j][a][b], uf[w][j][a][b])
+                        Ss[((rm + i) * 16 + a) * kLdS + cgu * 16 + b] = swiglu7(gf[w][i][a][b], uf[w][i][a][b])
         for i in range(kBM * kNC):
             r = i // kNC; c = i % kNC; Hs[r * (kNC + kPad) + c] = Ss[r * kLdS + c]
         for w in range(8):
-            rm, cy = w // 2, (w % 2) * kYF
+            rm, cy = (w // 4) * 2, (w % 4) * kYF
             for ks in range(kNC // 16):
-                hf = lda(Hs, rm * 16 * (kNC + kPad) + ks * 16, kNC + kPad)
+                hf = [lda(Hs, (rm + i) * 16 * (kNC + kPad) + ks * 16, kNC + kPad) for i in range(2)]
                 for j in range(kYF):
                     cn = cy + j
                     p = cn * 16 * kLdWdCol + ks * 16 if KMajor else ks * 16 * kLdWdRow + cn * 16
-                    mma(y[w][j], hf, ldb(Wds, p, kLdWdCol if KMajor else kLdWdRow, KMajor))
+                    bf = ldb(Wds, p, kLdWdCol if KMajor else kLdWdRow, KMajor)
+                    for i in range(2): mma(y[w][i][j], hf[i], bf)
     Ys = [0.0] * (kBM * kLdY)
     for w in range(8):
-        rm, cy = w // 2, (w % 2) * kYF
-        for j in range(kYF):
-            for a in range(16):
-                for b in range(16): Ys[(rm * 16 + a) * kLdY + (cy + j) * 16 + b] = y[w][j][a][b]
+        rm, cy = (w // 4) * 2, (w % 4) * kYF
+        for i in range(2):
+            for j in range(kYF):
+                for a in range(16):
+                    for b in range(16): Ys[((rm + i) * 16 + a) * kLdY + (cy + j) * 16 + b] = y[w][i][j][a][b]
     err = 0.0
     for r in range(nrows):
         g = [sum(X[r][k] * Wg[k][n] for k in range(D)) for n in range(De)]

@@ -141,13 +141,16 @@ __global__ void __launch_bounds__(kThreadsF, 1) fused_expert_kernel(FusedArgs a)
   using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, BLayout>;
   using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-  // Warp tiling: gate/up chunk 64 x 64 = 4 x 4 fragments, warp -> row fragment warp / 2, column
-  // fragments 2 (warp % 2) + {0, 1}; y 64 x D: row fragment warp / 2, D / 32 column fragments.
-  constexpr int kYF = D / 32;
-  const int rm = warp / 2, cg = (warp % 2) * 2, cy = (warp % 2) * kYF;
-  FragC y[kYF];
+  // Warp tiling (8 warps): each warp owns 2 row fragments, rm and rm + 1 with rm = 2 (warp / 4), so
+  // one B fragment feeds two mma: gate/up chunk 64 x 64 = 4 x 4 fragments of each, the warp's column
+  // fragment warp % 4; y 64 x D = 4 x D/16 fragments, the warp's columns (warp % 4) D/64 + {0 .. D/64}.
+  constexpr int kYF = D / 64;
+  const int rm = (warp / 4) * 2, cgu = warp % 4, cy = (warp % 4) * kYF;
+  FragC y[2][kYF];
 #pragma unroll
-  for (int j = 0; j < kYF; ++j) wmma::fill_fragment(y[j], 0.0f);
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < kYF; ++j) wmma::fill_fragment(y[i][j], 0.0f);
 
   for (int n0 = 0; n0 < De; n0 += kNC) {
     __syncthreads();  // the previous chunk's down step is done with Wds and Hs
@@ -172,17 +175,16 @@ __global__ void __launch_bounds__(kThreadsF, 1) fused_expert_kernel(FusedArgs a)
       const bf16* bu = bg + kKC * L::kLdB;
 #pragma unroll
       for (int ks = 0; ks < kKC / 16; ++ks) {
-        FragA af;
-        wmma::load_matrix_sync(af, As + rm * 16 * L::kLdA + kc * kKC + ks * 16, L::kLdA);
+        const int off = KMajor ? cgu * 16 * L::kLdB + ks * 16 : ks * 16 * L::kLdB + cgu * 16;
+        FragB bgf, buf;
+        wmma::load_matrix_sync(bgf, bg + off, L::kLdB);
+        wmma::load_matrix_sync(buf, bu + off, L::kLdB);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int cn = cg + j;
-          const int off = KMajor ? cn * 16 * L::kLdB + ks * 16 : ks * 16 * L::kLdB + cn * 16;
-          FragB bgf, buf;
-          wmma::load_matrix_sync(bgf, bg + off, L::kLdB);
-          wmma::load_matrix_sync(buf, bu + off, L::kLdB);
-          wmma::mma_sync(gf[j], af, bgf, gf[j]);
-          wmma::mma_sync(uf[j], af, buf, uf[j]);
+        for (int i = 0; i < 2; ++i) {
+          FragA af;
+          wmma::load_matrix_sync(af, As + (rm + i) * 16 * L::kLdA + kc * kKC + ks * 16, L::kLdA);
+          wmma::mma_sync(gf[i], af, bgf, gf[i]);
+          wmma::mma_sync(uf[i], af, buf, uf[i]);
         }
       }
       __syncthreads();  // the stage buffer may be refilled by the next load
@@ -190,10 +192,10 @@ __global__ void __launch_bounds__(kThreadsF, 1) fused_expert_kernel(FusedArgs a)
     // h = swiglu7(gate, up) on the fragments, staged in fp32 then rounded to bf16 (the reference's
     // cast of the activation).
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int i = 0; i < 2; ++i) {
 #pragma unroll
-      for (int e = 0; e < gf[j].num_elements; ++e) gf[j].x[e] = swiglu7_f(gf[j].x[e], uf[j].x[e]);
-      wmma::store_matrix_sync(Ss + rm * 16 * L::kLdS + (cg + j) * 16, gf[j], L::kLdS, wmma::mem_row_major);
+      for (int e = 0; e < gf[i].num_elements; ++e) gf[i].x[e] = swiglu7_f(gf[i].x[e], uf[i].x[e]);
+      wmma::store_matrix_sync(Ss + (rm + i) * 16 * L::kLdS + cgu * 16, gf[i], L::kLdS, wmma::mem_row_major);
     }
     __syncthreads();
     for (int i = tid; i < kBM * kNC; i += kThreadsF) {
@@ -204,8 +206,10 @@ __global__ void __launch_bounds__(kThreadsF, 1) fused_expert_kernel(FusedArgs a)
     // y += h · W_down[chunk]
 #pragma unroll
     for (int ks = 0; ks < kNC / 16; ++ks) {
-      FragA hf;
-      wmma::load_matrix_sync(hf, Hs + rm * 16 * (kNC + kPad) + ks * 16, kNC + kPad);
+      FragA hf[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(hf[i], Hs + (rm + i) * 16 * (kNC + kPad) + ks * 16, kNC + kPad);
 #pragma unroll
       for (int j = 0; j < kYF; ++j) {
         const int cn = cy + j;
@@ -214,14 +218,17 @@ __global__ void __launch_bounds__(kThreadsF, 1) fused_expert_kernel(FusedArgs a)
           wmma::load_matrix_sync(bf, Wds + cn * 16 * L::kLdWdCol + ks * 16, L::kLdWdCol);
         else
           wmma::load_matrix_sync(bf, Wds + ks * 16 * L::kLdWdRow + cn * 16, L::kLdWdRow);
-        wmma::mma_sync(y[j], hf, bf, y[j]);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) wmma::mma_sync(y[i][j], hf[i], bf, y[i][j]);
       }
     }
   }
   __syncthreads();
 #pragma unroll
-  for (int j = 0; j < kYF; ++j)
-    wmma::store_matrix_sync(Ys + rm * 16 * L::kLdY + (cy + j) * 16, y[j], L::kLdY, wmma::mem_row_major);
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < kYF; ++j)
+      wmma::store_matrix_sync(Ys + (rm + i) * 16 * L::kLdY + (cy + j) * 16, y[i][j], L::kLdY, wmma::mem_row_major);
   __syncthreads();
   // rows[r0 + r] = bf16(weight * y), 8 columns (16 bytes) per store.
   for (int i = tid; i < nrows * (D / 8); i += kThreadsF) {
