@@ -49,6 +49,8 @@ void attach_observers(sample::SamplerOptions& so, const RunOptions& run, Generat
   so.record = run.record_trajectory ? &result.trajectory : nullptr;
   so.record_model_out = run.record_model_out;
   so.teacher = run.teacher;
+  so.to_host = run.backend.to_host;
+  so.to_device = run.backend.to_device;
   so.progress = [&result, progress = run.progress](int done, int total, double seconds) {
     result.step_seconds.push_back(seconds);
     if (progress) progress(done, total, seconds);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,19 @@
 #include "sample/sampler_loop.h"
 
 namespace avdit::pipeline {
+
+// Where the sampler's element-wise work (solver steps, CFG) runs and where the latents live between
+// steps. Every member empty: the CPU. The app fills it from the CUDA backend for --device cuda
+// (src/backend/cuda/sample_cuda.h); the model callbacks then get device latents.
+struct SamplerBackend {
+  std::function<std::unique_ptr<sample::Stepper>(std::vector<float> sigmas)> unipc;
+  std::function<std::unique_ptr<sample::Stepper>(std::vector<float> t, std::vector<float> ratio)> h3_euler;
+  // uncond + s (cond - uncond), element k scaled by scales[(k / inner) % scales.size()].
+  std::function<Tensor(const Tensor& cond, const Tensor& uncond, const std::vector<float>& scales, int64_t inner)>
+      cfg;
+  std::function<Tensor(const Tensor&)> to_host, to_device;
+  bool on_device() const { return static_cast<bool>(to_device); }
+};
 
 struct RunOptions {
   std::optional<int> steps;     // default: the family's (from the checkpoint config)
@@ -25,6 +39,7 @@ struct RunOptions {
   bool record_trajectory = false;
   bool record_model_out = false;  // with record_trajectory: also the raw cond/uncond outputs
   std::function<void(int done, int total, double seconds)> progress;
+  SamplerBackend backend;
 };
 
 struct GenerateResult {

@@ -83,21 +83,25 @@ GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
     refined_neg = model.refine_text(neg);
   }
 
+  const SamplerBackend& be = run.backend;
+  auto host = [&](const Tensor& t) { return be.to_host ? be.to_host(t) : t; };
+  auto device = [&](const Tensor& t) { return be.to_device ? be.to_device(t) : t; };
+  // The forward packs on the host: device latents come back for it, velocities go out again.
   sample::ModelFn fn = [&](const sample::StepInfo& step, const std::vector<Tensor>& x) {
     h3::VelocityRequest r;
-    r.video_latent = x[0];
-    r.audio_latent = x[1];
+    r.video_latent = host(x[0]);
+    r.audio_latent = host(x[1]);
     r.sigma_video = schedule.video_sigmas[step.index];
     r.sigma_audio = schedule.audio_sigmas[step.index];
     r.text_refined = refined;
     r.text_token_tags = tags;
     const h3::Velocity v = h3::velocity(model, r);
-    sample::ModelOut out{{v.video, v.audio}, {}};
+    sample::ModelOut out{{device(v.video), device(v.audio)}, {}};
     if (cfg) {
       r.text_refined = refined_neg;
       r.text_token_tags = neg_tags;
       const h3::Velocity u = h3::velocity(model, r);
-      out.uncond = {u.video, u.audio};
+      out.uncond = {device(u.video), device(u.audio)};
     }
     return out;
   };
@@ -106,15 +110,23 @@ GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
   sample::SamplerOptions so;
   so.modalities = {"video", "audio"};
   so.guidance = {gv, ga};
+  if (be.cfg)
+    so.guide = [&](int m, const sample::StepInfo&, const Tensor& c, const Tensor& u, const Tensor&) {
+      return be.cfg(c, u, {m == 0 ? gv : ga}, 1);
+    };
   attach_observers(so, run, result);
+  auto euler = [&](std::vector<float> t, std::vector<float> ratio) {
+    return be.h3_euler ? be.h3_euler(std::move(t), std::move(ratio))
+                       : sample::make_h3_euler_stepper(std::move(t), std::move(ratio));
+  };
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
-  steppers.push_back(sample::make_h3_euler_stepper(schedule.video_t, schedule.video_ratio));
-  steppers.push_back(sample::make_h3_euler_stepper(schedule.audio_t, schedule.audio_ratio));
+  steppers.push_back(euler(schedule.video_t, schedule.video_ratio));
+  steppers.push_back(euler(schedule.audio_t, schedule.audio_ratio));
   log::debug("h3 generate: {} steps, shift video {} audio {}, guidance video {} audio {}", steps, video_shift,
              audio_shift, gv, ga);
-  std::vector<Tensor> final = sample::run_sampler({x_video, x_audio}, steppers, steps, fn, so);
-  result.video = final[0];
-  result.audio = final[1];
+  std::vector<Tensor> final = sample::run_sampler({device(x_video), device(x_audio)}, steppers, steps, fn, so);
+  result.video = host(final[0]);
+  result.audio = host(final[1]);
   result.steps = steps;
   result.shift = video_shift;
   result.video_guidance = gv;

@@ -158,7 +158,12 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
   const Tensor txt_len = cfg ? lengths({text.size(1), negative.size(1)}) : lengths({text.size(1)});
   const Tensor audio_len = lengths(std::vector<int64_t>(batch, x_audio.size(1)));
 
-  sample::ModelFn model = [&](const sample::StepInfo& step, const std::vector<Tensor>& x) {
+  const SamplerBackend& be = run.backend;
+  auto host = [&](const Tensor& t) { return be.to_host ? be.to_host(t) : t; };
+  auto device = [&](const Tensor& t) { return be.to_device ? be.to_device(t) : t; };
+  // Packing runs on the host: device latents come back for it, velocities go out again.
+  sample::ModelFn model = [&](const sample::StepInfo& step, const std::vector<Tensor>& x_in) {
+    const std::vector<Tensor> x = {host(x_in[0]), host(x_in[1])};
     const float t = schedule.model_t[step.index];
     TensorMap in;
     in["video_latent"] = cfg ? stack_padded({x[0], x[0]}) : x[0];
@@ -175,27 +180,39 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
     const TensorMap out = o.forward ? o.forward(packed) : magi2::forward_packed(*weights, packed);
     Tensor video, audio;
     magi2::unpack_outputs(config, packed, out.at("model_output"), video, audio);
-    sample::ModelOut mo{{item(video, 0), item(audio, 0)}, {}};
-    if (cfg) mo.uncond = {item(video, 1), item(audio, 1)};
+    sample::ModelOut mo{{device(item(video, 0)), device(item(audio, 0))}, {}};
+    if (cfg) mo.uncond = {device(item(video, 1)), device(item(audio, 1))};
     return mo;
   };
 
   GenerateResult result;
   sample::SamplerOptions so;
   so.modalities = {"video", "audio"};
+  // On a device, plain and per-frame-scaled guidance run there; skimming and rescale (off in the
+  // official config) take the host path on copies.
+  const bool device_cfg = be.cfg && !guidance.use_skimmed_cfg_linear && !(guidance.cfg_rescale > 0.0f);
   so.guide = [&](int m, const sample::StepInfo& step, const Tensor& c, const Tensor& u, const Tensor& x) {
-    return m == 0 ? sample::magi2_cfg_video(c, u, x, guidance, schedule.timesteps[step.index])
-                  : sample::magi2_cfg_audio(c, u, x, guidance);
+    const int64_t timestep = schedule.timesteps[step.index];
+    if (device_cfg) {
+      if (m == 1) return be.cfg(c, u, {guidance.audio_scale}, 1);
+      // video [B, C, T, H, W]: one scale per latent frame
+      return be.cfg(c, u, sample::magi2_video_scales(guidance, c.size(2), timestep), c.size(3) * c.size(4));
+    }
+    return device(m == 0 ? sample::magi2_cfg_video(host(c), host(u), host(x), guidance, timestep)
+                         : sample::magi2_cfg_audio(host(c), host(u), host(x), guidance));
   };
   attach_observers(so, run, result);
+  auto unipc = [&]() {
+    return be.unipc ? be.unipc(schedule.sigmas) : sample::make_unipc_stepper(schedule.sigmas);
+  };
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
-  steppers.push_back(sample::make_unipc_stepper(schedule.sigmas));
-  steppers.push_back(sample::make_unipc_stepper(schedule.sigmas));
+  steppers.push_back(unipc());
+  steppers.push_back(unipc());
   log::debug("magi2 generate: {} steps, shift {}, guidance video {} audio {}{}", steps, shift, guidance.video_scale,
              guidance.audio_scale, cfg ? "" : " (single pass)");
-  std::vector<Tensor> final = sample::run_sampler({x_video, x_audio}, steppers, steps, model, so);
-  result.video = final[0];
-  result.audio = final[1];
+  std::vector<Tensor> final = sample::run_sampler({device(x_video), device(x_audio)}, steppers, steps, model, so);
+  result.video = host(final[0]);
+  result.audio = host(final[1]);
   result.steps = steps;
   result.shift = shift;
   result.video_guidance = guidance.video_scale;

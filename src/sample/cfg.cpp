@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "sample/elementwise.h"
 
 namespace avdit::sample {
 
@@ -12,7 +13,7 @@ void cfg_combine(std::span<const float> cond, std::span<const float> uncond, flo
   AVDIT_REQUIRE(cond.size() == uncond.size() && out.size() == cond.size(),
                 "CFG: cond has {} elements, uncond {} and the output {}; expected equal", cond.size(),
                 uncond.size(), out.size());
-  for (size_t k = 0; k < out.size(); ++k) out[k] = uncond[k] + scale * (cond[k] - uncond[k]);
+  for (size_t k = 0; k < out.size(); ++k) out[k] = elem::cfg(cond[k], uncond[k], scale);
 }
 
 Tensor cfg_combine(const Tensor& cond, const Tensor& uncond, float scale) {
@@ -92,7 +93,7 @@ Tensor guided(const Tensor& cond_t, const Tensor& uncond_t, const Tensor& latent
 
   Tensor out = Tensor::empty(cond.shape(), DType::F32);
   float* o = out.f32();
-  for (int64_t k = 0; k < n; ++k) o[k] = u[k] + scale_at(k) * (c[k] - u[k]);
+  for (int64_t k = 0; k < n; ++k) o[k] = elem::cfg(c[k], u[k], scale_at(k));
 
   if (g.cfg_rescale > 0.0f && n > 0) {
     // Plain copies, not a structured binding: clang 14 (the fuzz build) cannot capture those.

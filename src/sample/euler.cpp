@@ -2,6 +2,7 @@
 #include "sample/euler.h"
 
 #include "core/error.h"
+#include "sample/elementwise.h"
 
 namespace avdit::sample {
 
@@ -14,11 +15,8 @@ void h3_euler_step(std::span<float> x, std::span<const float> velocity, float t,
   const float c = 1.0f - t;          // (1.0 - cond_t), a float32 0-d tensor
   const float one_minus_r = 1.0f - ratio;
   const size_t n = x.size();
-  for (size_t k = 0; k < n; ++k) {
-    const float x0 = x[k] + c * velocity[k];
-    if (!denoised.empty()) denoised[k] = x0;
-    x[k] = ratio * x[k] + one_minus_r * x0;
-  }
+  for (size_t k = 0; k < n; ++k)
+    x[k] = elem::h3_euler(x[k], velocity[k], c, ratio, one_minus_r, denoised.empty() ? nullptr : &denoised[k]);
 }
 
 Tensor h3_euler_step(const Tensor& x, const Tensor& velocity, float t, float ratio, Tensor* denoised) {

@@ -94,12 +94,19 @@ std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::un
   if (o.record) {
     *o.record = Trajectory{};
     o.record->modalities = o.modalities;
-    o.record->latents.push_back(latents);
+    std::vector<Tensor> initial = latents;
+    if (o.to_host)
+      for (Tensor& t : initial) t = o.to_host(t);
+    o.record->latents.push_back(std::move(initial));
   }
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const StepInfo info{i, steps};
-    if (o.teacher) latents = o.teacher->latents[i];
+    if (o.teacher) {
+      latents = o.teacher->latents[i];
+      if (o.to_device)
+        for (Tensor& t : latents) t = o.to_device(t);
+    }
 
     ModelOut out = model(info, latents);
     AVDIT_REQUIRE(out.cond.size() == nm, "step {}: the model returned {} velocities, expected {} (one per modality)",
@@ -126,9 +133,14 @@ std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::un
     for (size_t m = 0; m < nm; ++m) latents[m] = steppers[m]->step(info, velocity[m], latents[m]);
 
     if (o.record) {
-      o.record->latents.push_back(latents);
-      o.record->velocity.push_back(velocity);
-      if (o.record_model_out) o.record->model_out.push_back(std::move(out));
+      auto host = [&](std::vector<Tensor> v) {
+        if (o.to_host)
+          for (Tensor& t : v) t = o.to_host(t);
+        return v;
+      };
+      o.record->latents.push_back(host(latents));
+      o.record->velocity.push_back(host(velocity));
+      if (o.record_model_out) o.record->model_out.push_back({host(std::move(out.cond)), host(std::move(out.uncond))});
     }
     if (o.progress)
       o.progress(i + 1, steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -77,6 +77,10 @@ struct SamplerOptions {
   // latents; k >= 1: its latents after step k - 1), so each step's error is measured alone. Solver
   // history (UniPC) still comes from this run's own model outputs.
   const Trajectory* teacher = nullptr;
+  // Latents on a device: how recorded tensors reach the host and the teacher's latents the device
+  // (empty: the latents are host tensors). The default CFG (no `guide`) is a host op: device runs
+  // pass a `guide`.
+  std::function<Tensor(const Tensor&)> to_host, to_device;
   // Called after every step with the steps done, the total and the seconds that step took.
   std::function<void(int done, int total, double seconds)> progress;
 };
