@@ -156,6 +156,9 @@ TEST(Nvfp4, BadShapesAndValuesAreBadInput) {
   EXPECT_THROW(quantize_nvfp4(nan, 0), BadInput);
   nan.f32()[7] = std::numeric_limits<float>::infinity();
   EXPECT_THROW(quantize_nvfp4(nan, 0), BadInput);
+  Tensor nan3 = gaussian({9, 32, 4}, 1);  // experts run on several threads: the error still reaches the caller
+  nan3.f32()[7 * 128 + 5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(quantize_nvfp4(nan3, 1), BadInput);
   const Nvfp4Matrix m = quantize_nvfp4(gaussian({3, 32, 4}, 1), 1);
   EXPECT_THROW(dequantize_nvfp4(m, DType::BF16, 2, 4), BadInput);
   EXPECT_THROW(dequantize_nvfp4(m, DType::F16), BadInput);
