@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "device_cuda.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
@@ -59,6 +60,7 @@ Run add_forward(CLI::App& app) {
     std::string model, inputs, out;
     std::string dump_list;  // --dump's optional value: empty = everything
     std::string precision = "fp32";
+    std::string device = "cpu";
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "Model folder (config.json + safetensors)")->required();
@@ -72,7 +74,12 @@ Run add_forward(CLI::App& app) {
                   "fp32 (the oracle) or bf16 (emulated production precision: activations rounded to bf16 where "
                   "the reference holds them in bf16)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--device", o->device,
+                  "cpu (the float32 oracle, bf16 emulated) or cuda (the GPU backend: fp32 parity or bf16 production "
+                  "precision)")
+      ->capture_default_str();
   return [o, dump]() {
+    check_device(o->device);
     const Checkpoint ckpt = Checkpoint::open(o->model);
     AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit forward needs the model's config",
                   o->model);
@@ -83,7 +90,12 @@ Run add_forward(CLI::App& app) {
     const bool want_dump = dump->count() > 0;
     const bool bf16 = o->precision == "bf16";
     TensorMap out;
-    if (*family == "magi2-preview") {
+    if (o->device == "cuda") {
+      AVDIT_REQUIRE(*family == "magi2-preview" || *family == "h3", "{}: avdit forward does not run the {} family yet",
+                    o->model, *family);
+      out = forward_on_cuda(ckpt, *family, inputs, want_dump, bf16);
+      if (*family == "magi2-preview") out = select_dump(std::move(out), o->dump_list);
+    } else if (*family == "magi2-preview") {
       out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, bf16), o->dump_list);
     } else if (*family == "h3") {
       if (want_dump && !o->dump_list.empty())

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "device_cuda.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -37,6 +38,7 @@ struct GenerateArgs {
   std::optional<double> shift;
   std::optional<int64_t> frames, height, width;
   bool save_model_out = false, json = false;
+  std::string device = "cpu", precision = "fp32";
 };
 
 // Noise tensors from --noise (both modalities required when the file is given).
@@ -87,6 +89,8 @@ json summary(const GenerateArgs& a, const std::string& family, const pipeline::G
   return json{{"family", family},
               {"model", a.model},
               {"steps", r.steps},
+              {"device", a.device},
+              {"precision", a.precision},
               {"seed", a.seed},
               {"noise", a.noise.empty() ? "seeded" : a.noise},
               {"shift", r.shift},
@@ -102,6 +106,10 @@ json summary(const GenerateArgs& a, const std::string& family, const pipeline::G
 }
 
 int run_generate(const GenerateArgs& a) {
+  check_device(a.device);
+  const bool bf16 = a.precision == "bf16";
+  AVDIT_REQUIRE(!bf16 || a.device == "cuda",
+                "--precision bf16 runs on --device cuda (on the CPU, avdit forward --precision bf16 emulates it)");
   const Checkpoint ckpt = Checkpoint::open(a.model);
   AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit generate needs the model's config",
                 a.model);
@@ -139,6 +147,7 @@ int run_generate(const GenerateArgs& a) {
   const std::optional<float> gv = a.guidance ? a.guidance : a.video_guidance;
   const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
 
+  std::unique_ptr<CudaGenerate> gpu;
   const auto t0 = std::chrono::steady_clock::now();
   pipeline::GenerateResult r;
   if (magi2) {
@@ -153,6 +162,7 @@ int run_generate(const GenerateArgs& a) {
                                                      "time-embedding frequency table [time_channel_dim / 2]");
     o.video_guidance = gv;
     o.audio_guidance = ga;
+    if (a.device == "cuda") gpu = use_cuda(ckpt, o, bf16);
     r = pipeline::generate_magi2(ckpt, o);
   } else {
     AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");
@@ -166,8 +176,10 @@ int run_generate(const GenerateArgs& a) {
     }
     o.video_guidance = gv;
     o.audio_guidance = ga;
+    if (a.device == "cuda") gpu = use_cuda(ckpt, o, bf16);
     r = pipeline::generate_h3(ckpt, o);
   }
+  if (gpu) log::info("{}", gpu->summary());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const std::string sha_video = sha256_hex(r.video), sha_audio = sha256_hex(r.audio);
@@ -240,6 +252,11 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--time-embedding-freqs", a->time_freqs, "MAGI-2: use this file's time_embedding_freqs instead of "
                   "avdit's float32 table (for fixture-exact runs)");
   cmd->add_flag("--json", a->json, "Print a JSON summary instead of text");
+  cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
+      ->capture_default_str();
+  cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   return [a] { return run_generate(*a); };
 }
 
