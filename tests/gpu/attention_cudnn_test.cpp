@@ -200,6 +200,12 @@ TEST_F(CudnnAttention, SmallAgainstFloat64) {
                     label("cudnn native sink", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
       }
       const Ref64 full = attention64(q, k, v, scale, cu, &sinks, &gate);
+      // The exact LSE correction (cuDNN before 9.13, or a refused sink graph): O and LSE without
+      // the sink, then the sink and the gate in one pass.
+      const Tensor yl = sink_gate(dev, r.o, r.lse, &sd, &gd);
+      EXPECT_NMSE(to_host(dev, yl), as_tensor(full.o, {c.S, c.Hq, c.D}), tol(dt),
+                  label("LSE correction + gate", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
+      // cuda::attention: cuDNN's sink token when it has one, else the LSE correction.
       const Tensor y = attention(dev, qd, kd, vd, float(scale), cud, &sd, &gd);
       EXPECT_NMSE(to_host(dev, y), as_tensor(full.o, {c.S, c.Hq, c.D}), tol(dt),
                   label("attention sinks+gate", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));

@@ -306,10 +306,19 @@ std::optional<Tensor> attention_via_cudnn(Device& dev, const Tensor& q, const Te
                                           const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate,
                                           std::optional<DType> out) {
   if (!cudnn_attention_available(dev, q, k, v)) return std::nullopt;
+  const bool want_pass = gate || out.value_or(q.dtype()) != q.dtype();
   bool refused = false;
+  // Without sinks, or with cuDNN's own sink token (>= 9.13, F32 sinks), the core needs no LSE: on
+  // the H200 (cuDNN 9.14) the LSE-writing graph was 5% slower at L = 128k (bench/NOTES.md), equal
+  // below. The exact LSE correction in sink_gate covers older cuDNN and a refused sink graph.
+  if (!sinks || (sinks->dtype() == DType::F32 && cudnn_version() >= 91300)) {
+    SdpaOut r = sdpa_impl(dev, q, k, v, scale, cu_seqlens, nullptr, sinks, false, &refused);
+    if (!refused) return want_pass ? sink_gate(dev, r.o, {}, nullptr, gate, nullptr, out) : r.o;
+    refused = false;
+  }
   SdpaOut r = sdpa_impl(dev, q, k, v, scale, cu_seqlens, nullptr, nullptr, true, &refused);
   if (refused) return std::nullopt;  // logged once per shape when the graph was built
-  if (!sinks && !gate && out.value_or(q.dtype()) == q.dtype()) return r.o;
+  if (!sinks && !want_pass) return r.o;
   return sink_gate(dev, r.o, r.lse, sinks, gate, nullptr, out);
 }
 #else

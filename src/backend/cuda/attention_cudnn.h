@@ -35,8 +35,9 @@ SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& 
                    const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr, const Tensor* native_sinks = nullptr,
                    bool stats = true);
 
-// cuda::attention's fast path: cuDNN SDPA, then the sink correction and the gate in one pass over O
-// (sink_gate). nullopt when cuDNN is absent, does not take these operands, or refuses the shape (a
+// cuda::attention's fast path: cuDNN SDPA with cuDNN's own sink token when it has one (>= 9.13,
+// F32 sinks) and no LSE output, then the gate in one pass over O; otherwise SDPA returning the LSE,
+// then the exact sink correction and the gate in that one pass (sink_gate). nullopt when cuDNN is absent, does not take these operands, or refuses the shape (a
 // warning is logged once per shape); the caller then runs the portable kernel.
 std::optional<Tensor> attention_via_cudnn(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                                           const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate,

@@ -64,9 +64,9 @@ void rope_rotate_half_(Device& dev, Tensor& x, const Tensor& cos, const Tensor& 
 // I32 [n + 1] on the device (undefined: one segment). sinks: [Hq] logits added to each row's
 // denominator only. gate: [S, Hq] in the same token order; the output of head h at token s is
 // multiplied by sigmoid(gate[s, h]). Result [S, Hq, D] in q's dtype unless `out` says otherwise.
-// BF16/F16 q, k, v run cuDNN's flash SDPA (when built with cuDNN and it takes the shape) followed by
-// one pass applying the sink as an exact LSE correction and the gate (attention_cudnn.h); F32, or
-// portable = true, runs the portable fp32 kernel (the parity mode and the fallback).
+// BF16/F16 q, k, v run cuDNN's flash SDPA (when built with cuDNN and it takes the shape; the sink
+// inside cuDNN >= 9.13, else as an exact LSE correction) and one pass applying the gate
+// (attention_cudnn.h); F32, or portable = true, runs the portable fp32 kernel (parity mode, fallback).
 Tensor attention(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                  const Tensor& cu_seqlens = {}, const Tensor* sinks = nullptr, const Tensor* gate = nullptr,
                  std::optional<DType> out = {}, bool portable = false);
