@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, every `gpu` test, then each benchmark next to its PyTorch
 # peer (same call, same card: TARGETS.md protocol). Run from the repo root there, carrying .carry
-# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [attention] [h3]   (default: all)
+# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention]   (default: all, in this order)
 # Logs and JSON go to $OUT (at most 8 files come back: configure/build/ctest logs, one markdown
 # log per benchmark, and json.tar with every JSON report).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-/tmp/avdit-device}
 mkdir -p "$out" "$out/json"
-stages=${*:-tests moe attention h3}
+stages=${*:-tests moe h3 attention}
 has() { [[ " $stages " == *" $1 "* ]]; }
 
 tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 ctest_args=(-N)
-has tests && ctest_args=(-L gpu --timeout 300)
+has tests && ctest_args=(-L gpu --timeout 120)
 BUILD_TARGETS="avdit $tests" scripts/device_build.sh build-dev "${ctest_args[@]}" >"$out/device_build.log" 2>&1
 echo "build + tests: exit $?" | tee -a "$out/device_build.log"
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$out/ctest.log" 2>/dev/null | head -40
@@ -28,23 +28,25 @@ if has moe; then
   {
     timeout 120 $A bench moe --tokens 4096 --dump-check /tmp/moe_check.safetensors &&
       timeout 120 python3 bench/peers/moe_peer.py --check /tmp/moe_check.safetensors
-    timeout 240 $A bench moe --tokens 16384,65536,131072 --path fused --nvfp4 --json "$out/json/avdit_moe.json"
-    timeout 120 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
+    timeout 150 $A bench moe --tokens 16384,65536,131072 --path fused --nvfp4 --json "$out/json/avdit_moe.json"
+    timeout 100 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
   } >"$out/moe.md" 2>&1
-fi
-if has attention; then
-  {
-    timeout 180 python3 bench/peers/attention_peer.py --json "$out/json/peer_attention.json"
-    timeout 240 $A bench attention --peer "$out/json/peer_attention.json" --json "$out/json/avdit_attention.json"
-  } >"$out/attention.md" 2>&1
 fi
 if has h3; then
   {
     timeout 60 $A bench h3 --check /tmp/h3_check --attention cudnn &&
       timeout 60 python3 bench/peers/h3_peer.py --check /tmp/h3_check --golden shared/golden/h3-tiny
-    timeout 240 $A bench h3 --rows 19456,40128 --iters 3 --warmup 1 --attention cudnn --json "$out/json/avdit_h3.json"
-    timeout 200 python3 bench/peers/h3_peer.py --rows 19456,40128 --iters 3 --warmup 1 --json "$out/json/peer_h3.json"
+    timeout 150 $A bench h3 --rows 19456,40128 --iters 2 --warmup 1 --attention cudnn --json "$out/json/avdit_h3.json"
+    timeout 120 python3 bench/peers/h3_peer.py --rows 19456,40128 --iters 2 --warmup 1 --json "$out/json/peer_h3.json"
   } >"$out/h3.md" 2>&1
+fi
+if has attention; then
+  {
+    args=(--len 16384,65536 --dtype bf16 --shapes preview,h3,refiner --iters 5 --warmup 1)
+    timeout 150 python3 bench/peers/attention_peer.py "${args[@]}" --json "$out/json/peer_attention.json"
+    timeout 150 $A bench attention "${args[@]}" --peer "$out/json/peer_attention.json" \
+      --json "$out/json/avdit_attention.json"
+  } >"$out/attention.md" 2>&1
 fi
 tar -cf "$out/json.tar" -C "$out" json && rm -rf "$out/json"
 tail -n 25 "$out"/*.md 2>/dev/null
