@@ -106,6 +106,18 @@ TEST(Nvfp4Moe, FakeQuantisationEqualsPackedPathBitForBit) {
       compared += ta.numel();
     }
   }
+  // Expert parallelism: a rank holding experts [4, 12) reads only those rows of the packed tensors
+  // and computes the same partial sums as packing its bf16 rows at load time.
+  LoadOptions range;
+  range.expert_range = std::pair<int64_t, int64_t>{4, 12};
+  const Magi2Weights part_file = load_magi2_weights(packed_ckpt, c, range);
+  range.nvfp4_experts = true;
+  const Magi2Weights part_load = load_magi2_weights(ckpt, c, range);
+  ASSERT_EQ(part_file.layers[1].moe_mlp.heads[0].W_up_nvfp4->groups(), 8);
+  const MoeOutputs pf = moe_forward(part_file.layers[1].moe_mlp, c, x, layout);
+  const MoeOutputs pl = moe_forward(part_load.layers[1].moe_mlp, c, x, layout);
+  EXPECT_TRUE(same_bits(pf.experts_out, pl.experts_out)) << "experts [4, 12): packed checkpoint vs load time";
+  EXPECT_FALSE(same_bits(pf.experts_out, moe_forward(packed.layers[1].moe_mlp, c, x, layout).experts_out));
   std::printf("fake == packed (load time and checkpoint) over %lld MoE output values\n",
               static_cast<long long>(compared));
   EXPECT_GE(compared, 2'000'000);
