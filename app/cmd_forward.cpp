@@ -61,6 +61,7 @@ Run add_forward(CLI::App& app) {
     std::string dump_list;  // --dump's optional value: empty = everything
     std::string precision = "fp32";
     std::string device = "cpu";
+    bool nvfp4_experts = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "Model folder (config.json + safetensors)")->required();
@@ -78,6 +79,9 @@ Run add_forward(CLI::App& app) {
                   "cpu (the float32 oracle, bf16 emulated) or cuda (the GPU backend: fp32 parity or bf16 production "
                   "precision)")
       ->capture_default_str();
+  cmd->add_flag("--nvfp4-experts", o->nvfp4_experts,
+                "MAGI-2: pack the routed experts to NVFP4 at load time (as `avdit quantize --nvfp4 experts` "
+                "would; a packed checkpoint loads packed without it)");
   return [o, dump]() {
     check_device(o->device);
     const Checkpoint ckpt = Checkpoint::open(o->model);
@@ -89,14 +93,18 @@ Run add_forward(CLI::App& app) {
     select_dump({}, o->dump_list);  // an unknown --dump item fails before the forward
     const bool want_dump = dump->count() > 0;
     const bool bf16 = o->precision == "bf16";
+    AVDIT_REQUIRE(!o->nvfp4_experts || *family == "magi2-preview",
+                  "--nvfp4-experts packs MAGI-2's routed experts; {} is a {} model", o->model, *family);
     TensorMap out;
     if (o->device == "cuda") {
       AVDIT_REQUIRE(*family == "magi2-preview" || *family == "h3", "{}: avdit forward does not run the {} family yet",
                     o->model, *family);
-      out = forward_on_cuda(ckpt, *family, inputs, want_dump, bf16);
+      out = forward_on_cuda(ckpt, *family, inputs, want_dump, bf16, o->nvfp4_experts);
       if (*family == "magi2-preview") out = select_dump(std::move(out), o->dump_list);
     } else if (*family == "magi2-preview") {
-      out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, bf16), o->dump_list);
+      models::magi2::LoadOptions load;
+      load.nvfp4_experts = o->nvfp4_experts;
+      out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, bf16, load), o->dump_list);
     } else if (*family == "h3") {
       if (want_dump && !o->dump_list.empty())
         log::info("--dump {}: the list selects MAGI-2 tensors; H3 dumps everything", o->dump_list);

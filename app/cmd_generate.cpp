@@ -39,6 +39,7 @@ struct GenerateArgs {
   std::optional<int64_t> frames, height, width;
   bool save_model_out = false, json = false;
   std::string device = "cpu", precision = "fp32";
+  bool nvfp4_experts = false;
 };
 
 // Noise tensors from --noise (both modalities required when the file is given).
@@ -118,6 +119,8 @@ int run_generate(const GenerateArgs& a) {
   AVDIT_REQUIRE(*family == "magi2-preview" || *family == "h3",
                 "{}: avdit generate does not sample the {} family yet (magi2-preview, h3)", a.model, *family);
   const bool magi2 = *family == "magi2-preview";
+  AVDIT_REQUIRE(!a.nvfp4_experts || magi2, "--nvfp4-experts packs MAGI-2's routed experts; {} is a {} model", a.model,
+                *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
 
   pipeline::RunOptions run;
@@ -162,6 +165,7 @@ int run_generate(const GenerateArgs& a) {
                                                      "time-embedding frequency table [time_channel_dim / 2]");
     o.video_guidance = gv;
     o.audio_guidance = ga;
+    o.load.nvfp4_experts = a.nvfp4_experts;
     if (a.device == "cuda") gpu = use_cuda(ckpt, o, bf16);
     r = pipeline::generate_magi2(ckpt, o);
   } else {
@@ -252,6 +256,8 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--time-embedding-freqs", a->time_freqs, "MAGI-2: use this file's time_embedding_freqs instead of "
                   "avdit's float32 table (for fixture-exact runs)");
   cmd->add_flag("--json", a->json, "Print a JSON summary instead of text");
+  cmd->add_flag("--nvfp4-experts", a->nvfp4_experts,
+                "MAGI-2: pack the routed experts to NVFP4 at load time (kept packed on the GPU: 4.5 bits per weight)");
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")

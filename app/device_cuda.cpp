@@ -28,11 +28,13 @@ void check_device(const std::string& device) {
 }
 
 TensorMap forward_on_cuda(const Checkpoint& ckpt, const std::string& family, const TensorMap& inputs, bool dump,
-                          bool bf16) {
+                          bool bf16, bool nvfp4_experts) {
   cuda::Device dev;
   if (family == "magi2-preview") {
     cuda::magi2::CudaForwardStats stats;
-    TensorMap out = cuda::magi2::forward_from_inputs_cuda(dev, ckpt, inputs, dump, bf16, &stats);
+    models::magi2::LoadOptions load;
+    load.nvfp4_experts = nvfp4_experts;
+    TensorMap out = cuda::magi2::forward_from_inputs_cuda(dev, ckpt, inputs, dump, bf16, &stats, load);
     log::info("cuda {}: weights {}, peak activations {}, {} launches per forward", bf16 ? "bf16" : "fp32",
               gib(stats.weight_bytes), gib(stats.peak_activation_bytes), stats.launches.total());
     return out;
@@ -51,8 +53,8 @@ namespace {
 
 class Magi2Run final : public CudaGenerate {
  public:
-  Magi2Run(const Checkpoint& ckpt, bool bf16)
-      : weights_(models::magi2::load_magi2_weights(ckpt, models::magi2::config_from_checkpoint(ckpt))),
+  Magi2Run(const Checkpoint& ckpt, bool bf16, const models::magi2::LoadOptions& load)
+      : weights_(models::magi2::load_magi2_weights(ckpt, models::magi2::config_from_checkpoint(ckpt), load)),
         model_(dev_, weights_, bf16) {}
   cuda::Device dev_;
   models::magi2::Magi2Weights weights_;
@@ -81,7 +83,7 @@ class H3Run final : public CudaGenerate {
 }  // namespace
 
 std::unique_ptr<CudaGenerate> use_cuda(const Checkpoint& ckpt, pipeline::Magi2GenerateOptions& o, bool bf16) {
-  auto run = std::make_unique<Magi2Run>(ckpt, bf16);
+  auto run = std::make_unique<Magi2Run>(ckpt, bf16, o.load);
   Magi2Run* r = run.get();
   o.forward = [r](const models::magi2::PackedSequence& packed) { return r->model_.forward(packed); };
   o.run.backend = cuda::sampler_backend(r->dev_);
@@ -109,7 +111,7 @@ void check_device(const std::string& device) {
   AVDIT_REQUIRE(device == "cpu" || device == "cuda", "--device {}: expected cpu or cuda", device);
   if (device == "cuda") no_cuda();
 }
-TensorMap forward_on_cuda(const Checkpoint&, const std::string&, const TensorMap&, bool, bool) { no_cuda(); }
+TensorMap forward_on_cuda(const Checkpoint&, const std::string&, const TensorMap&, bool, bool, bool) { no_cuda(); }
 std::unique_ptr<CudaGenerate> use_cuda(const Checkpoint&, pipeline::Magi2GenerateOptions&, bool) { no_cuda(); }
 std::unique_ptr<CudaGenerate> use_cuda(const Checkpoint&, pipeline::H3GenerateOptions&, bool) { no_cuda(); }
 

@@ -152,7 +152,7 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
 
   const sample::FlowUniPCSchedule schedule = sample::magi2_schedule(steps, shift);
   std::optional<magi2::Magi2Weights> weights;
-  if (!o.forward) weights.emplace(magi2::load_magi2_weights(ckpt, config));
+  if (!o.forward) weights.emplace(magi2::load_magi2_weights(ckpt, config, o.load));
   const int64_t batch = cfg ? 2 : 1;
   const Tensor txt = cfg ? stack_padded({text, negative}) : text;
   const Tensor txt_len = cfg ? lengths({text.size(1), negative.size(1)}) : lengths({text.size(1)});

@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "models/magi2/packing.h"
+#include "models/magi2/weights.h"
 #include "pipeline/generate_common.h"
 #include "sample/cfg.h"
 
@@ -34,6 +35,7 @@ struct Magi2GenerateOptions {
   // The packed forward to sample with (returns at least "model_output"); empty: the CPU oracle
   // (magi2::forward_packed on the mapped weights). The app passes the GPU model for --device cuda.
   std::function<TensorMap(const models::magi2::PackedSequence&)> forward;
+  models::magi2::LoadOptions load;  // for the CPU forward's weights (e.g. nvfp4_experts)
 };
 
 // Runs the sampler. Unpacked layouts: video [1, C, T, H, W] (C = video_in_channels / patch volume),

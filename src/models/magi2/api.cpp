@@ -17,9 +17,10 @@ Magi2Config config_from_checkpoint(const Checkpoint& ckpt) {
   return parse_magi2_config(*cfg);
 }
 
-TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump, bool bf16_activations) {
+TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump, bool bf16_activations,
+                              const LoadOptions& load) {
   const Magi2Config config = config_from_checkpoint(ckpt);
-  const Magi2Weights weights = load_magi2_weights(ckpt, config);
+  const Magi2Weights weights = load_magi2_weights(ckpt, config, load);
   const PackedSequence packed = pack_inputs(config, inputs);
   TensorMap out = forward_packed(weights, packed, ForwardOptions{dump, bf16_activations});
   Tensor video, audio;

@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "models/magi2/config.h"
+#include "models/magi2/weights.h"
 
 namespace avdit::models::magi2 {
 
@@ -21,8 +22,9 @@ Magi2Config config_from_checkpoint(const Checkpoint& ckpt);
 // returns video_velocity, audio_velocity and model_output; with dump also the packed inputs (x, coords_mapping,
 // modality_mapping, cu_seqlens_q, per_token_t, time_token_sequence) and every intermediate by fixture name.
 // bf16_activations: the emulated bf16 production precision (ForwardOptions in model.h); default fp32.
+// load: weight loading options (e.g. nvfp4_experts: pack the routed experts at load time).
 TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
-                              bool bf16_activations = false);
+                              bool bf16_activations = false, const LoadOptions& load = {});
 
 // Writes config.json and a random-weight checkpoint (official names, layouts, dtypes; sharded with an index when
 // large) to out_dir. Values depend only on (seed, tensor name, element index).

@@ -4,6 +4,7 @@
 // output. Every temporary of a layer stays alive until the layer ends: releasing device memory (cudaFree)
 // synchronises the device, so it happens once per layer and never between the launches of one.
 #include "backend/cuda/models/magi2/model.h"
+#include "backend/cuda/nvfp4.h"
 
 #include <algorithm>
 #include <cmath>
@@ -279,7 +280,7 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
     hold(routing.indices);
     hold(routing.weights);
     if (routing.logits.defined()) hold(routing.logits);
-    const Tensor experts_out = hold(moe::routed_experts(dev_, split, routing, lw.experts, rc, act));
+    const Tensor experts_out = hold(moe::routed_experts(dev_, split, routing, expert_weights(lw), rc, act));
     ++counts_.moe_calls;
     const Tensor merge_out = linear(experts_out, lw.merge_linear, 1);
     // Shared expert on every token + the modality-specific shared expert; fc1 rows interleave gate / linear.
@@ -329,6 +330,25 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
   live_bytes_ -= layer_bytes;  // `keep` is released here: one device synchronisation per layer
 }
 
+moe::ExpertWeights Magi2CudaModel::expert_weights(const DeviceLayer& lw) {
+  if (!lw.packed_gate) return lw.experts;
+  const DeviceLayer::PackedExperts* packed[3] = {&*lw.packed_gate, &*lw.packed_up, &*lw.packed_down};
+  moe::ExpertWeights ew;
+  ew.k_major = true;
+  Tensor* out[3] = {&ew.gate, &ew.up, &ew.down};
+  for (int m = 0; m < 3; ++m) {
+    const Tensor& v = packed[m]->values;  // [G, N, K/2]
+    const Shape shape = {v.size(0), v.size(1), v.size(2) * 2};
+    Tensor& scratch = nvfp4_scratch_[m];
+    if (!scratch.defined() || scratch.shape() != shape) scratch = cuda_empty(dev_, shape, DType::BF16);
+    dequantize_nvfp4_bf16(dev_, v, packed[m]->block_scales, packed[m]->global_scales, 0, shape[0], scratch);
+    ++counts_.kernels;
+    // fp32 mode: the CPU path widens the same bf16 values (models/magi2/moe.cpp), so widen here too.
+    *out[m] = bf16_ ? scratch : cast(dev_, scratch, DType::F32);
+  }
+  return ew;
+}
+
 TensorMap Magi2CudaModel::forward(const PackedSequence& packed, const CudaForwardOptions& options) {
   TensorMap dev_dumps;
   const Tensor out = forward_device(packed, options, options.dump ? &dev_dumps : nullptr);
@@ -351,9 +371,9 @@ TensorMap Magi2CudaModel::forward(const PackedSequence& packed, const CudaForwar
 }
 
 TensorMap forward_from_inputs_cuda(Device& dev, const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
-                                   bool bf16, CudaForwardStats* stats) {
+                                   bool bf16, CudaForwardStats* stats, const models::magi2::LoadOptions& load) {
   const Magi2Config config = models::magi2::config_from_checkpoint(ckpt);
-  const models::magi2::Magi2Weights weights = models::magi2::load_magi2_weights(ckpt, config);
+  const models::magi2::Magi2Weights weights = models::magi2::load_magi2_weights(ckpt, config, load);
   const PackedSequence packed = models::magi2::pack_inputs(config, inputs);
   Magi2CudaModel model(dev, weights, bf16);
   CudaForwardOptions options;

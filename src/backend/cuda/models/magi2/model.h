@@ -58,9 +58,14 @@ class Magi2CudaModel {
   struct Step;  // the per-forward state (layout indices, tables, trackers)
   void layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps);
 
+  // The layer's routed experts for the expert GEMMs: as uploaded, or NVFP4 ones dequantised into the
+  // reused scratch (bf16, K-major; F32 copies in the fp32 mode).
+  moe::ExpertWeights expert_weights(const DeviceLayer& lw);
+
   Device& dev_;
   bool bf16_ = false;
   DeviceWeights w_;
+  Tensor nvfp4_scratch_[3];  // gate, up, down dequantised (largest layer's size; reused by every layer)
   LaunchCounts counts_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
@@ -75,6 +80,7 @@ struct CudaForwardStats {
 // (the time embedding too: device_time_embedding).
 // bf16: the production precision; else fp32 parity. stats (optional) receives the figures `-v` prints.
 TensorMap forward_from_inputs_cuda(Device& dev, const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
-                                   bool bf16, CudaForwardStats* stats = nullptr);
+                                   bool bf16, CudaForwardStats* stats = nullptr,
+                                   const models::magi2::LoadOptions& load = {});
 
 }  // namespace avdit::cuda::magi2

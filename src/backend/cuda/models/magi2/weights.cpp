@@ -139,15 +139,34 @@ DeviceWeights upload_weights(Device& dev, const Magi2Weights& w, bool bf16) {
       L.merge_linear = up(m.merge_linear, g);
       L.router_gate = up(m.gate, DType::F32);
       L.expert_bias = up(m.expert_bias, DType::F32);
-      std::vector<Tensor> wg, wu, wd;
-      for (const models::magi2::MoeHeadExperts& h : m.heads) {
-        wg.push_back(h.W_gate);
-        wu.push_back(h.W_up);
-        wd.push_back(h.W_down);
+      if (!m.heads.empty() && m.heads[0].nvfp4()) {
+        // Packed experts stay packed: the per-head tensors are stacked as they are (bytes unchanged).
+        auto packed = [&](auto member) {
+          std::vector<Tensor> v, sc, gs;
+          for (const models::magi2::MoeHeadExperts& h : m.heads) {
+            AVDIT_REQUIRE(h.nvfp4(), "magi2 cuda: layer {} mixes NVFP4 and plain expert heads", i);
+            const quant::Nvfp4Matrix& q = *(h.*member);
+            v.push_back(q.values);
+            sc.push_back(q.block_scales);
+            gs.push_back(q.global_scales);
+          }
+          return DeviceLayer::PackedExperts{up.experts(v, DType::U8), up.experts(sc, DType::F8_E4M3),
+                                            up.experts(gs, DType::F32)};
+        };
+        L.packed_gate = packed(&models::magi2::MoeHeadExperts::W_gate_nvfp4);
+        L.packed_up = packed(&models::magi2::MoeHeadExperts::W_up_nvfp4);
+        L.packed_down = packed(&models::magi2::MoeHeadExperts::W_down_nvfp4);
+      } else {
+        std::vector<Tensor> wg, wu, wd;
+        for (const models::magi2::MoeHeadExperts& h : m.heads) {
+          wg.push_back(h.W_gate);
+          wu.push_back(h.W_up);
+          wd.push_back(h.W_down);
+        }
+        L.experts.gate = up.experts(wg, g);
+        L.experts.up = up.experts(wu, g);
+        L.experts.down = up.experts(wd, g);
       }
-      L.experts.gate = up.experts(wg, g);
-      L.experts.up = up.experts(wu, g);
-      L.experts.down = up.experts(wd, g);
       L.shared_fc1 = up(m.shared_fc1, g);
       L.shared_fc2 = up(m.shared_fc2, g);
       L.ms_fc1 = up(m.ms_fc1, g);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/device.h"
@@ -42,7 +43,14 @@ struct DeviceLayer {
   // MoE.
   Tensor split_linear, merge_linear;  // [W, hidden], [hidden, W]
   Tensor router_gate, expert_bias;    // [H*E, D_moe], [H*E] F32
-  moe::ExpertWeights experts;         // [H*E, D_moe, De] x2, [H*E, De, D_moe]
+  moe::ExpertWeights experts;         // [H*E, D_moe, De] x2, [H*E, De, D_moe]; undefined when packed
+  // NVFP4 experts (quant/nvfp4.h layout, all heads stacked: values U8 [H*E, N, K/2], block scales
+  // F8_E4M3 [H*E, N, K/16], global scales F32 [H*E]) resident at 4.5 bits per weight; each MoE call
+  // dequantises them into the model's bf16 scratch (K-major) in front of the expert GEMMs.
+  struct PackedExperts {
+    Tensor values, block_scales, global_scales;
+  };
+  std::optional<PackedExperts> packed_gate, packed_up, packed_down;
   Tensor shared_fc1, shared_fc2;      // [2*I_s, hidden], [hidden, I_s]
   Tensor ms_fc1, ms_fc2;              // [3*2*I_m, hidden], [3*hidden, I_m]
 };
@@ -63,7 +71,8 @@ struct DeviceWeights {
 DeviceMhcBranch upload_mhc_branch(Device& dev, const models::magi2::MhcBranchWeights& w, int64_t width);
 
 // Uploads every tensor (synchronous; once per model). bf16 = the production mode's weight dtypes (above).
-// The routed experts must be complete (no expert range): BadInput otherwise.
+// The routed experts must be complete (no expert range): BadInput otherwise. NVFP4 experts
+// (Magi2Weights loaded packed) stay packed on the device.
 DeviceWeights upload_weights(Device& dev, const models::magi2::Magi2Weights& w, bool bf16);
 
 }  // namespace avdit::cuda::magi2
