@@ -2,8 +2,8 @@
 # One call on the GPU machine: build, every `gpu` test, then each benchmark next to its PyTorch
 # peer (same call, same card: TARGETS.md protocol). Run from the repo root there, carrying .carry
 # (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention]   (default: all, in this order)
-# Logs and JSON go to $OUT (at most 8 files come back: configure/build/ctest logs, one markdown
-# log per benchmark, and json.tar with every JSON report).
+# Logs and JSON go to $OUT (at most 8 files come back: build and ctest logs, generate.md (both tiny
+# models on the GPU), one markdown log per benchmark, and json.tar with every JSON report).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-/tmp/avdit-device}
@@ -14,8 +14,9 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 ctest_args=(-N)
 has tests && ctest_args=(-L gpu --timeout 120)
-BUILD_TARGETS="avdit $tests" scripts/device_build.sh build-dev "${ctest_args[@]}" >"$out/device_build.log" 2>&1
-echo "build + tests: exit $?" | tee -a "$out/device_build.log"
+BUILD_TARGETS="avdit $tests" scripts/device_build.sh build-dev "${ctest_args[@]}" >/dev/null 2>&1
+echo "build + tests: exit $?"
+cat "$out/configure.log" >>"$out/build.log" 2>/dev/null && rm -f "$out/configure.log"
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$out/ctest.log" 2>/dev/null | head -40
 
 # The same library path device_build.sh used (fmt, OpenBLAS come from .devdeps there).
@@ -23,6 +24,24 @@ L=$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$L:$L/openblas-pthread:${LD_LIBRARY_PATH:-}
 A=build-dev/avdit
 export PYTHONUNBUFFERED=1
+
+# Both tiny models end to end on the GPU: step time, launches, weight / activation bytes, and the
+# output SHA-256 of two runs (determinism).
+if has tests; then
+  {
+    m=shared/golden/magi2-tiny h=shared/golden/h3-tiny
+    for p in fp32 bf16; do
+      for run in 1 2; do
+        timeout 60 $A generate --model $m --text $m/sampler.safetensors --negative $m/sampler.safetensors \
+          --noise $m/sampler.safetensors --steps 4 --device cuda --precision $p
+        timeout 60 $A generate --model $h --text $h/inputs.safetensors --noise $h/sampler.safetensors --steps 4 \
+          --device cuda --precision $p
+      done
+    done
+    timeout 60 $A generate --model $m --text $m/sampler.safetensors --negative $m/sampler.safetensors \
+      --noise $m/sampler.safetensors --steps 4 --device cuda --precision bf16 --nvfp4-experts
+  } >"$out/generate.md" 2>&1
+fi
 
 if has moe; then
   {
