@@ -132,10 +132,13 @@ int run_check(const H3BenchOptions& o) {
   const Tensor text = gpu.refine_text(in.at("text_embeds"));
   const Tensor video = in.at("video_latent").to_f32(), audio = in.at("audio_latent").to_f32();
   const mh::PackedLayout l = mh::pack_layout(text.size(0), video.size(2), video.size(3), video.size(4), audio.size(2));
-  const float tv = in.count("t_video") ? in.at("t_video").to_f32().f32()[0]
-                                       : mh::timestep_from_sigma(in.at("sigma_video").to_f32().f32()[0]);
-  const float ta = in.count("t_audio") ? in.at("t_audio").to_f32().f32()[0]
-                                       : mh::timestep_from_sigma(in.at("sigma_audio").to_f32().f32()[0]);
+  // Read through a const copy: the fixture's tensors are memory-mapped (read-only).
+  auto first = [&](const char* name) {
+    const Tensor v = in.at(name).to_f32();
+    return v.f32()[0];
+  };
+  const float tv = in.count("t_video") ? first("t_video") : mh::timestep_from_sigma(first("sigma_video"));
+  const float ta = in.count("t_audio") ? first("t_audio") : mh::timestep_from_sigma(first("sigma_audio"));
   const mh::PackedTimesteps ts = mh::pack_timesteps(l, tv, ta);
   const ch::DeviceProblem p = gpu.prepare(l, ts);
   gpu.forward_device(p, cuda::to_device(dev, text.to(DType::BF16)),

@@ -14,7 +14,7 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 ctest_args=(-N)
 has tests && ctest_args=(-L gpu --timeout 120)
-BUILD_TARGETS="avdit $tests" scripts/device_build.sh build-dev "${ctest_args[@]}" >/dev/null 2>&1
+BUILD_TARGETS="${BUILD_TARGETS:-avdit $tests}" scripts/device_build.sh build-dev "${ctest_args[@]}" >/dev/null 2>&1
 echo "build + tests: exit $?"
 cat "$out/configure.log" >>"$out/build.log" 2>/dev/null && rm -f "$out/configure.log"
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$out/ctest.log" 2>/dev/null | head -40
@@ -23,6 +23,7 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$out/ctest.lo
 L=$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$L:$L/openblas-pthread:${LD_LIBRARY_PATH:-}
 A=build-dev/avdit
+[ -d shared/golden ] && export AVDIT_SHARED_DIR=$PWD/shared  # what device_build.sh configured with
 export PYTHONUNBUFFERED=1
 
 # Both tiny models end to end on the GPU: step time, launches, weight / activation bytes, and the

@@ -239,7 +239,9 @@ def bench(args):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    shared = os.environ.get("AVDIT_SHARED_DIR", os.path.join(here, "..", "..", "..", "shared"))
+    # ../shared beside the repo, or shared/ inside it (the GPU machine's unpacked .carry).
+    inside = os.path.join(here, "..", "..", "shared")
+    shared = os.environ.get("AVDIT_SHARED_DIR", inside if os.path.isdir(inside) else os.path.join(here, "..", "..", "..", "shared"))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="19456,40128")
     ap.add_argument("--iters", type=int, default=5)

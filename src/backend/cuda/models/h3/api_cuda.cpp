@@ -22,7 +22,9 @@ const Tensor& need(const TensorMap& m, const char* name) {
 
 float scalar(const Tensor& t, const char* name) {
   AVDIT_REQUIRE(t.numel() == 1, "H3 inputs: '{}' must hold one value, found shape {}", name, t.shape_str());
-  return t.to_f32().f32()[0];
+  // A const copy: a mapped (read-only) input must be read through the const accessor.
+  const Tensor v = t.to_f32();
+  return v.f32()[0];
 }
 
 std::vector<int64_t> int_list(const Tensor& t, const char* name) {

@@ -337,7 +337,7 @@ Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, co
       attention_ = AttentionImpl::Flash;
     }
   }
-  flash_attention_bf16(dev_.stream(), q.raw(), k.raw(), v.raw(), device_ptr(core), cu.data<int32_t>(), cu.numel(), S,
+  flash_attention_bf16(dev_.stream(), q.raw(), k.raw(), v.raw(), device_ptr(core), std::as_const(cu).data<int32_t>(), cu.numel(), S,
                        heads, scale);
   AVDIT_CUDA_CHECK_LAUNCH();
   return core;
@@ -374,12 +374,12 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
   // 2. Packed input: text rows, fp32 patch projections (rounded to the activation dtype when
   // written into the sequence); pad rows zero.
   AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(x), 0, static_cast<size_t>(x.nbytes()), st));
-  scatter_rows(st, bf, text_refined.raw(), text_refined.dtype() == act, p.text_pos.data<int32_t>(), device_ptr(x),
+  scatter_rows(st, bf, text_refined.raw(), text_refined.dtype() == act, std::as_const(p.text_pos).data<int32_t>(), device_ptr(x),
                p.text_len, H);
   gemm_.run(mat(video_rows), mat(w_.video_patch_proj_weight), w_.video_patch_proj_bias.raw(), big, DType::F32);
-  scatter_rows(st, bf, big, false, p.img_pos.data<int32_t>(), device_ptr(x), p.n_img, H);
+  scatter_rows(st, bf, big, false, std::as_const(p.img_pos).data<int32_t>(), device_ptr(x), p.n_img, H);
   gemm_.run(mat(audio_rows), mat(w_.audio_patch_proj_weight), w_.audio_patch_proj_bias.raw(), big, DType::F32);
-  scatter_rows(st, bf, big, false, p.audio_pos.data<int32_t>(), device_ptr(x), p.n_audio, H);
+  scatter_rows(st, bf, big, false, std::as_const(p.audio_pos).data<int32_t>(), device_ptr(x), p.n_audio, H);
   AVDIT_CUDA_CHECK_LAUNCH();
   put(dump, dev_, "hidden_embed", x);
   if (dump) {
@@ -389,7 +389,7 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
     (*dump)["rope_cos_sin_cache"] = mh::rope_cos_sin_cache({cs, sn});
   }
 
-  const int* rows = p.mod_rows.data<int32_t>();
+  const int* rows = std::as_const(p.mod_rows).data<int32_t>();
   const int64_t tstride = 6 * H;  // the [M, 18 H] table viewed as [3 M, 6 H]
   auto slice_of = [&](const Tensor& table, int s) {
     return TableSlice{static_cast<const char*>(table.raw()) + s * H * dtype_nbytes(act, 1), tstride};
@@ -466,8 +466,8 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
       put(dump, dev_, "block0_q_normed", Tensor::wrap(arena_, q, {S, heads, dh}, act, avdit::Device::CUDA));
       put(dump, dev_, "block0_k_normed", Tensor::wrap(arena_, k, {S, heads, dh}, act, avdit::Device::CUDA));
     }
-    qk_norm_rope(st, bf, qkv, b.q_norm.raw(), b.k_norm.raw(), qk_eps, p.rope_cos.data<float>(),
-                 p.rope_sin.data<float>(), half, true, q, k, v, S, heads, dh);
+    qk_norm_rope(st, bf, qkv, b.q_norm.raw(), b.k_norm.raw(), qk_eps, std::as_const(p.rope_cos).data<float>(),
+                 std::as_const(p.rope_sin).data<float>(), half, true, q, k, v, S, heads, dh);
     AVDIT_CUDA_CHECK_LAUNCH();
     if (prof) profile->mark(st, "rest");
     const Tensor qt = Tensor::wrap(arena_, q, {S, heads, dh}, act, avdit::Device::CUDA);
@@ -534,7 +534,7 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
         a.eps = static_cast<float>(c.final_norm_eps);
         a.shift = TableSlice{tab.final.raw(), 2 * H};
         a.scale = TableSlice{static_cast<const char*>(tab.final.raw()) + H * e, 2 * H};
-        a.row2 = p.inverse.data<int32_t>();
+        a.row2 = std::as_const(p.inverse).data<int32_t>();
         a.out = big;
         a.out_f32 = true;
       }
@@ -551,7 +551,7 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
     a.eps = static_cast<float>(c.final_norm_eps);
     a.shift = TableSlice{tab.final.raw(), 2 * H};
     a.scale = TableSlice{static_cast<const char*>(tab.final.raw()) + H * e, 2 * H};
-    a.row2 = p.inverse.data<int32_t>();
+    a.row2 = std::as_const(p.inverse).data<int32_t>();
     a.out = big;
     a.out_f32 = true;
     a.S = S;
@@ -581,9 +581,9 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
     put(dump, dev_, "final_audio_all", Tensor::wrap(arena_, audio_all, {S, Ad}, DType::F32, avdit::Device::CUDA));
   }
   DeviceOutput o{cuda_empty(dev_, {p.n_img, Vd}, DType::F32), cuda_empty(dev_, {p.n_audio, Ad}, DType::F32)};
-  gather_rows_masked(st, video_all, p.img_pos.data<int32_t>(), p.update_mask.data<uint8_t>(),
+  gather_rows_masked(st, video_all, std::as_const(p.img_pos).data<int32_t>(), std::as_const(p.update_mask).data<uint8_t>(),
                      static_cast<float*>(device_ptr(o.video_out)), p.n_img, Vd);
-  gather_rows_masked(st, audio_all, p.audio_pos.data<int32_t>(), p.update_audio_mask.data<uint8_t>(),
+  gather_rows_masked(st, audio_all, std::as_const(p.audio_pos).data<int32_t>(), std::as_const(p.update_audio_mask).data<uint8_t>(),
                      static_cast<float*>(device_ptr(o.audio_out)), p.n_audio, Ad);
   AVDIT_CUDA_CHECK_LAUNCH();
   return o;
