@@ -13,7 +13,7 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 
 tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 ctest_args=(-N)
-has tests && ctest_args=(-L gpu --timeout 120)
+has tests && ctest_args=(-L gpu --timeout 120 -V)  # -V: the figures passing tests print
 BUILD_TARGETS="${BUILD_TARGETS:-avdit $tests}" scripts/device_build.sh build-dev "${ctest_args[@]}" >/dev/null 2>&1
 echo "build + tests: exit $?"
 cat "$out/configure.log" >>"$out/build.log" 2>/dev/null && rm -f "$out/configure.log"
