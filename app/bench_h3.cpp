@@ -22,7 +22,6 @@
 #include "models/h3/packing.h"
 
 #if AVDIT_HAVE_CUDA
-#include "backend/cuda/models/h3/api_cuda.h"
 #include "backend/cuda/models/h3/kernels.h"
 #include "backend/cuda/models/h3/model_cuda.h"
 #include "backend/cuda/timer.h"

@@ -6,10 +6,10 @@
 #include "core/log.h"
 
 #if AVDIT_HAVE_CUDA
-#include "backend/cuda/models/h3/api_cuda.h"
 #include "backend/cuda/models/h3/model_cuda.h"
 #include "backend/cuda/models/magi2/model.h"
 #include "backend/cuda/sample_cuda.h"
+#include "models/h3/api.h"
 #include "models/h3/model.h"
 #include "models/magi2/api.h"
 #include "models/magi2/weights.h"
@@ -43,7 +43,7 @@ TensorMap forward_on_cuda(const Checkpoint& ckpt, const std::string& family, con
   const models::h3::H3Model host(ckpt);
   cuda::h3::H3CudaModel model(dev, host.config(), host.weights(),
                               bf16 ? cuda::h3::Precision::BF16 : cuda::h3::Precision::F32);
-  TensorMap out = cuda::h3::forward_from_inputs(model, inputs, dump);
+  TensorMap out = models::h3::forward_from_inputs(model, inputs, dump);
   log::info("cuda {}: weights {}, peak activations {}", bf16 ? "bf16" : "fp32", gib(model.weight_bytes()),
             gib(model.peak_activation_bytes()));
   return out;

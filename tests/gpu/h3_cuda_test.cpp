@@ -15,10 +15,10 @@
 #include <filesystem>
 #include <random>
 
-#include "backend/cuda/models/h3/api_cuda.h"
 #include "backend/cuda/models/h3/kernels.h"
 #include "backend/cuda/ops_cuda.h"
 #include "io/safetensors.h"
+#include "backend/cuda/models/h3/model_cuda.h"
 #include "models/h3/api.h"
 #include "models/h3/model.h"
 
@@ -68,7 +68,7 @@ TEST_P(H3Cuda, Fp32MatchesGoldenEveryTensor) {
   H3CudaModel gpu(dev(), cpu.config(), cpu.weights(), Precision::F32);
   const TensorMap inputs = read_all(kFixture / inputs_file(GetParam()));
   const TensorMap want = read_all(kFixture / outputs_file(GetParam()));
-  const TensorMap got = forward_from_inputs(gpu, inputs, /*dump=*/true);
+  const TensorMap got = mh::forward_from_inputs(gpu, inputs, /*dump=*/true);
   int compared = 0, missing = 0;
   double worst = 0;
   std::string worst_name;
@@ -102,7 +102,7 @@ TEST_P(H3Cuda, Bf16AgainstGoldenAndCpuBf16) {
   H3CudaModel gpu(dev(), cpu.config(), cpu.weights(), Precision::BF16);
   const TensorMap inputs = read_all(kFixture / inputs_file(GetParam()));
   const TensorMap want = read_all(kFixture / outputs_file(GetParam()));
-  const TensorMap got = forward_from_inputs(gpu, inputs, /*dump=*/true);
+  const TensorMap got = mh::forward_from_inputs(gpu, inputs, /*dump=*/true);
   const TensorMap cpu_bf16 = mh::forward_from_inputs(cpu, inputs, /*dump=*/true);
   double worst = 0;
   std::string worst_name;
@@ -129,7 +129,7 @@ TEST_P(H3Cuda, Bf16AgainstGoldenAndCpuBf16) {
   // The same bf16 model with the other attention cores instead of the flash kernel.
   for (AttentionImpl impl : {AttentionImpl::OpSet, AttentionImpl::Cudnn}) {
     gpu.set_attention(impl);
-    const TensorMap other = forward_from_inputs(gpu, inputs, /*dump=*/false);
+    const TensorMap other = mh::forward_from_inputs(gpu, inputs, /*dump=*/false);
     for (const char* name : {"video_out", "audio_out"}) {
       const Diff d = compare(got.at(name), other.at(name));
       std::printf("  %-14s flash vs %s attention (bf16 model) %.3e of max\n", name, attention_name(impl), d.rel());
@@ -144,8 +144,8 @@ TEST_P(H3Cuda, DeterministicBytes) {
   const TensorMap inputs = read_all(kFixture / inputs_file(GetParam()));
   for (Precision prec : {Precision::F32, Precision::BF16}) {
     H3CudaModel gpu(dev(), cpu.config(), cpu.weights(), prec);
-    const TensorMap a = forward_from_inputs(gpu, inputs, false);
-    const TensorMap b = forward_from_inputs(gpu, inputs, false);
+    const TensorMap a = mh::forward_from_inputs(gpu, inputs, false);
+    const TensorMap b = mh::forward_from_inputs(gpu, inputs, false);
     for (const char* name : {"video_out", "audio_out"}) {
       ASSERT_EQ(a.at(name).nbytes(), b.at(name).nbytes());
       std::printf("  %s %s: two runs %s\n", precision_name(prec), name,

@@ -134,9 +134,6 @@ TensorMap packing_tensors(const PackedLayout& l, const PackedTimesteps& ts) {
 
 TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& in, bool dump) {
   const H3Config& c = model.config();
-  // Intermediates are recorded by the CPU oracle only.
-  const H3Model* cpu = dynamic_cast<const H3Model*>(&model);
-  AVDIT_REQUIRE(!dump || cpu != nullptr, "H3: --dump records intermediates on the CPU only; drop --dump or use --device cpu");
   std::vector<int64_t> text_tags, keyframes;
   if (const Tensor* t = find(in, "text_token_tags")) text_tags = int_list(*t, "text_token_tags");
   if (const Tensor* k = find(in, "keyframe_frame_indices"))
@@ -147,16 +144,14 @@ TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& in, bool 
 
   TensorMap out;
   TensorMap* dump_map = dump ? &out : nullptr;
-  const Tensor text_refined =
-      cpu ? cpu->refine_text(need(in, "text_embeds"), dump_map) : model.refine_text(need(in, "text_embeds"));
+  const Tensor text_refined = model.refine_text(need(in, "text_embeds"), dump_map);
   const Tensor& video_latent = need(in, "video_latent");
   const Problem p = make_problem(c, video_latent, need(in, "audio_latent"), text_refined.size(0),
                                  timestep_input(in, "t_video", "sigma_video"),
                                  timestep_input(in, "t_audio", "sigma_audio"), text_tags,
                                  cond ? *cond : Tensor(), keyframes);
   const PackedOutput o =
-      cpu ? cpu->forward(p.layout, p.timesteps, text_refined, p.video_rows, p.audio_rows, dump_map)
-          : model.forward(p.layout, p.timesteps, text_refined, p.video_rows, p.audio_rows);
+      model.forward(p.layout, p.timesteps, text_refined, p.video_rows, p.audio_rows, dump_map);
   out["video_out"] = o.video_out;
   out["audio_out"] = o.audio_out;
   const PackedLayout& l = p.layout;

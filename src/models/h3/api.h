@@ -28,7 +28,7 @@ namespace avdit::models::h3 {
 // (text_projected, refiner_block{r}, text_refined, hidden_embed, t_emb, adaln_input,
 // rope_cos_sin_cache, block0_*, hidden_block{i}, final_*) and the packing tensors (img_pos, ...).
 TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump);
-// Any H3Forward (CPU or GPU); dumps need the CPU H3Model.
+// Any H3Forward: the CPU H3Model or the GPU model (cuda::h3::H3CudaModel).
 TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& inputs, bool dump);
 
 // The packing tensors under the fixture's input names (img_position_ids, token_tags,

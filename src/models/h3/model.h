@@ -22,14 +22,21 @@ struct PackedOutput {
 
 // What a sampler needs from an H3 forward, whatever runs it: the CPU H3Model below, or the GPU model
 // of the CUDA backend (which the app plugs in for --device cuda).
+// Both record the fixture's intermediates into `dump` when it is not null.
 class H3Forward {
  public:
   virtual ~H3Forward() = default;
   virtual const H3Config& config() const = 0;
-  virtual Tensor refine_text(const Tensor& text_embeds) const = 0;
+  virtual Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const = 0;
   virtual PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
                                const Tensor& text_refined, const Tensor& video_rows,
-                               const Tensor& audio_rows) const = 0;
+                               const Tensor& audio_rows, TensorMap* dump) const = 0;
+  Tensor refine_text(const Tensor& text_embeds) const { return refine_text(text_embeds, nullptr); }
+  PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
+                       const Tensor& text_refined, const Tensor& video_rows,
+                       const Tensor& audio_rows) const {
+    return forward(layout, timesteps, text_refined, video_rows, audio_rows, nullptr);
+  }
 };
 
 class H3Model : public H3Forward {
@@ -50,8 +57,9 @@ class H3Model : public H3Forward {
   // (attention over the text rows only, no RoPE, no adaLN), token_refiner.final_norm.
   // Depends only on the prompt, so a sampler calls it once. Dumps text_projected,
   // refiner_block{r}, text_refined.
-  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const;
-  Tensor refine_text(const Tensor& text_embeds) const override { return refine_text(text_embeds, nullptr); }
+  using H3Forward::forward;
+  using H3Forward::refine_text;
+  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const override;
 
   // One forward on the packed sequence. video_rows [n_img, 96] in img_pos order (keyframe rows
   // first), audio_rows [2 T_a, 32], text_refined [L, H]. Outputs are data-ward velocities:
@@ -59,12 +67,7 @@ class H3Model : public H3Forward {
   // t_emb, adaln_input, rope_cos_sin_cache, block0_*, hidden_block{i}, final_*).
   PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
                        const Tensor& text_refined, const Tensor& video_rows,
-                       const Tensor& audio_rows, TensorMap* dump) const;
-  PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
-                       const Tensor& text_refined, const Tensor& video_rows,
-                       const Tensor& audio_rows) const override {
-    return forward(layout, timesteps, text_refined, video_rows, audio_rows, nullptr);
-  }
+                       const Tensor& audio_rows, TensorMap* dump) const override;
 
  private:
   H3Config config_;

@@ -23,6 +23,11 @@ TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, b
   const Magi2Weights weights = load_magi2_weights(ckpt, config, load);
   const PackedSequence packed = pack_inputs(config, inputs);
   TensorMap out = forward_packed(weights, packed, ForwardOptions{dump, bf16_activations});
+  add_unpacked_outputs(config, packed, dump, out);
+  return out;
+}
+
+void add_unpacked_outputs(const Magi2Config& config, const PackedSequence& packed, bool dump, TensorMap& out) {
   Tensor video, audio;
   unpack_outputs(config, packed, out.at("model_output"), video, audio);
   out["video_velocity"] = video;
@@ -41,7 +46,6 @@ TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, b
     out["per_token_t"] = packed.per_token_t;
     out["time_token_sequence"] = packed.time_tokens;
   }
-  return out;
 }
 
 }  // namespace avdit::models::magi2

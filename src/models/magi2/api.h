@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "models/magi2/config.h"
+#include "models/magi2/packing.h"
 #include "models/magi2/weights.h"
 
 namespace avdit::models::magi2 {
@@ -25,6 +26,11 @@ Magi2Config config_from_checkpoint(const Checkpoint& ckpt);
 // load: weight loading options (e.g. nvfp4_experts: pack the routed experts at load time).
 TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
                               bool bf16_activations = false, const LoadOptions& load = {});
+
+// The outputs forward_from_inputs adds to a forward's "model_output" (any backend's): video_velocity
+// and audio_velocity unpacked; with dump also the packed inputs (x, coords_mapping, modality_mapping,
+// cu_seqlens_q, per_token_t, time_token_sequence).
+void add_unpacked_outputs(const Magi2Config& config, const PackedSequence& packed, bool dump, TensorMap& out);
 
 // Writes config.json and a random-weight checkpoint (official names, layouts, dtypes; sharded with an index when
 // large) to out_dir. Values depend only on (seed, tensor name, element index).

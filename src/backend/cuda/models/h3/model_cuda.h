@@ -107,15 +107,19 @@ class H3CudaModel : public models::h3::H3Forward {
   AttentionImpl attention_impl() const { return attention_; }
 
   // --- host tensors in / out (CLI, tests, samplers) ----------------------------------------------
-  // The H3Forward interface (what pipeline/generate_h3 samples with): host tensors in and out.
-  // const as the interface wants; the arena, plan and table caches inside are mutable state.
-  Tensor refine_text(const Tensor& text_embeds) const override {
-    return const_cast<H3CudaModel*>(this)->refine_text(text_embeds, nullptr);
+  // The H3Forward interface (what models::h3::forward_from_inputs / velocity and pipeline/generate_h3
+  // run): host tensors in and out. const as the interface wants; the arena, plan and table caches
+  // inside are mutable state.
+  using models::h3::H3Forward::forward;
+  using models::h3::H3Forward::refine_text;
+  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const override {
+    return const_cast<H3CudaModel*>(this)->refine_text(text_embeds, dump);
   }
   models::h3::PackedOutput forward(const models::h3::PackedLayout& layout,
                                    const models::h3::PackedTimesteps& timesteps, const Tensor& text_refined,
-                                   const Tensor& video_rows, const Tensor& audio_rows) const override {
-    return const_cast<H3CudaModel*>(this)->forward(layout, timesteps, text_refined, video_rows, audio_rows, nullptr);
+                                   const Tensor& video_rows, const Tensor& audio_rows,
+                                   TensorMap* dump) const override {
+    return const_cast<H3CudaModel*>(this)->forward(layout, timesteps, text_refined, video_rows, audio_rows, dump);
   }
   // With dumps: as H3Model::refine_text / forward, same dump names (block0_qkv, q_normed...
   // included; dumps synchronise).

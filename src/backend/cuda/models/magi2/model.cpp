@@ -385,25 +385,7 @@ TensorMap forward_from_inputs_cuda(Device& dev, const Checkpoint& ckpt, const Te
     stats->peak_activation_bytes = model.peak_activation_bytes();
     stats->launches = model.launches();
   }
-  Tensor video, audio;
-  models::magi2::unpack_outputs(config, packed, out.at("model_output"), video, audio);
-  out["video_velocity"] = video;
-  out["audio_velocity"] = audio;
-  if (dump) {
-    // The packed inputs, as the CPU entry point records them.
-    const int64_t L = packed.tokens();
-    out["x"] = packed.x;
-    out["coords_mapping"] = packed.coords;
-    Tensor modality = Tensor::empty({L}, DType::I32);
-    for (int64_t l = 0; l < L; ++l) modality.data<int32_t>()[l] = packed.modality[l];
-    out["modality_mapping"] = modality;
-    const int64_t nb = static_cast<int64_t>(packed.cu_seqlens.size());
-    Tensor cu = Tensor::empty({nb}, DType::I32);
-    for (int64_t i = 0; i < nb; ++i) cu.data<int32_t>()[i] = static_cast<int32_t>(packed.cu_seqlens[i]);
-    out["cu_seqlens_q"] = cu;
-    out["per_token_t"] = packed.per_token_t;
-    out["time_token_sequence"] = packed.time_tokens;
-  }
+  models::magi2::add_unpacked_outputs(config, packed, dump, out);
   return out;
 }
 
