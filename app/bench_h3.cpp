@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,6 +23,8 @@
 #include "models/h3/packing.h"
 
 #if AVDIT_HAVE_CUDA
+#include "backend/cuda/attention_cudnn.h"
+#include "backend/cuda/models/h3/gemm.h"
 #include "backend/cuda/models/h3/kernels.h"
 #include "backend/cuda/models/h3/model_cuda.h"
 #include "backend/cuda/timer.h"
@@ -39,6 +42,9 @@ struct H3BenchOptions {
   int warmup = 1;
   std::string precision = "bf16";
   std::string attention = "cudnn";
+  std::string layout = "auto";
+  int gemm_candidates = 8;
+  bool probe = false;
   int64_t blocks = 0;  // 0: the config's
   std::string config = std::string(AVDIT_SHARED_DIR) + "/reference-configs/h3/FL2VA/transformer/config.json";
   std::string json;
@@ -120,6 +126,149 @@ ch::AttentionImpl attention_of(const std::string& name) {
   return ch::AttentionImpl::Flash;
 }
 
+ch::AttentionLayout layout_of(const std::string& name) {
+  if (name == "legacy") return ch::AttentionLayout::Legacy;
+  if (name == "ragged") return ch::AttentionLayout::Ragged;
+  if (name == "split") return ch::AttentionLayout::Split;
+  AVDIT_REQUIRE(name == "auto", "bench h3: --attention-layout auto, legacy, ragged or split (got {})", name);
+  return ch::AttentionLayout::Auto;
+}
+
+// --probe: the cuDNN attention core at the H3 shape (56 x 128 heads, bf16, no LSE unless said) by
+// how the documents are presented to it, alone and between the block's fc1 GEMMs (a card kept
+// busy, as inside the forward): why attention ran 10-15% slower inside the forward than alone.
+int run_probe(const H3BenchOptions& o) {
+  cuda::Device dev;
+  const int64_t heads = 56, dh = 128, H = 5376, F2 = 28672;
+  const float scale = 1.0f / std::sqrt(128.0f);
+  bench::Report rep("H3 attention core by document layout (cuDNN SDPA)");
+  std::stringstream ss(o.rows);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    const int64_t R = std::stoll(item);
+    Tensor q = random_rows(dev, R, heads * dh, 21, DType::BF16).reshape({R, heads, dh});
+    Tensor k = random_rows(dev, R, heads * dh, 22, DType::BF16).reshape({R, heads, dh});
+    Tensor v = random_rows(dev, R, heads * dh, 23, DType::BF16).reshape({R, heads, dh});
+    Tensor out = cuda::cuda_empty(dev, {R, heads, dh}, DType::BF16);
+    Tensor lse = cuda::cuda_empty(dev, {R, heads}, DType::F32);
+    auto cu_of = [&](const std::vector<int64_t>& cu) {
+      Tensor t = Tensor::empty({static_cast<int64_t>(cu.size())}, DType::I32);
+      for (size_t i = 0; i < cu.size(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(cu[i]);
+      return cuda::to_device(dev, t);
+    };
+    auto flop = [&](const std::vector<int64_t>& cu) {
+      double f = 0;
+      for (size_t i = 0; i + 1 < cu.size(); ++i) {
+        const double n = static_cast<double>(cu[i + 1] - cu[i]);
+        f += 4.0 * n * n * heads * dh;
+      }
+      return f;
+    };
+    // The first n rows (or rows [r0, R)) as their own tensors: views into q, k, v, out.
+    auto rows = [](const Tensor& t, int64_t r0, int64_t n) { return t.slice_rows(r0, r0 + n); };
+    const int64_t pad = 37, live = R - pad, quarter = R / 4;
+    const Tensor cu_full_empty = cu_of({0, R, R}), cu_one = cu_of({0, R}), cu_pad = cu_of({0, live, R}),
+                 cu_tail = cu_of({0, pad}), cu_four = cu_of({0, quarter, 2 * quarter, 3 * quarter, R});
+    struct Variant {
+      std::string name;
+      std::vector<int64_t> cu;
+      std::function<void()> fn;
+    };
+    cuda::SdpaOut into{out, {lse, heads, 1}};
+    std::vector<Variant> vars = {
+        {"dense B=1 (no mask)", {0, R}, [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, {}, &into, nullptr, false); }},
+        {"dense B=1 + LSE", {0, R}, [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, {}, &into, nullptr, true); }},
+        {"ragged {0,R,R} max R (old forward)", {0, R},
+         [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, cu_full_empty, &into, nullptr, false); }},
+        {"ragged {0,R} max R", {0, R}, [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, cu_one, &into, nullptr, false); }},
+        {"ragged {0,R-37,R} max R (old, padded layout)", {0, live, R},
+         [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, cu_pad, &into, nullptr, false); }},
+        {"ragged {0,R-37,R} max R-37", {0, live, R},
+         [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, cu_pad, &into, nullptr, false, live); }},
+        {"split: dense R-37 + ragged 37", {0, live, R},
+         [&] {
+           cuda::SdpaOut a{rows(out, 0, live), {}}, b{rows(out, live, pad), {}};
+           cuda::cudnn_sdpa(dev, rows(q, 0, live), rows(k, 0, live), rows(v, 0, live), scale, {}, &a, nullptr, false);
+           cuda::cudnn_sdpa(dev, rows(q, live, pad), rows(k, live, pad), rows(v, live, pad), scale, cu_tail, &b,
+                            nullptr, false, pad);
+         }},
+        {"ragged 4 docs max R", {0, quarter, 2 * quarter, 3 * quarter, R},
+         [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, cu_four, &into, nullptr, false); }},
+        {"ragged 4 docs max R/4", {0, quarter, 2 * quarter, 3 * quarter, R},
+         [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, cu_four, &into, nullptr, false, R - 3 * quarter); }},
+    };
+    for (const Variant& var : vars) {
+      const bench::Timing t = cuda::time_on_stream(dev, var.fn, 2, o.iters);
+      rep.row();
+      rep.set("rows", R);
+      rep.set("variant", var.name);
+      rep.set("ms", t.median(), 3);
+      rep.set("TFLOP/s", flop(var.cu) / (t.median() * 1e-3) / 1e12, 0);
+    }
+    // Hot: the dense core between two fc1-shaped GEMMs ([R, 5376] x [28672, 5376]^T), as in the
+    // forward where attention follows the qkv GEMM on a card that never idles; 10 rounds, events
+    // around the attention alone, median. And the same core run 20 times back to back.
+    {
+      ch::Gemm gemm(dev);
+      Tensor x = random_rows(dev, R, H, 31, DType::BF16), w = random_rows(dev, F2, H, 32, DType::BF16);
+      Tensor y = cuda::cuda_empty(dev, {R, F2}, DType::BF16);
+      auto g = [&] {
+        gemm.run({x.raw(), R, H, DType::BF16}, {w.raw(), F2, H, DType::BF16}, nullptr, cuda::device_ptr(y),
+                 DType::BF16);
+      };
+      cudaEvent_t a, b, c;
+      AVDIT_CUDA_CHECK(cudaEventCreate(&a));
+      AVDIT_CUDA_CHECK(cudaEventCreate(&b));
+      AVDIT_CUDA_CHECK(cudaEventCreate(&c));
+      bench::Timing hot, gms, chain;
+      g();
+      vars[0].fn();
+      dev.synchronize();
+      for (int i = 0; i < 10; ++i) {
+        g();
+        g();
+        AVDIT_CUDA_CHECK(cudaEventRecord(a, dev.stream()));
+        vars[0].fn();
+        AVDIT_CUDA_CHECK(cudaEventRecord(b, dev.stream()));
+        g();
+        AVDIT_CUDA_CHECK(cudaEventRecord(c, dev.stream()));
+        AVDIT_CUDA_CHECK(cudaEventSynchronize(c));
+        float ms = 0, gm = 0;
+        AVDIT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        AVDIT_CUDA_CHECK(cudaEventElapsedTime(&gm, b, c));
+        hot.ms.push_back(ms);
+        gms.ms.push_back(gm);
+      }
+      AVDIT_CUDA_CHECK(cudaEventRecord(a, dev.stream()));
+      for (int i = 0; i < 20; ++i) vars[0].fn();
+      AVDIT_CUDA_CHECK(cudaEventRecord(b, dev.stream()));
+      AVDIT_CUDA_CHECK(cudaEventSynchronize(b));
+      float ms = 0;
+      AVDIT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+      chain.ms.push_back(ms / 20);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      cudaEventDestroy(c);
+      const double f = flop({0, R});
+      for (auto [name, t] : {std::pair<std::string, const bench::Timing*>{"dense, between fc1 GEMMs (hot)", &hot},
+                             {"dense, 20 back to back (mean)", &chain}}) {
+        rep.row();
+        rep.set("rows", R);
+        rep.set("variant", name);
+        rep.set("ms", t->median(), 3);
+        rep.set("TFLOP/s", f / (t->median() * 1e-3) / 1e12, 0);
+      }
+      rep.row();
+      rep.set("rows", R);
+      rep.set("variant", "fc1 GEMM after it (TFLOP/s of 2 R 5376 28672)");
+      rep.set("ms", gms.median(), 3);
+      rep.set("TFLOP/s", 2.0 * R * H * F2 / (gms.median() * 1e-3) / 1e12, 0);
+    }
+  }
+  rep.emit(o.json);
+  return 0;
+}
+
 int run_check(const H3BenchOptions& o) {
   cuda::Device dev;
   const Checkpoint ckpt = Checkpoint::open(o.golden);
@@ -170,6 +319,7 @@ struct Case {
 
 int run_h3(const H3BenchOptions& o) {
   if (!o.check.empty()) return run_check(o);
+  if (o.probe) return run_probe(o);
   mh::H3Config c = mh::H3Config::from_json(read_json(o.config));
   if (o.blocks > 0) c.num_layers = o.blocks;
   const ch::Precision prec = o.precision == "fp32" ? ch::Precision::F32 : ch::Precision::BF16;
@@ -196,13 +346,23 @@ int run_h3(const H3BenchOptions& o) {
              c.hidden_size, c.num_attention_heads, c.attention_head_dim, c.ffn_hidden_size, o.precision, o.attention);
   auto model = ch::H3CudaModel::random(dev, c, prec, o.seed);
   model->set_attention(att);
+  model->set_attention_layout(layout_of(o.layout));
+  model->set_gemm_candidates(o.gemm_candidates);
   fmt::print("weights {:.2f} GB generated on the device\n", model->weight_bytes() / 1e9);
 
   bench::Report rep("MiniMax-H3 forward, one H200");
   for (const Case& k : cases) {
     const mh::PackedLayout& l = k.layout;
     const mh::PackedTimesteps ts = mh::pack_timesteps(l, 0.37f, 0.61f);
+    const size_t tuned_before = model->gemm().tune_log().size();
     const ch::DeviceProblem p = model->prepare(l, ts);
+    for (size_t i = tuned_before; i < model->gemm().tune_log().size(); ++i) {
+      const auto& r = model->gemm().tune_log()[i];
+      fmt::print("GEMM [{}, {}] x [{}, {}]^T: {} candidates, heuristic's first {:.3f} ms, chosen #{} {:.3f} ms ({:.0f} "
+                 "TFLOP/s)\n",
+                 r.m, r.k, r.n, r.k, r.tried, r.first_ms, r.chosen, r.best_ms,
+                 r.best_ms > 0 ? 2.0 * r.m * r.n * r.k / (r.best_ms * 1e-3) / 1e12 : 0.0);
+    }
     const DType act = model->act_dtype();
     const Tensor text = random_rows(dev, l.text_len, c.hidden_size, o.seed + 11, act);
     const Tensor video = random_rows(dev, static_cast<int64_t>(l.img_pos.size()), c.video_patch_dim(), o.seed + 12,
@@ -242,6 +402,8 @@ int run_h3(const H3BenchOptions& o) {
     rep.set("live", l.used_len);
     rep.set("precision", o.precision);
     rep.set("attention", std::string(ch::attention_name(model->attention_impl())));
+    rep.set("layout", std::string(ch::attention_layout_name(model->attention_layout())));
+    rep.set("gemm cands", static_cast<int64_t>(o.gemm_candidates));
     rep.set("forward s", s, 3);
     rep.set("spread ms", fwd.max() - fwd.min(), 1);
     rep.set("adaLN tables ms", tables.median(), 2);
@@ -281,6 +443,15 @@ Run add_bench_h3(CLI::App& bench) {
   cmd->add_option("--warmup", o->warmup, "Untimed forwards first")->capture_default_str();
   cmd->add_option("--precision", o->precision, "bf16 or fp32")->capture_default_str();
   cmd->add_option("--attention", o->attention, "flash (ours), cudnn or opset")->capture_default_str();
+  cmd->add_option("--attention-layout", o->layout,
+                  "cuDNN document plan: auto, legacy (one ragged graph as packed), ragged (non-empty documents, "
+                  "longest as the sequence dim) or split (first document dense + the rest ragged)")
+      ->capture_default_str();
+  cmd->add_option("--gemm-candidates", o->gemm_candidates,
+                  "Time this many cuBLASLt candidates per block GEMM shape when planning (0: heuristic's first)")
+      ->capture_default_str();
+  cmd->add_flag("--probe", o->probe,
+                "Instead: the cuDNN attention core at the H3 shape by document layout, alone and between GEMMs");
   cmd->add_option("--blocks", o->blocks, "Blocks (0: the config's)")->capture_default_str();
   cmd->add_option("--config", o->config, "H3 transformer config.json")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <random>
 
+#include "backend/cuda/attention_cudnn.h"
+#include "backend/cuda/models/h3/gemm.h"
 #include "backend/cuda/models/h3/kernels.h"
 #include "backend/cuda/ops_cuda.h"
 #include "io/safetensors.h"
@@ -126,13 +128,23 @@ TEST_P(H3Cuda, Bf16AgainstGoldenAndCpuBf16) {
     EXPECT_LE(c.rel(), kBf16Tolerance) << name;
     EXPECT_GT(g.rel(), 1e-5) << name << ": the bf16 mode looks like fp32";
   }
-  // The same bf16 model with the other attention cores instead of the flash kernel.
-  for (AttentionImpl impl : {AttentionImpl::OpSet, AttentionImpl::Cudnn}) {
-    gpu.set_attention(impl);
+  // The same bf16 model with the other attention cores instead of the flash kernel; cuDNN under
+  // each document plan (the fixture packs {0, used, S}: a live document and a pad document, so
+  // Split runs a dense graph and a ragged one, Ragged one graph sized by the live document).
+  struct Core {
+    AttentionImpl impl;
+    AttentionLayout layout;
+  };
+  for (const Core& core : {Core{AttentionImpl::OpSet, AttentionLayout::Auto}, Core{AttentionImpl::Cudnn, AttentionLayout::Legacy},
+                           Core{AttentionImpl::Cudnn, AttentionLayout::Ragged}, Core{AttentionImpl::Cudnn, AttentionLayout::Split}}) {
+    gpu.set_attention(core.impl);
+    gpu.set_attention_layout(core.layout);
     const TensorMap other = mh::forward_from_inputs(gpu, inputs, /*dump=*/false);
+    ASSERT_EQ(gpu.attention_impl(), core.impl) << "cuDNN refused the fixture's shapes";
     for (const char* name : {"video_out", "audio_out"}) {
       const Diff d = compare(got.at(name), other.at(name));
-      std::printf("  %-14s flash vs %s attention (bf16 model) %.3e of max\n", name, attention_name(impl), d.rel());
+      std::printf("  %-14s flash vs %s (%s) attention (bf16 model) %.3e of max\n", name, attention_name(core.impl),
+                  attention_layout_name(core.layout), d.rel());
       EXPECT_LE(d.rel(), 2e-2) << name;
     }
   }
@@ -202,6 +214,120 @@ TEST(H3CudaFlash, MatchesOpSetAttention) {
     // ~1e-1 of a wrong mask, key or layout.
     EXPECT_LE(nmse, 1e-4) << c.S;
   }
+}
+
+// The host plan of the cuDNN calls: empty documents dropped, the ragged graph sized by the longest
+// document it holds, Split's dense part = the first document.
+TEST(H3CudaAttentionPlan, CoversEveryDocument) {
+  Device dev;
+  auto host = [&](const Tensor& t) {
+    std::vector<int64_t> v;
+    if (!t.defined()) return v;
+    const Tensor h = to_host(dev, t);
+    for (int64_t i = 0; i < h.numel(); ++i) v.push_back(h.data<int32_t>()[i]);
+    return v;
+  };
+  const std::vector<int64_t> cu = {0, 960, 960, 1000, 1024};
+  const AttentionPlan legacy = plan_attention(dev, cu, AttentionLayout::Legacy);
+  EXPECT_EQ(legacy.dense_rows, 0);
+  EXPECT_EQ(host(legacy.tail_cu), cu);
+  EXPECT_EQ(legacy.tail_max, 1024);
+  const AttentionPlan ragged = plan_attention(dev, cu, AttentionLayout::Ragged);
+  EXPECT_EQ(ragged.dense_rows, 0);
+  EXPECT_EQ(host(ragged.tail_cu), (std::vector<int64_t>{0, 960, 1000, 1024}));
+  EXPECT_EQ(ragged.tail_max, 960);
+  const AttentionPlan split = plan_attention(dev, cu, AttentionLayout::Split);
+  EXPECT_EQ(split.dense_rows, 960);
+  EXPECT_EQ(host(split.tail_cu), (std::vector<int64_t>{0, 40, 64}));
+  EXPECT_EQ(split.tail_max, 40);
+  EXPECT_EQ(host(split.cu), cu);
+  const AttentionPlan one = plan_attention(dev, {0, 512, 512}, AttentionLayout::Split);
+  EXPECT_EQ(one.dense_rows, 512);
+  EXPECT_FALSE(one.tail_cu.defined());
+  EXPECT_THROW(plan_attention(dev, {0, 10, 5}, AttentionLayout::Auto), BadInput);
+}
+
+// cuDNN's ragged graph sized by the longest segment (max_seqlen < S) and the dense graph on a row
+// range give the op set's attention (fp32 math on the same bf16 inputs).
+TEST(H3CudaAttentionPlan, CudnnMaxSeqlenAndDenseRowsMatchOpSet) {
+  Device dev;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int64_t S = 700, heads = 3;
+  auto rnd = [&](float scale) {
+    Tensor t = Tensor::empty({S, heads, 128}, DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = nd(gen) * scale;
+    return to_device(dev, t.to(DType::BF16));
+  };
+  const Tensor q = rnd(2.f), k = rnd(1.f), v = rnd(1.f);
+  if (!cudnn_attention_available(dev, q, k, v)) GTEST_SKIP() << "no cuDNN in this build";
+  const float scale = 1.0f / std::sqrt(128.0f);
+  auto nmse = [&](const Tensor& got_d, const Tensor& ref_d) {
+    const Tensor got = to_host(dev, got_d).to_f32(), ref = to_host(dev, ref_d).to_f32();
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      const double d = static_cast<double>(got.f32()[i]) - ref.f32()[i];
+      num += d * d;
+      den += static_cast<double>(ref.f32()[i]) * ref.f32()[i];
+    }
+    return num / den;
+  };
+  const std::vector<int64_t> docs = {0, 100, 100, 517, 700};
+  for (AttentionLayout layout : {AttentionLayout::Legacy, AttentionLayout::Ragged, AttentionLayout::Split}) {
+    const AttentionPlan p = plan_attention(dev, docs, layout);
+    const Tensor ref = attention(dev, q, k, v, scale, p.cu, nullptr, nullptr, DType::F32);
+    Tensor out = cuda_empty(dev, {S, heads, 128}, DType::BF16);
+    if (p.dense_rows > 0) {
+      SdpaOut into{out.slice_rows(0, p.dense_rows), {}};
+      cudnn_sdpa(dev, q.slice_rows(0, p.dense_rows), k.slice_rows(0, p.dense_rows), v.slice_rows(0, p.dense_rows),
+                 scale, {}, &into, nullptr, false);
+    }
+    if (p.tail_cu.defined()) {
+      const int64_t r0 = p.dense_rows;
+      SdpaOut into{out.slice_rows(r0, S), {}};
+      cudnn_sdpa(dev, q.slice_rows(r0, S), k.slice_rows(r0, S), v.slice_rows(r0, S), scale, p.tail_cu, &into, nullptr,
+                 false, p.tail_max);
+    }
+    const double e = nmse(out, ref);
+    std::printf("  cuDNN %s plan (dense %ld rows, ragged max %ld): NMSE %.3e\n", attention_layout_name(layout),
+                static_cast<long>(p.dense_rows), static_cast<long>(p.tail_max), e);
+    EXPECT_LE(e, 1e-4) << attention_layout_name(layout);
+  }
+}
+
+// Tuned cuBLASLt algorithm: the same product as the heuristic's (within bf16 output rounding of
+// the fp64 reference), and the choice recorded.
+TEST(H3CudaGemm, TunedMatchesReference) {
+  Device dev;
+  std::mt19937 gen(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int64_t M = 333, N = 384, K = 256;
+  auto rnd = [&](int64_t r, int64_t c) {
+    Tensor t = Tensor::empty({r, c}, DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = nd(gen);
+    return t.to(DType::BF16);
+  };
+  const Tensor xh = rnd(M, K), wh = rnd(N, K);
+  const Tensor x = to_device(dev, xh), w = to_device(dev, wh);
+  const Tensor xf = xh.to_f32(), wf = wh.to_f32();
+  Gemm gemm(dev);
+  Tensor y = cuda_empty(dev, {M, N}, DType::BF16);
+  gemm.tune({x.raw(), M, K, DType::BF16}, {w.raw(), N, K, DType::BF16}, device_ptr(y), DType::BF16, 8);
+  ASSERT_EQ(gemm.tune_log().size(), 1u);
+  EXPECT_GE(gemm.tune_log()[0].tried, 1);
+  gemm.run({x.raw(), M, K, DType::BF16}, {w.raw(), N, K, DType::BF16}, nullptr, device_ptr(y), DType::BF16);
+  const Tensor got = to_host(dev, y).to_f32();
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0;
+      for (int64_t kk = 0; kk < K; ++kk) ref += static_cast<double>(xf.f32()[i * K + kk]) * wf.f32()[j * K + kk];
+      worst = std::max(worst, std::fabs(got.f32()[i * N + j] - ref) / (std::fabs(ref) + 1.0));
+    }
+  std::printf("  tuned GEMM [%ld, %ld] x [%ld, %ld]^T: candidate #%d of %d, worst |err| / (|ref| + 1) %.3e\n",
+              static_cast<long>(M), static_cast<long>(K), static_cast<long>(N), static_cast<long>(K),
+              gemm.tune_log()[0].chosen, gemm.tune_log()[0].tried, worst);
+  EXPECT_LE(worst, 1e-2);  // bf16 output: 2^-8 relative
 }
 
 }  // namespace

@@ -31,11 +31,12 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kOffQ, kOffK, kO
 
 struct GraphKey {
   int64_t b, s, hq, hkv, d;
+  int64_t s_max;  // the graph's sequence dim: s, or (ragged) the caller's longest segment
   DType dtype;
   bool ragged;
   uint32_t scale_bits;
   bool stats, native_sink;
-  auto tie() const { return std::tie(b, s, hq, hkv, d, dtype, ragged, scale_bits, stats, native_sink); }
+  auto tie() const { return std::tie(b, s, s_max, hq, hkv, d, dtype, ragged, scale_bits, stats, native_sink); }
   bool operator<(const GraphKey& o) const { return tie() < o.tie(); }
 };
 
@@ -75,7 +76,9 @@ fe::DataType_t fe_dtype(DType d) { return d == DType::BF16 ? fe::DataType_t::BFL
 
 // Builds the graph for `key`; on refusal returns an Entry with the reason.
 Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
-  const int64_t B = key.b, S = key.s, Hq = key.hq, Hkv = key.hkv, D = key.d;
+  // S: the graph's sequence dim (ragged: the longest segment; the rows in memory are addressed
+  // through the ragged offsets, so only the per-token strides matter there).
+  const int64_t B = key.b, S = key.s_max, Hq = key.hq, Hkv = key.hkv, D = key.d;
   Entry e;
   // cuDNN before 9.12 writes a non-ragged Stats in packed [B, H, S] order whatever its strides; from
   // 9.12 on it honours them, and [S, H] (token-major, the gate's order) makes the post-pass coalesced.
@@ -182,7 +185,7 @@ namespace {
 // cudnn_sdpa; when cuDNN refuses the configuration, sets *refused (if given) instead of throwing.
 SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
-                  bool* refused) {
+                  bool* refused, int64_t max_seqlen = 0) {
   AVDIT_REQUIRE(cudnn_attention_available(dev, q, k, v),
                 "cudnn_sdpa: q {} {}, k {} {}, v {} {} not supported (BF16/F16 on the device, one dtype, D % 8 == 0)",
                 q.shape_str(), dtype_name(q.dtype()), k.shape_str(), dtype_name(k.dtype()), v.shape_str(),
@@ -215,7 +218,10 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
                   "cudnn_sdpa: sinks {} {} must be F32 [{}]", native_sinks->shape_str(),
                   dtype_name(native_sinks->dtype()), Hq);
   }
-  const GraphKey key{B, S, Hq, Hkv, D, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr};
+  AVDIT_REQUIRE(max_seqlen >= 0 && max_seqlen <= S && (ragged || max_seqlen == 0 || max_seqlen == S),
+                "cudnn_sdpa: max_seqlen {} for {} rows ({})", max_seqlen, S, ragged ? "segments" : "one sequence");
+  const int64_t s_max = max_seqlen > 0 ? max_seqlen : S;
+  const GraphKey key{B, S, Hq, Hkv, D, s_max, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr};
 
   CudnnContext& ctx = context_for(dev.ordinal());
   std::lock_guard<std::mutex> lock(ctx.mu);
@@ -284,8 +290,9 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
 }  // namespace
 
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats) {
-  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr);
+                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
+                   int64_t max_seqlen) {
+  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen);
 }
 
 #else  // no cuDNN in this build
@@ -295,7 +302,7 @@ int cudnn_version() { return 0; }
 bool cudnn_attention_available(const Device&, const Tensor&, const Tensor&, const Tensor&) { return false; }
 
 SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*, const Tensor*,
-                   bool) {
+                   bool, int64_t) {
   throw RuntimeFailure("cudnn_sdpa: this avdit was built without cuDNN");
 }
 

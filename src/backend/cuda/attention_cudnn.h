@@ -31,9 +31,14 @@ struct SdpaOut {
 // returned view says its layout) instead of allocating (benchmarks; callers with an arena).
 // Variants measured by the benchmark: stats = false returns no LSE (what torch's inference SDPA
 // runs); native_sinks (F32 [Hq], cuDNN >= 9.13) has cuDNN add exp(sink_h) to the denominator itself.
+// max_seqlen (ragged only; 0: S): the graph's sequence dimension. cuDNN launches its grid over B x
+// max_seqlen query rows and masks what lies past each segment's length, so a graph sized S for
+// segments much shorter than S launches mostly-empty tiles; callers that know the longest segment
+// on the host (a packing plan) pass it here. It must be >= every segment's length (not checked:
+// that would need the lengths on the host).
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                    const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr, const Tensor* native_sinks = nullptr,
-                   bool stats = true);
+                   bool stats = true, int64_t max_seqlen = 0);
 
 // cuda::attention's fast path: cuDNN SDPA with cuDNN's own sink token when it has one (>= 9.13,
 // F32 sinks) and no LSE output, then the gate in one pass over O; otherwise SDPA returning the LSE,

@@ -2,6 +2,8 @@
 // y^T = w x^T: A = w ([K, N] column-major, transposed), B = x ([K, M] column-major).
 #include "backend/cuda/models/h3/gemm.h"
 
+#include <algorithm>
+
 namespace avdit::cuda::h3 {
 namespace {
 
@@ -75,6 +77,62 @@ void Gemm::run(const Mat& x, const Mat& w, const void* bias, void* y, DType y_dt
   const float alpha = 1.f, beta = 0.f;
   AVDIT_CUBLAS_CHECK(cublasLtMatmul(dev_.lt(), p.op, &alpha, w.p, p.a, x.p, p.b, &beta, y, p.c, y, p.c, &p.algo,
                                     dev_.workspace(), dev_.workspace_bytes(), dev_.stream()));
+}
+
+void Gemm::tune(const Mat& x, const Mat& w, void* y, DType y_dtype, int candidates) {
+  AVDIT_REQUIRE(x.cols == w.cols && x.dtype == w.dtype, "H3 GEMM tune: x [{}, {}] {} does not match w [{}, {}] {}",
+                x.rows, x.cols, dtype_name(x.dtype), w.rows, w.cols, dtype_name(w.dtype));
+  if (x.rows == 0 || w.rows == 0 || candidates <= 0) return;
+  const Key key{x.rows, w.rows, x.cols, static_cast<int>(x.dtype), static_cast<int>(y_dtype), false};
+  Plan& p = plan(key);
+  if (p.tuned) return;
+  p.tuned = true;
+  cublasLtMatmulPreference_t pref = nullptr;
+  AVDIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = dev_.workspace_bytes();
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(candidates));
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(dev_.lt(), p.op, p.a, p.b, p.c, p.c, pref, candidates, res.data(), &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) return;  // run() keeps the plan's own choice
+  cudaEvent_t e0, e1;
+  AVDIT_CUDA_CHECK(cudaEventCreate(&e0));
+  AVDIT_CUDA_CHECK(cudaEventCreate(&e1));
+  const float alpha = 1.f, beta = 0.f;
+  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(dev_.lt(), p.op, &alpha, w.p, p.a, x.p, p.b, &beta, y, p.c, y, p.c, &algo,
+                          dev_.workspace(), dev_.workspace_bytes(), dev_.stream());
+  };
+  TuneRecord rec{x.rows, w.rows, x.cols, 0, 0, 0, 0};
+  float best = -1;
+  for (int i = 0; i < found; ++i) {
+    if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    if (launch(res[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; skip a candidate that fails
+    // Three runs back to back: the median of one shape's 150 runs per forward is what counts.
+    AVDIT_CUDA_CHECK(cudaEventRecord(e0, dev_.stream()));
+    for (int r = 0; r < 3; ++r) AVDIT_CUBLAS_CHECK(launch(res[i].algo));
+    AVDIT_CUDA_CHECK(cudaEventRecord(e1, dev_.stream()));
+    AVDIT_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    AVDIT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    ms /= 3;
+    ++rec.tried;
+    if (i == 0) rec.first_ms = ms;
+    // Another candidate must beat the heuristic's first by 2% (timing noise is ~1%): the choice
+    // stays the same from run to run unless there is a real difference to gain.
+    if (best < 0 || ms < (rec.chosen == 0 ? 0.98f : 1.0f) * best) {
+      best = ms;
+      rec.chosen = i;
+      p.algo = res[i].algo;
+      p.has_algo = true;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  rec.best_ms = std::max(best, 0.f);
+  tune_log_.push_back(rec);
 }
 
 }  // namespace avdit::cuda::h3

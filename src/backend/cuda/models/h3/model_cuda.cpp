@@ -30,6 +30,15 @@ const char* attention_name(AttentionImpl a) {
   }
 }
 
+const char* attention_layout_name(AttentionLayout l) {
+  switch (l) {
+    case AttentionLayout::Legacy: return "legacy";
+    case AttentionLayout::Ragged: return "ragged";
+    case AttentionLayout::Split: return "split";
+    default: return "auto";
+  }
+}
+
 void BlockProfile::mark(cudaStream_t st, const char* category) {
   cudaEvent_t e;
   AVDIT_CUDA_CHECK(cudaEventCreate(&e));
@@ -217,7 +226,6 @@ void H3CudaModel::ensure_arena(int64_t S) {
   // projections (H floats per row): never live at the same time.
   off_big_ = take(std::max({6 * I * e, 3 * F * e, H * int64_t{4}}) * S + 4 * kAlign);
   off_heads_ = take(S * (c.video_patch_dim() + c.audio_latents_dim) * 4 + kAlign);
-  off_lse_ = take(S * c.num_attention_heads * 4);  // cuDNN's log-sum-exp output (unused here)
   arena_.reset();
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(off));
@@ -303,7 +311,8 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
   p.inverse_host = ts.inverse;
   p.mod_rows = to_device(dev_, i32_host(p.mod_rows_host));
   p.inverse = to_device(dev_, i32_host(ts.inverse));
-  p.cu_seqlens = to_device(dev_, i32_host(l.cu_seqlens));
+  p.attention = plan_attention(dev_, l.cu_seqlens, layout_);
+  if (gemm_candidates_ > 0 && precision_ == Precision::BF16 && S >= kTuneMinRows) tune_gemms(S);
   // 4. RoPE tables from the float32-cast positions and the stored inv_freq (fp32 island); the
   // bf16 reference casts its cos / sin cache to bf16.
   const mh::RopeTables rope = mh::rope_tables(l.positions, w_.rope_inv_freq_host);
@@ -318,17 +327,82 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
   return p;
 }
 
-Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu, int64_t S) {
+void H3CudaModel::tune_gemms(int64_t S) {
+  if (w_.blocks.empty() || S == 0) return;
+  ensure_arena(S);
+  const mh::H3Config& c = config_;
+  const int64_t H = c.hidden_size, I = c.inner_dim(), F = c.ffn_hidden_size, e = 2;  // bf16 only
+  const cudaStream_t st = dev_.stream();
+  char* big = static_cast<char*>(arena_.get()) + off_big_;
+  // Non-zero operands (the tensor cores' power draw, and so their clock, depends on the data).
+  auto fill = [&](void* p, int64_t n, uint64_t seed) { fill_normal(st, p, true, n, seed, 0.f, 1.f); };
+  void* h = static_cast<char*>(arena_.get()) + off_h_;
+  void* core = static_cast<char*>(arena_.get()) + off_core_;
+  void* t = static_cast<char*>(arena_.get()) + off_t_;
+  void* gact = big + align_up(S * 2 * F * e);
+  fill(h, S * H, 91);
+  fill(core, S * I, 92);
+  fill(gact, S * F, 93);
+  AVDIT_CUDA_CHECK_LAUNCH();
+  const DeviceBlock& b = w_.blocks[0];
+  const int n = gemm_candidates_;
+  gemm_.tune(mat(h, S, H, DType::BF16), mat(b.qkv_proj), big, DType::BF16, n);
+  gemm_.tune(mat(core, S, I, DType::BF16), mat(b.out_proj), t, DType::BF16, n);
+  gemm_.tune(mat(h, S, H, DType::BF16), mat(b.fc1), big, DType::BF16, n);
+  gemm_.tune(mat(gact, S, F, DType::BF16), mat(b.fc2), t, DType::BF16, n);
+}
+
+AttentionPlan plan_attention(Device& dev, const std::vector<int64_t>& cu, AttentionLayout layout) {
+  AVDIT_REQUIRE(cu.size() >= 2 && cu.front() == 0, "H3 CUDA: cu_seqlens must start at 0 with >= 2 entries");
+  for (size_t i = 1; i < cu.size(); ++i)
+    AVDIT_REQUIRE(cu[i] >= cu[i - 1], "H3 CUDA: cu_seqlens decreases at entry {} ({} < {})", i, cu[i], cu[i - 1]);
+  const int64_t S = cu.back();
+  AttentionPlan p;
+  p.cu = to_device(dev, i32_host(cu));
+  if (layout == AttentionLayout::Legacy) {
+    p.tail_cu = p.cu;
+    p.tail_max = S;
+    return p;
+  }
+  size_t first = 0;  // documents [first, n) go to the ragged graph
+  if (layout != AttentionLayout::Ragged) {
+    p.dense_rows = cu[1];
+    first = 1;
+  }
+  std::vector<int64_t> tail = {0};
+  for (size_t i = first; i + 1 < cu.size(); ++i) {
+    const int64_t n = cu[i + 1] - cu[i];
+    if (n == 0) continue;  // an empty document launches nothing useful (the bench's {0, S, S})
+    tail.push_back(tail.back() + n);
+    p.tail_max = std::max(p.tail_max, n);
+  }
+  if (tail.size() > 1) p.tail_cu = to_device(dev, i32_host(tail));
+  return p;
+}
+
+Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionPlan& plan, int64_t S) {
   const mh::H3Config& c = config_;
   const int64_t heads = c.num_attention_heads, dh = c.attention_head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  if (precision_ == Precision::F32 || attention_ == AttentionImpl::OpSet) return attention(dev_, q, k, v, scale, cu);
+  if (precision_ == Precision::F32 || attention_ == AttentionImpl::OpSet)
+    return attention(dev_, q, k, v, scale, plan.cu);
   const Tensor core = slice(off_core_, {S, heads, dh}, act_dtype());
   if (attention_ == AttentionImpl::Cudnn && cudnn_attention_available(dev_, q, k, v)) {
-    SdpaOut into{core, LseView{slice(off_lse_, {S, heads}, DType::F32), heads, 1}};
+    // Rows [r0, r0 + n) of q, k, v and the core as [n, heads, dh] views.
+    auto rows = [](const Tensor& t, int64_t r0, int64_t n) { return t.slice_rows(r0, r0 + n); };
     try {
       // No log-sum-exp output: H3 has no sinks (what torch's inference SDPA runs as well).
-      cudnn_sdpa(dev_, q, k, v, scale, cu, &into, nullptr, /*stats=*/false);
+      if (plan.dense_rows > 0) {
+        const int64_t n = plan.dense_rows;
+        SdpaOut into{rows(core, 0, n), {}};
+        cudnn_sdpa(dev_, rows(q, 0, n), rows(k, 0, n), rows(v, 0, n), scale, {}, &into, nullptr, /*stats=*/false);
+      }
+      if (plan.tail_cu.defined()) {
+        const int64_t r0 = plan.dense_rows, n = S - r0;
+        SdpaOut into{rows(core, r0, n), {}};
+        cudnn_sdpa(dev_, rows(q, r0, n), rows(k, r0, n), rows(v, r0, n), scale, plan.tail_cu, &into, nullptr,
+                   /*stats=*/false, plan.tail_max);
+      }
       return core;
     } catch (const RuntimeFailure& e) {
       // cuDNN refused this shape: our kernel from now on (said once, on stderr).
@@ -337,8 +411,8 @@ Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, co
       attention_ = AttentionImpl::Flash;
     }
   }
-  flash_attention_bf16(dev_.stream(), q.raw(), k.raw(), v.raw(), device_ptr(core), std::as_const(cu).data<int32_t>(), cu.numel(), S,
-                       heads, scale);
+  flash_attention_bf16(dev_.stream(), q.raw(), k.raw(), v.raw(), device_ptr(core), std::as_const(plan.cu).data<int32_t>(),
+                       plan.cu.numel(), S, heads, scale);
   AVDIT_CUDA_CHECK_LAUNCH();
   return core;
 }
@@ -477,7 +551,7 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
       put(dump, dev_, "block0_q_rope", qt);
       put(dump, dev_, "block0_k_rope", kt);
     }
-    const Tensor core = attend(qt, kt, vt, p.cu_seqlens, S);
+    const Tensor core = attend(qt, kt, vt, p.attention, S);
     if (prof) profile->mark(st, "attention");
     if (d0) put(dump, dev_, "block0_attn_core", core.reshape({S, I}));
     gemm_.run(mat(core.raw(), S, I, act), mat(b.out_proj), nullptr, device_ptr(t), act);
@@ -608,7 +682,7 @@ Tensor H3CudaModel::refine_text(const Tensor& text_embeds_any, TensorMap* dump) 
   // 1. condition_proj, then refiner blocks: no RoPE, no adaLN, no gates, one text document.
   gemm_.run(mat(text), mat(w_.condition_proj_weight), w_.condition_proj_bias.raw(), device_ptr(x), act);
   put(dump, dev_, "text_projected", x);
-  const Tensor cu = to_device(dev_, i32_host({0, L}));
+  const AttentionPlan cu = plan_attention(dev_, {0, L}, layout_);
   const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
   auto norm_only = [&](const Tensor& w, const void* f, void* out) {
     ResidNormArgs a;

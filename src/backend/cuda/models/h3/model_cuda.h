@@ -39,6 +39,29 @@ const char* precision_name(Precision p);
 enum class AttentionImpl { Flash, Cudnn, OpSet };
 const char* attention_name(AttentionImpl a);
 
+// How the cuDNN core covers the packed documents (planned on the host from the layout's
+// cu_seqlens, so the forward never waits for the device):
+//   Legacy — one ragged graph over cu_seqlens as packed (empty documents included), sequence dim S;
+//   Ragged — one ragged graph over the non-empty documents, sequence dim = the longest of them;
+//   Split  — the first document as one dense sequence (no padding mask, no offsets: cuDNN's plain
+//            kernel, what the standalone benchmark and torch's SDPA run), the rest (H3: the < 64
+//            pad rows) as one ragged graph sized by its longest document. At most two launches
+//            whatever the number of documents.
+// Auto is Split (bench/NOTES.md: the dense graph is the fast one).
+enum class AttentionLayout { Auto, Legacy, Ragged, Split };
+const char* attention_layout_name(AttentionLayout l);
+
+// The cuDNN calls of one packed layout: rows [0, dense_rows) as one dense sequence, then the
+// ragged segments tail_cu (relative to dense_rows, non-empty) with sequence dim tail_max.
+struct AttentionPlan {
+  Tensor cu;               // I32 cu_seqlens as packed, on the device (flash kernel, op set)
+  int64_t dense_rows = 0;
+  Tensor tail_cu;          // I32 on the device; undefined: no ragged part
+  int64_t tail_max = 0;
+};
+// Host planning of `cu` (cu[0] == 0, non-decreasing, cu.back() == S) under `layout`.
+AttentionPlan plan_attention(Device& dev, const std::vector<int64_t>& cu, AttentionLayout layout);
+
 // One transformer block on the device (refiner blocks leave adaln_* undefined).
 struct DeviceBlock {
   Tensor norm1, norm2, qkv_proj, q_norm, k_norm, out_proj, fc1, fc2, adaln_weight, adaln_bias;
@@ -64,7 +87,7 @@ struct DeviceProblem {
   std::vector<float> unique_timesteps;
   Tensor mod_rows;    // I32 [S]: inverse * 3 + modality (the block adaLN row of each packed row)
   Tensor inverse;     // I32 [S]: the final layer's row (timestep index)
-  Tensor cu_seqlens;  // I32
+  AttentionPlan attention;  // cu_seqlens on the device and the cuDNN calls covering them
   Tensor rope_cos, rope_sin;  // F32 [S, 3 L] (values rounded to bf16 in the bf16 mode)
   Tensor text_pos, img_pos, audio_pos;  // I32
   Tensor update_mask, update_audio_mask;  // U8
@@ -105,6 +128,16 @@ class H3CudaModel : public models::h3::H3Forward {
   // no cuDNN.
   void set_attention(AttentionImpl a) { attention_ = a; }
   AttentionImpl attention_impl() const { return attention_; }
+  // The cuDNN core's document plan (benchmarks compare them); takes effect at the next prepare().
+  void set_attention_layout(AttentionLayout l) { layout_ = l; }
+  AttentionLayout attention_layout() const { return layout_; }
+  // GEMM algorithm selection: prepare() times this many of cuBLASLt's heuristic candidates for the
+  // four block GEMM shapes of its row count (bf16, >= kTuneMinRows rows; 0: the heuristic's first,
+  // no timing). Small problems (tests, tiny models) never tune, so their bytes do not depend on a
+  // timing. See gemm.h.
+  static constexpr int64_t kTuneMinRows = 4096;
+  void set_gemm_candidates(int n) { gemm_candidates_ = n; }
+  const Gemm& gemm() const { return gemm_; }
 
   // --- host tensors in / out (CLI, tests, samplers) ----------------------------------------------
   // The H3Forward interface (what models::h3::forward_from_inputs / velocity and pipeline/generate_h3
@@ -152,7 +185,9 @@ class H3CudaModel : public models::h3::H3Forward {
   Tensor upload(const Tensor& host, bool keep_f32);
   Tensor slice(int64_t offset_bytes, Shape shape, DType dtype) const;
   // softmax(q k^T / sqrt(dh)) v inside each cu document, by the configured implementation.
-  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu, int64_t S);
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionPlan& plan, int64_t S);
+  // Times the block GEMM candidates for S rows on arena scratch (prepare(); synchronises).
+  void tune_gemms(int64_t S);
 
   Device& dev_;
   models::h3::H3Config config_;
@@ -161,11 +196,13 @@ class H3CudaModel : public models::h3::H3Forward {
   Gemm gemm_;
   int64_t weight_bytes_ = 0;
   AttentionImpl attention_ = AttentionImpl::Flash;
+  AttentionLayout layout_ = AttentionLayout::Auto;
+  int gemm_candidates_ = 8;
   // Arena: x, h, t (out of attention / MLP), core, and the big region shared by qkv/q/k/v and
   // fc1/swiglu; sized for arena_rows_.
   std::shared_ptr<void> arena_;
   int64_t arena_rows_ = 0, arena_bytes_ = 0;
-  int64_t off_x_ = 0, off_h_ = 0, off_t_ = 0, off_core_ = 0, off_big_ = 0, off_heads_ = 0, off_lse_ = 0;
+  int64_t off_x_ = 0, off_h_ = 0, off_t_ = 0, off_core_ = 0, off_big_ = 0, off_heads_ = 0;
   std::map<std::vector<uint32_t>, Tables> tables_;
   int64_t table_bytes_ = 0;
 };
