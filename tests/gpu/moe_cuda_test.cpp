@@ -438,5 +438,136 @@ TEST(CudaMoe, RouteThenExpertsRealWidths) {
   }
 }
 
+// ---- router top-K on integer logits, and the combine bit for bit ----------------------------------
+// Integer x and gate give exact integer logits (any summation order), so the expected routing is the
+// CPU oracle's fp32 algorithm (moe.cpp route: sigmoid, + bias, partial_sort with the lower index
+// first on equal scores, L1 norm, route_scale) applied to the same logits, with no near-tie excuse:
+// logits >= 17 all give a sigmoid of exactly 1.0f, so most (token, head)s hold many exactly equal
+// biased scores, across lanes and within a lane of the top-K warp.
+TEST(CudaMoe, RouterIntegerLogitsExactTies) {
+  Device dev;
+  const int64_t T = 700, H = 12, E = 256, K = 6, D = 256;
+  const RouterConfig c{H, E, K, D, false, true, 4.9f};
+  std::mt19937 gen(31);
+  std::uniform_int_distribution<int> tern(-1, 1);
+  Tensor x = Tensor::empty({T, H * D}, DType::F32), gate = Tensor::empty({H * E, D}, DType::F32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(tern(gen) * (1 + (gen() % 2)));  // -2 .. 2
+  for (int64_t i = 0; i < gate.numel(); ++i) gate.f32()[i] = float(tern(gen));
+  Tensor bias = Tensor::empty({H * E}, DType::F32);
+  for (int64_t i = 0; i < H * E; ++i) bias.f32()[i] = 0.125f * float(int(gen() % 3) - 1);  // three classes
+  for (DType xd : {DType::F32, DType::BF16}) {  // the integers are exact in bf16 too
+    const Tensor xdev = to_device(dev, x.to(xd)), gdev = to_device(dev, gate), bdev = to_device(dev, bias);
+    const Routing r = route(dev, xdev, gdev, bdev, c, true);
+    const Routing r2 = route(dev, xdev, gdev, bdev, c, false);  // the path without kept logits
+    const Tensor idx = to_host(dev, r.indices), w = to_host(dev, r.weights), lg = to_host(dev, r.logits);
+    const Tensor idx2 = to_host(dev, r2.indices), w2 = to_host(dev, r2.weights);
+    EXPECT_EQ(std::memcmp(idx.raw(), idx2.raw(), size_t(idx.nbytes())), 0);
+    EXPECT_EQ(std::memcmp(w.raw(), w2.raw(), size_t(w.nbytes())), 0);
+    int64_t bad_logits = 0, mismatches = 0, tied_pairs = 0;
+    double max_dw = 0;
+    std::vector<float> score(E), biased(E);
+    std::vector<int> order(E);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t p = t * H + h;
+        for (int64_t e = 0; e < E; ++e) {
+          double s = 0;
+          for (int64_t k = 0; k < D; ++k) s += double(x.f32()[t * H * D + h * D + k]) * gate.f32()[(h * E + e) * D + k];
+          const float l = lg.f32()[p * E + e];
+          if (double(l) != s) ++bad_logits;
+          score[e] = 1.0f / (1.0f + std::exp(-l));
+          biased[e] = score[e] + bias.f32()[h * E + e];
+        }
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
+          return biased[a] > biased[b] || (biased[a] == biased[b] && a < b);
+        });
+        if (biased[order[K - 1]] == biased[order[K]]) ++tied_pairs;  // the tie rule decides the set
+        float l1 = 0;
+        for (int64_t k = 0; k < K; ++k) l1 += std::fabs(score[order[k]]);
+        bool same = true;
+        for (int64_t k = 0; k < K; ++k) {
+          same = same && idx.data<int32_t>()[p * K + k] == order[k];
+          const float want = score[order[k]] / std::max(l1, 1e-12f) * c.route_scale;
+          max_dw = std::max(max_dw, double(std::fabs(w.f32()[p * K + k] - want)));
+        }
+        mismatches += same ? 0 : 1;
+      }
+    std::printf("  route integer logits %s: pairs %ld, tie at the K-th choice %ld, mismatches %ld, max|dw| %.2e\n",
+                std::string(dtype_name(xd)).c_str(), long(T * H), long(tied_pairs), long(mismatches), max_dw);
+    EXPECT_EQ(bad_logits, 0);
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_GT(tied_pairs, T * H / 10);  // the case does exercise the tie rule
+    EXPECT_LE(max_dw, 4e-7 * c.route_scale);  // expf vs std::exp: an ulp or two of the scores
+  }
+}
+
+// moe.h's combine contract, on the CPU: per (token, head) the K rows in ascending expert order
+// (equal experts: the lower k first), summed from 0 in fp32, with BF16 out the running sum rounded
+// to bf16 (round to nearest even) after each add; then stored in the out dtype.
+Tensor ref_combine(const Tensor& rows, const std::vector<int32_t>& idx, const std::vector<int32_t>& pos, int64_t TH,
+                   int64_t K, int64_t D, DType out) {
+  const Tensor r = rows.to_f32();
+  Tensor o = Tensor::empty({TH * D}, DType::F32);
+  const bool bf16 = out == DType::BF16;
+  auto rnd = [](float v) { return bf16_to_f32(f32_to_bf16(v)); };
+  std::vector<int> ord(K);
+  for (int64_t th = 0; th < TH; ++th) {
+    std::iota(ord.begin(), ord.end(), 0);
+    std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return idx[th * K + a] < idx[th * K + b]; });
+    for (int64_t d = 0; d < D; ++d) {
+      float sum = 0.f;
+      for (int64_t k = 0; k < K; ++k) {
+        const float v = r.f32()[int64_t(pos[th * K + ord[k]]) * D + d];
+        sum = bf16 ? rnd(sum + v) : sum + v;
+      }
+      o.f32()[th * D + d] = sum;
+    }
+  }
+  return o.to(out);
+}
+
+TEST(CudaMoe, CombineBitExact) {
+  Device dev;
+  std::mt19937 gen(41);
+  struct Case { int64_t T, H, E, K, D; bool dup; };
+  // D 256 / 48: the 16-byte path (one / a partial chunk per lane); D 17: the scalar path; K 16: two
+  // batches of 8 rows; dup: repeated experts in a (token, head), so the stable order matters.
+  for (const Case& cs : {Case{2000, 12, 256, 6, 256, false}, Case{37, 3, 16, 4, 48, false}, Case{29, 2, 40, 16, 64, false},
+                         Case{31, 2, 12, 9, 17, true}, Case{50, 1, 8, 1, 8, false}, Case{40, 3, 8, 6, 32, true}}) {
+    const int64_t TH = cs.T * cs.H, S = TH * cs.K;
+    std::vector<int32_t> idx(S), pos(S);
+    for (int64_t th = 0; th < TH; ++th) {
+      std::vector<int32_t> e(cs.E);
+      std::iota(e.begin(), e.end(), 0);
+      std::shuffle(e.begin(), e.end(), gen);
+      for (int64_t k = 0; k < cs.K; ++k) idx[th * cs.K + k] = cs.dup ? int32_t(gen() % 3) : e[k];
+    }
+    std::iota(pos.begin(), pos.end(), 0);
+    std::shuffle(pos.begin(), pos.end(), gen);  // slot -> sorted row: any bijection
+    Routing r;
+    r.indices = to_device(dev, ints(idx, {cs.T, cs.H, cs.K}));
+    r.weights = to_device(dev, hash_uniform({cs.T, cs.H, cs.K}, DType::F32, 1.f, 7));
+    Permutation perm;
+    perm.slot_pos = to_device(dev, ints(pos, {S}));
+    const RouterConfig c{cs.H, cs.E, cs.K, cs.D, false, true, 1.f};
+    for (DType rd : {DType::BF16, DType::F32})
+      for (DType od : {DType::BF16, DType::F32}) {
+        const Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
+        const Tensor got = to_host(dev, combine(dev, to_device(dev, rows), r, perm, c, od));
+        const Tensor want = ref_combine(rows, idx, pos, TH, cs.K, cs.D, od);
+        ASSERT_EQ(got.nbytes(), want.nbytes());
+        int64_t diff = 0;
+        const size_t es = od == DType::F32 ? 4 : 2;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          diff += std::memcmp(static_cast<const char*>(got.raw()) + i * es, static_cast<const char*>(want.raw()) + i * es, es) != 0;
+        std::printf("  combine T%ld H%ld K%ld D%ld%s rows %s out %s: %ld of %ld elements differ\n", long(cs.T),
+                    long(cs.H), long(cs.K), long(cs.D), cs.dup ? " (repeated experts)" : "", std::string(dtype_name(rd)).c_str(),
+                    std::string(dtype_name(od)).c_str(), long(diff), long(want.numel()));
+        EXPECT_EQ(diff, 0);
+      }
+  }
+}
+
 }  // namespace
 }  // namespace avdit::cuda::moe

@@ -1,149 +1,135 @@
-// The MAGI-2 multi-head MoE on the GPU (moe.h): the fused router, the permutation by (head, expert),
-// the reference (SIMT) expert kernels and the combine. The tensor-core expert kernel lives in
+// The MAGI-2 multi-head MoE on the GPU (moe.h): the router (cuBLAS fp32 logits, a warp-per-(token, head)
+// top-K kernel), the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The tensor-core expert kernel lives in
 // moe_fused_sm90.cu. CPU oracle: src/models/magi2/moe.cpp (route, run_experts).
 #include <cub/cub.cuh>
 
 #include <cmath>
 #include <climits>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/moe_internal.h"
+#include "backend/cuda/ops_cuda.h"
 
 namespace avdit::cuda::moe {
 namespace {
 
 // ---- router ------------------------------------------------------------------------------------
-// One block per (16 tokens, head): thread e computes the fp32 logits of expert e for the 16 tokens
-// (sequential fma over D, x and the gate staged in shared memory), then one warp per token takes the
-// top-K by repeated warp arg-max. Ties: the lower expert index wins (moe.cpp's partial_sort order).
-constexpr int kRouteTokens = 16;
-constexpr int kRouteKc = 16;  // D chunk staged per step (16 x 16 = one x element per thread)
-constexpr int kRouteThreads = 256;
+// The fp32 logits come from cuBLAS (route(): one strided-batched SGEMM over the heads, CUDA-core fp32,
+// no TF32), written [T, heads, E] so that a (token, head)'s E logits are contiguous. This kernel takes
+// one warp per (token, head): the E <= 256 scores in registers (expert e = lane + 32 i in slot i),
+// score + bias as an order-preserving uint32 key, then K rounds of a warp arg-max (max key, then the
+// lowest expert among the lanes holding it: the CPU's tie rule, lower expert index first), weights
+// from the unbiased scores, L1 norm, route_scale.
+constexpr int kTopkWarps = 8;
+constexpr int kPer = kMaxExperts / 32;
 
-__global__ void __launch_bounds__(kRouteThreads)
-route_kernel(const void* x, Elt xt, const float* gate, const float* bias, int T, int H, int E, int D, int K,
-             bool softmax, bool norm, float scale, float* logits_out, int* idx_out, float* w_out) {
-  // Rows of kRouteKc + 4 floats: 16-byte aligned for float4 reads, and the 8 threads of a quarter-warp
-  // (experts e..e+7, 80 bytes apart) hit disjoint banks. x reads are broadcasts.
-  __shared__ __align__(16) float xs[kRouteTokens][kRouteKc];
-  __shared__ __align__(16) float gs[kMaxExperts][kRouteKc + 4];
-  __shared__ float ls[kRouteTokens][kMaxExperts];
-  const int h = blockIdx.y, t0 = blockIdx.x * kRouteTokens, tid = threadIdx.x;
-  const int64_t W = int64_t(H) * D;
-  float acc[kRouteTokens];
+// A uint32 with the order of the float (for non-NaN values); the caller folds -0 into +0 so that
+// equal floats give equal keys. Key 0 (a NaN pattern) marks "no candidate".
+__device__ __forceinline__ unsigned order_key(float f) {
+  const unsigned u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+#endif
+}
+
+__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+#endif
+}
+
+__global__ void __launch_bounds__(kTopkWarps * 32)
+topk_kernel(const float* logits, const float* bias, int64_t pairs, int H, int E, int K, bool softmax, bool norm,
+            float scale, int* idx_out, float* w_out) {
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x % 32;
+  const int64_t p = int64_t{blockIdx.x} * kTopkWarps + threadIdx.x / 32;
+  if (p >= pairs) return;  // the whole warp leaves together
+  const int h = static_cast<int>(p % H);
+  const float* row = logits + p * E;
+  float sc[kPer];
 #pragma unroll
-  for (int j = 0; j < kRouteTokens; ++j) acc[j] = 0.f;
-  for (int k0 = 0; k0 < D; k0 += kRouteKc) {
-    {
-      const int j = tid / kRouteKc, kk = tid % kRouteKc, t = t0 + j, k = k0 + kk;
-      xs[j][kk] = (t < T && k < D) ? load_elt(x, xt, t * W + int64_t(h) * D + k) : 0.f;
-    }
-    for (int i = tid; i < E * kRouteKc; i += kRouteThreads) {
-      const int e = i / kRouteKc, kk = i % kRouteKc, k = k0 + kk;
-      gs[e][kk] = k < D ? gate[(int64_t(h) * E + e) * D + k] : 0.f;
-    }
-    __syncthreads();
-    if (tid < E) {
-      // The same sequential fma order over k as a scalar loop; float4 reads cut the shared-memory
-      // instructions per fma from ~1 to ~1/4.
-#pragma unroll
-      for (int k4 = 0; k4 < kRouteKc; k4 += 4) {
-        const float4 g = *reinterpret_cast<const float4*>(&gs[tid][k4]);
-#pragma unroll
-        for (int j = 0; j < kRouteTokens; ++j) {
-          const float4 xv = *reinterpret_cast<const float4*>(&xs[j][k4]);
-          acc[j] = fmaf(xv.x, g.x, acc[j]);
-          acc[j] = fmaf(xv.y, g.y, acc[j]);
-          acc[j] = fmaf(xv.z, g.z, acc[j]);
-          acc[j] = fmaf(xv.w, g.w, acc[j]);
-        }
-      }
-    }
-    __syncthreads();
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + 32 * i;
+    sc[i] = e < E ? __ldcs(row + e) : -INFINITY;  // read once: streaming
   }
-  if (tid < E) {
+  float mx = 0.f;
+  if (softmax) {
+    mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kRouteTokens; ++j) {
-      ls[j][tid] = acc[j];
-      if (logits_out && t0 + j < T) logits_out[(int64_t(t0 + j) * H + h) * E + tid] = acc[j];
+    for (int i = 0; i < kPer; ++i) mx = fmaxf(mx, sc[i]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(full, mx, o));
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + 32 * i;
+    const float l = sc[i];
+    sc[i] = 0.f;
+    if (e < E) {
+      sc[i] = softmax ? expf(l - mx) : 1.0f / (1.0f + expf(-l));
+      sum += sc[i];
     }
   }
-  __syncthreads();
-  const int warp = tid / 32, lane = tid % 32;
-  constexpr int kPer = kMaxExperts / 32;
-  for (int j = warp; j < kRouteTokens; j += kRouteThreads / 32) {
-    const int t = t0 + j;
-    if (t >= T) break;
-    float sc[kPer], bs[kPer];
-    float mx = -INFINITY;
-    if (softmax) {
+  if (softmax) {
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(full, sum, o);
 #pragma unroll
-      for (int i = 0; i < kPer; ++i)
-        if (lane + 32 * i < E) mx = fmaxf(mx, ls[j][lane + 32 * i]);
-      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    }
-    float sum = 0.f;
+    for (int i = 0; i < kPer; ++i) sc[i] /= sum;
+  }
+  unsigned key[kPer];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int e = lane + 32 * i;
-      sc[i] = 0.f;
-      if (e < E) {
-        const float l = ls[j][e];
-        sc[i] = softmax ? expf(l - mx) : 1.0f / (1.0f + expf(-l));
-        sum += sc[i];
-      }
-    }
-    if (softmax) {
-      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) sc[i] /= sum;
-    }
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int e = lane + 32 * i;
-      bs[i] = e < E ? sc[i] + bias[int64_t(h) * E + e] : -INFINITY;
-    }
-    __syncwarp();
-    // Scores back to shared memory so that the chosen expert's score is one read away.
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + 32 * i;
+    float b = e < E ? sc[i] + bias[int64_t(h) * E + e] : 0.f;
+    b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
+    key[i] = e < E ? order_key(b) : 0u;
+  }
+  unsigned taken = 0;  // bit i: expert lane + 32 i already chosen
+  int my_e = 0;        // lane k keeps the k-th choice
+  float my_s = 0.f, l1 = 0.f;
+  for (int k = 0; k < K; ++k) {
+    // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
+    unsigned kb = 0;
+    int eb = INT_MAX;
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
-      if (lane + 32 * i < E) ls[j][lane + 32 * i] = sc[i];
-    __syncwarp();
-    unsigned taken = 0;
-    float sel[kMaxTopK];
-    float l1 = 0.f;
-    const int64_t base = (int64_t(t) * H + h) * K;
-    for (int k = 0; k < K; ++k) {
-      float bv = -INFINITY;
-      int be = INT_MAX;
+      if (!((taken >> i) & 1u) && key[i] > kb) {
+        kb = key[i];
+        eb = lane + 32 * i;
+      }
+    const unsigned m = warp_max_u32(kb);
+    int w = static_cast<int>(warp_min_u32(kb == m && kb != 0u ? static_cast<unsigned>(eb) : 0xffffffffu));
+    if (w < 0 || w >= E) w = 0;  // unreachable for K <= E (checked on the host)
+    float s = 0.f;
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int e = lane + 32 * i;
-        if (e < E && !((taken >> i) & 1u) && (be == INT_MAX || bs[i] > bv || (bs[i] == bv && e < be))) {
-          bv = bs[i];
-          be = e;
-        }
+    for (int i = 0; i < kPer; ++i)
+      if (w == lane + 32 * i) {
+        s = sc[i];
+        taken |= 1u << i;
       }
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-        if (oe != INT_MAX && (be == INT_MAX || ov > bv || (ov == bv && oe < be))) {
-          bv = ov;
-          be = oe;
-        }
-      }
-      if (be == INT_MAX) be = 0;  // unreachable for K <= E (checked on the host)
-      if (be % 32 == lane) taken |= 1u << (be / 32);
-      const float s = ls[j][be];
-      sel[k] = s;
-      l1 += fabsf(s);
-      if (lane == 0) idx_out[base + k] = be;
+    s = __shfl_sync(full, s, w % 32);
+    l1 += fabsf(s);  // the CPU's order: k = 0, 1, ...
+    if (lane == k) {
+      my_e = w;
+      my_s = s;
     }
-    if (lane == 0) {
-      const float denom = norm ? fmaxf(l1, 1e-12f) : 1.0f;
-      for (int k = 0; k < K; ++k) w_out[base + k] = (norm ? sel[k] / denom : sel[k]) * scale;
-    }
+  }
+  if (lane < K) {
+    const float denom = norm ? fmaxf(l1, 1e-12f) : 1.0f;
+    idx_out[p * K + lane] = my_e;
+    w_out[p * K + lane] = (norm ? my_s / denom : my_s) * scale;
   }
 }
 
@@ -299,32 +285,142 @@ __global__ void __launch_bounds__(256) simt_expert_kernel(SimtArgs a) {
 }
 
 // ---- combine -----------------------------------------------------------------------------------
-// One thread per output element (t, h, d): its K rows in ascending expert order (a K-element
-// insertion sort), summed in fp32 (F32) or with the running sum rounded to bf16 after each add.
-__global__ void combine_kernel(const void* rows, Elt rt, const int* idx, const int* pos, int64_t TH, int K, int D,
-                               bool bf16_sum, void* out, Elt ot) {
-  const int64_t n = TH * D;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t th = i / D;
-    const int d = static_cast<int>(i % D);
-    int e[kMaxTopK], p[kMaxTopK];
-    for (int k = 0; k < K; ++k) {
-      int ek = idx[th * K + k], pk = pos[th * K + k], j = k;
-      while (j > 0 && e[j - 1] > ek) {
-        e[j] = e[j - 1];
-        p[j] = p[j - 1];
-        --j;
+// One warp per (token, head). Lanes 0..K-1 hold the pair's K (expert, sorted row) entries; a lane's
+// rank in ascending expert order (equal experts: the lower k first, a stable order) fixes the
+// summation order. Each lane then sums its columns over the K rows, the running sum in fp32 (F32 out)
+// or rounded to bf16 after each add (BF16 out): bit for bit the contract of moe.h. No atomics.
+constexpr int kCombineWarps = 8;
+
+// p[r] = sorted row of the pair's r-th entry in ascending expert order (r < K; the rest left as is).
+__device__ __forceinline__ void combine_order(const int* idx, const int* pos, int64_t th, int K, int lane,
+                                              int (&p)[kMaxTopK]) {
+  const unsigned full = 0xffffffffu;
+  int e = INT_MAX, row = 0;
+  if (lane < K) {
+    e = idx[th * K + lane];
+    row = pos[th * K + lane];
+  }
+  int rank = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxTopK; ++j) {
+    if (j >= K) break;
+    const int ej = __shfl_sync(full, e, j);
+    rank += (ej < e || (ej == e && j < lane)) ? 1 : 0;
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxTopK; ++r) {
+    if (r >= K) break;
+    const unsigned b = __ballot_sync(full, lane < K && rank == r);  // exactly one lane: ranks are 0..K-1
+    p[r] = __shfl_sync(full, row, __ffs(b) - 1);
+  }
+}
+
+// 8 consecutive elements: one 16-byte load (two for F32), streamed (each row is read once).
+template <class T>
+struct Vec8 {
+  uint4 u;
+  __device__ __forceinline__ void load(const T* p) { u = __ldcs(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void to_float(float (&f)[8]) const {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        f[2 * j] = __uint_as_float(w[j] << 16);  // bf16 -> f32 is exact: the bits in the high half
+        f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+      } else {
+        f[2 * j] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[j] & 0xffffu)));
+        f[2 * j + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[j] >> 16)));
       }
-      e[j] = ek;
-      p[j] = pk;
     }
+  }
+};
+template <>
+struct Vec8<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* p) {
+    a = __ldcs(reinterpret_cast<const float4*>(p));
+    b = __ldcs(reinterpret_cast<const float4*>(p + 4));
+  }
+  __device__ __forceinline__ void to_float(float (&f)[8]) const {
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  }
+};
+
+__device__ __forceinline__ void store8(float* p, const float (&f)[8]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&f)[8]) {
+  unsigned w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    w[j] = unsigned(__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * j]))) |
+           (unsigned(__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * j + 1]))) << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// D % 8 == 0, 16-byte aligned rows and out: each lane sums 8 columns at a time, the K rows' loads
+// issued together (in batches of 8 rows to bound the registers) before the ordered adds.
+template <class TIn, class TOut>
+__global__ void __launch_bounds__(kCombineWarps * 32)
+combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, int K, int D, TOut* out) {
+  constexpr bool kBf16Sum = std::is_same_v<TOut, __nv_bfloat16>;
+  const int lane = threadIdx.x % 32;
+  const int64_t th = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
+  if (th >= TH) return;
+  int p[kMaxTopK];
+  combine_order(idx, pos, th, K, lane, p);
+  for (int c = lane * 8; c < D; c += 32 * 8) {
+    float acc[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+    for (int b = 0; b < kMaxTopK / 8; ++b) {
+      if (b * 8 >= K) break;
+      Vec8<TIn> v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (b * 8 + i < K) v[i].load(rows + int64_t(p[b * 8 + i]) * D + c);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (b * 8 + i >= K) break;
+        float f[8];
+        v[i].to_float(f);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] = kBf16Sum ? round_bf16(acc[j] + f[j]) : acc[j] + f[j];
+      }
+    }
+    store8(out + th * D + c, acc);
+  }
+}
+
+// Any D, dtype chosen at run time: one column per lane per step.
+__global__ void __launch_bounds__(kCombineWarps * 32)
+combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, int64_t TH, int K, int D,
+                      bool bf16_sum, void* out, Elt ot) {
+  const int lane = threadIdx.x % 32;
+  const int64_t th = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
+  if (th >= TH) return;
+  int p[kMaxTopK];
+  combine_order(idx, pos, th, K, lane, p);
+  for (int d = lane; d < D; d += 32) {
     float sum = 0.f;
-    for (int k = 0; k < K; ++k) {
-      const float v = load_elt(rows, rt, int64_t(p[k]) * D + d);
+#pragma unroll
+    for (int r = 0; r < kMaxTopK; ++r) {
+      if (r >= K) break;
+      const float v = load_elt(rows, rt, int64_t(p[r]) * D + d);
       sum = bf16_sum ? round_bf16(sum + v) : sum + v;
     }
-    store_elt(out, ot, i, sum);
+    store_elt(out, ot, th * D + d, sum);
   }
+}
+
+template <class TIn, class TOut>
+void launch_combine_vec(const Tensor& rows, const int* idx, const int* pos, int64_t TH, int K, int D, Tensor& o,
+                        cudaStream_t st) {
+  const unsigned blocks = static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps);
+  combine_vec_kernel<TIn, TOut><<<blocks, kCombineWarps * 32, 0, st>>>(
+      cptr<TIn>(rows), idx, pos, TH, K, D, static_cast<TOut*>(device_ptr(o)));
 }
 
 void check_shape(const Tensor& t, const Shape& want, const char* what) {
@@ -377,12 +473,21 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
   r.weights = cuda_empty(dev, {T, cfg.heads, cfg.top_k}, DType::F32);
   if (keep_logits) r.logits = cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
   if (T == 0) return r;
-  const dim3 grid(static_cast<unsigned>((T + kRouteTokens - 1) / kRouteTokens), static_cast<unsigned>(cfg.heads));
-  route_kernel<<<grid, kRouteThreads, 0, dev.stream()>>>(
-      x.raw(), xt, cptr<float>(gate), cptr<float>(bias), static_cast<int>(T), static_cast<int>(cfg.heads),
-      static_cast<int>(cfg.experts), static_cast<int>(cfg.head_dim), static_cast<int>(cfg.top_k), cfg.softmax,
-      cfg.route_norm, cfg.route_scale, keep_logits ? static_cast<float*>(device_ptr(r.logits)) : nullptr,
-      static_cast<int*>(device_ptr(r.indices)), static_cast<float*>(device_ptr(r.weights)));
+  const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), D = static_cast<int>(cfg.head_dim);
+  // Logits [T, H, E] = per head h: x[:, h*D:(h+1)*D] . gate[h*E:(h+1)*E]^T, in fp32 on the CUDA cores
+  // (the reference's fp32 router; the handle runs CUBLAS_DEFAULT_MATH: no TF32). Column-major view:
+  // C_h (E x T, ldc H*E) = gate_h^T (gate_h: D x E, ld D) . x_h (D x T, ld H*D), batch stride E / D.
+  // BF16 x is widened first (exact): cuBLAS multiplies equal input types only.
+  const Tensor xf = xt == Elt::F32 ? x : cast(dev, x, DType::F32);
+  Tensor logits = keep_logits ? r.logits : cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
+  const float one = 1.0f, zero = 0.0f;
+  AVDIT_CUBLAS_CHECK(cublasSgemmStridedBatched(dev.blas(), CUBLAS_OP_T, CUBLAS_OP_N, E, static_cast<int>(T), D, &one,
+                                               cptr<float>(gate), D, int64_t(E) * D, cptr<float>(xf), H * D, D,
+                                               &zero, static_cast<float*>(device_ptr(logits)), H * E, E, H));
+  const int64_t pairs = T * cfg.heads;
+  topk_kernel<<<static_cast<unsigned>((pairs + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, dev.stream()>>>(
+      cptr<float>(logits), cptr<float>(bias), pairs, H, E, static_cast<int>(cfg.top_k), cfg.softmax, cfg.route_norm,
+      cfg.route_scale, static_cast<int*>(device_ptr(r.indices)), static_cast<float*>(device_ptr(r.weights)));
   AVDIT_CUDA_CHECK_LAUNCH();
   return r;
 }
@@ -532,10 +637,23 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16, "moe combine: out must be F32 or BF16, got {}", dtype_name(out));
   Tensor o = cuda_empty(dev, {T, cfg.heads * cfg.head_dim}, out);
   if (o.numel() == 0) return o;
-  combine_kernel<<<grid_for(o.numel()), kThreads, 0, dev.stream()>>>(
-      rows.raw(), rt, cptr<int32_t>(routing.indices), cptr<int32_t>(perm.slot_pos), T * cfg.heads,
-      static_cast<int>(cfg.top_k), static_cast<int>(cfg.head_dim), out == DType::BF16, device_ptr(o),
-      elt_of(o, "moe combine out"));
+  const int64_t TH = T * cfg.heads;
+  const int K = static_cast<int>(cfg.top_k), D = static_cast<int>(cfg.head_dim);
+  const int* idx = cptr<int32_t>(routing.indices);
+  const int* pos = cptr<int32_t>(perm.slot_pos);
+  cudaStream_t st = dev.stream();
+  const bool aligned = reinterpret_cast<uintptr_t>(rows.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(o.raw()) % 16 == 0;
+  if (D % 8 == 0 && aligned) {
+    if (rt == Elt::BF16 && out == DType::BF16) launch_combine_vec<__nv_bfloat16, __nv_bfloat16>(rows, idx, pos, TH, K, D, o, st);
+    else if (rt == Elt::BF16) launch_combine_vec<__nv_bfloat16, float>(rows, idx, pos, TH, K, D, o, st);
+    else if (rt == Elt::F32 && out == DType::BF16) launch_combine_vec<float, __nv_bfloat16>(rows, idx, pos, TH, K, D, o, st);
+    else if (rt == Elt::F32) launch_combine_vec<float, float>(rows, idx, pos, TH, K, D, o, st);
+    else if (out == DType::BF16) launch_combine_vec<__half, __nv_bfloat16>(rows, idx, pos, TH, K, D, o, st);
+    else launch_combine_vec<__half, float>(rows, idx, pos, TH, K, D, o, st);
+  } else {
+    combine_scalar_kernel<<<static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, st>>>(
+        rows.raw(), rt, idx, pos, TH, K, D, out == DType::BF16, device_ptr(o), elt_of(o, "moe combine out"));
+  }
   AVDIT_CUDA_CHECK_LAUNCH();
   return o;
 }

@@ -7,8 +7,8 @@
 
 namespace avdit::cuda::moe {
 
-constexpr int kMaxExperts = 256;  // experts per head the router kernel holds (one thread each)
-constexpr int kMaxTopK = 16;
+constexpr int kMaxExperts = 256;  // experts per head the top-K kernel holds (8 per lane of a warp)
+constexpr int kMaxTopK = 16;     // <= 32: one lane per choice in the top-K and combine warps
 
 // swiglu7 as moe.cpp / mlp.cpp: g' = min(g, 7), l' = clamp(l, -7, 7), g' sigmoid(1.702 g') (l' + 1);
 // accurate expf so that the fp32 path tracks the CPU.
