@@ -1,6 +1,7 @@
 // Device context, error checks and device tensor allocation / copies (see device.h).
 #include "backend/cuda/device.h"
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -23,6 +24,14 @@ Device::Device(int ordinal, size_t workspace_bytes) : ordinal_(ordinal), workspa
   AVDIT_CUDA_CHECK(cudaSetDevice(ordinal));
   AVDIT_CUDA_CHECK(cudaGetDeviceProperties(&props_, ordinal));
   AVDIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  handle_ = std::make_shared<StreamHandle>();
+  handle_->stream = stream_;
+  // Keep freed blocks in the pool across synchronisations: without this the driver trims the pool at
+  // every stream sync and the next forward maps its memory again.
+  cudaMemPool_t pool = nullptr;
+  AVDIT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ordinal));
+  uint64_t keep_all = UINT64_MAX;
+  AVDIT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   AVDIT_CUBLAS_CHECK(cublasCreate(&blas_));
   AVDIT_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
   // fp32 accumulation everywhere: no reduced-precision split-K reductions in half types.
@@ -36,6 +45,7 @@ Device::Device(int ordinal, size_t workspace_bytes) : ordinal_(ordinal), workspa
 Device::~Device() {
   // Destructors must not throw: errors here are ignored (the process is usually ending).
   if (stream_) cudaStreamSynchronize(stream_);
+  if (handle_) handle_->alive = false;  // tensors still alive now free synchronously (cuda_empty)
   if (workspace_) cudaFree(workspace_);
   if (lt_) cublasLtDestroy(lt_);
   if (blas_) cublasDestroy(blas_);
@@ -55,16 +65,33 @@ Tensor cuda_empty(Device& dev, Shape shape, DType dtype) {
   const int64_t bytes = dtype_nbytes(dtype, shape_numel(shape));
   AVDIT_CUDA_CHECK(cudaSetDevice(dev.ordinal()));
   void* p = nullptr;
-  // cudaMalloc (not stream-ordered) keeps lifetimes simple: a tensor may be released while work
-  // that reads it is queued, because cudaFree waits for the device. Pools come later.
   if (bytes > 0) {
-    const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
-    if (err != cudaSuccess)
-      throw RuntimeFailure(fmt::format("out of GPU memory allocating {} bytes for a {} {} tensor ({})",
-                                       bytes, dtype_name(dtype), shape_str(shape), cudaGetErrorString(err)));
+    cudaError_t err = cudaMallocAsync(&p, static_cast<size_t>(bytes), dev.stream());
+    if (err == cudaErrorMemoryAllocation) {
+      // The pool may hold free blocks too fragmented for this request, or memory other allocators
+      // (cuBLAS, cuDNN) need: wait for queued frees, hand the pool's idle memory back, try once more.
+      (void)cudaGetLastError();
+      dev.synchronize();
+      cudaMemPool_t pool = nullptr;
+      AVDIT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev.ordinal()));
+      AVDIT_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+      err = cudaMallocAsync(&p, static_cast<size_t>(bytes), dev.stream());
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw RuntimeFailure(fmt::format(
+          "out of GPU memory allocating {} bytes for a {} {} tensor ({}; {} of {} bytes free): use a smaller "
+          "input, --nvfp4-experts, or a GPU with more memory",
+          bytes, dtype_name(dtype), shape_str(shape), cudaGetErrorString(err), free_b, total_b));
+    }
   }
-  std::shared_ptr<const void> owner(p, [](const void* q) {
-    if (q) cudaFree(const_cast<void*>(q));
+  // Freed on the device's stream, ordered after every op already enqueued there (the ones reading it).
+  std::shared_ptr<const void> owner(p, [h = dev.stream_handle()](const void* q) {
+    if (!q) return;
+    if (h->alive) cudaFreeAsync(const_cast<void*>(q), h->stream);
+    else cudaFree(const_cast<void*>(q));
   });
   return Tensor::wrap(std::move(owner), p, std::move(shape), dtype, avdit::Device::CUDA);
 }

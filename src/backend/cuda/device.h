@@ -7,7 +7,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
+#include <memory>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -35,7 +37,9 @@ namespace avdit::cuda {
 #define AVDIT_CUDA_CHECK_LAUNCH() AVDIT_CUDA_CHECK(cudaGetLastError())
 
 // One GPU and one stream. Ops enqueue on stream() and never synchronise unless they hand memory
-// back to the host. Not copyable: it owns the handles.
+// back to the host. Not copyable: it owns the handles. Device memory comes from CUDA's stream-ordered
+// pool on that stream (cuda_empty): a tensor released while queued work still reads it is safe, since
+// the block is reused only by work enqueued later on the same stream. Use a Device from one host thread.
 class Device {
  public:
   explicit Device(int ordinal = 0, size_t workspace_bytes = 32u << 20);
@@ -52,9 +56,18 @@ class Device {
   const cudaDeviceProp& props() const { return props_; }
   void synchronize() const;
 
+  // The stream, as the deleters of this device's tensors see it: `alive` turns false when the Device
+  // goes, so a tensor outliving it is freed with a plain (synchronous) cudaFree instead.
+  struct StreamHandle {
+    cudaStream_t stream = nullptr;
+    std::atomic<bool> alive{true};
+  };
+  const std::shared_ptr<StreamHandle>& stream_handle() const { return handle_; }
+
  private:
   int ordinal_ = 0;
   cudaStream_t stream_ = nullptr;
+  std::shared_ptr<StreamHandle> handle_;
   cublasHandle_t blas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
@@ -62,7 +75,9 @@ class Device {
   cudaDeviceProp props_{};
 };
 
-// An uninitialised device tensor (cudaMalloc; freed when the last handle goes).
+// An uninitialised device tensor from the device's stream-ordered pool (cudaMallocAsync on dev.stream();
+// returned to the pool, without synchronising, when the last handle goes). The pool keeps freed blocks
+// for reuse (release threshold: unlimited), so steady-state forwards allocate without driver calls.
 Tensor cuda_empty(Device& dev, Shape shape, DType dtype);
 // Copies a host tensor to the device (same dtype, same shape). Returns once the copy is done, so
 // the host tensor may be released at once.

@@ -1,8 +1,8 @@
 // The MAGI-2 preview forward on the GPU (see model.h), step for step as models/magi2/model.cpp and its branches
 // (attention.cpp, mlp.cpp, moe.cpp, mhc.cpp). The residual stream s lives in modality-sorted order; a
 // per-modality (G = 3) linear is one GEMM per group on that group's contiguous rows, written in place into one
-// output. Every temporary of a layer stays alive until the layer ends: releasing device memory (cudaFree)
-// synchronises the device, so it happens once per layer and never between the launches of one.
+// output. Every temporary of a layer stays alive until the layer ends (peak_activation_bytes counts them so);
+// device memory comes from the stream-ordered pool (cuda_empty), so releasing them enqueues, never waits.
 #include "backend/cuda/models/magi2/model.h"
 #include "backend/cuda/nvfp4.h"
 
@@ -327,7 +327,7 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
     record("mlp_out", mlp_out);
     record("output", s);
   }
-  live_bytes_ -= layer_bytes;  // `keep` is released here: one device synchronisation per layer
+  live_bytes_ -= layer_bytes;  // `keep` goes back to the pool here (stream-ordered: no synchronisation)
 }
 
 moe::ExpertWeights Magi2CudaModel::expert_weights(const DeviceLayer& lw) {

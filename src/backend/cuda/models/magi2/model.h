@@ -42,7 +42,7 @@ class Magi2CudaModel {
 
   // The same with model_output left on the device ([L, max(C_v, C_a)] F32, packed order); dumps, when
   // wanted, are device tensors in their compute dtype (router indices I32). Synchronises only around the
-  // uploads at the start and once per layer (the release of that layer's temporaries), never inside a layer.
+  // small uploads of the token layout at the start; temporaries go back to the stream-ordered pool unwaited.
   Tensor forward_device(const models::magi2::PackedSequence& packed, const CudaForwardOptions& options = {},
                         TensorMap* dumps = nullptr);
 
