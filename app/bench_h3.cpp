@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -354,7 +355,7 @@ int run_h3(const H3BenchOptions& o) {
   for (const Case& k : cases) {
     const mh::PackedLayout& l = k.layout;
     const mh::PackedTimesteps ts = mh::pack_timesteps(l, 0.37f, 0.61f);
-    const size_t tuned_before = model->gemm().tune_log().size();
+    const size_t tuned_before = model->gemm().tune_log().size(), timed_before = model->layout_timings().size();
     const ch::DeviceProblem p = model->prepare(l, ts);
     for (size_t i = tuned_before; i < model->gemm().tune_log().size(); ++i) {
       const auto& r = model->gemm().tune_log()[i];
@@ -362,6 +363,11 @@ int run_h3(const H3BenchOptions& o) {
                  "TFLOP/s)\n",
                  r.m, r.k, r.n, r.k, r.tried, r.first_ms, r.chosen, r.best_ms,
                  r.best_ms > 0 ? 2.0 * r.m * r.n * r.k / (r.best_ms * 1e-3) / 1e12 : 0.0);
+    }
+    for (size_t i = timed_before; i < model->layout_timings().size(); ++i) {
+      const auto& t = model->layout_timings()[i];
+      fmt::print("attention plan {} at {} rows: {:.3f} ms per core\n", ch::attention_layout_name(t.layout), t.rows,
+                 t.ms);
     }
     const DType act = model->act_dtype();
     const Tensor text = random_rows(dev, l.text_len, c.hidden_size, o.seed + 11, act);
@@ -395,6 +401,17 @@ int run_h3(const H3BenchOptions& o) {
       (cat == "attention" ? att_ms : cat == "gemm" ? gemm_ms : rest_ms) += ms;
     }
     const double block_ms = att_ms + gemm_ms + rest_ms;
+    {  // every step of the profiled block, in order (the forward's step sequence)
+      static const char* kSteps[] = {"qkv GEMM", "qk-norm+RoPE", "attention", "out_proj GEMM", "resid+norm2",
+                                     "fc1 GEMM", "SwiGLU", "fc2 GEMM", "resid+norm1"};
+      std::string line = fmt::format("{} block {} steps (ms):", k.name, prof.block);
+      for (size_t i = 1; i < prof.marks.size(); ++i) {
+        float ms = 0;
+        AVDIT_CUDA_CHECK(cudaEventElapsedTime(&ms, prof.marks[i - 1].second, prof.marks[i].second));
+        line += fmt::format(" {} {:.2f};", i - 1 < std::size(kSteps) ? kSteps[i - 1] : "?", ms);
+      }
+      fmt::print("{}\n", line);
+    }
     const double s = fwd.median() / 1e3;
     rep.row();
     rep.set("case", k.name);
@@ -402,7 +419,7 @@ int run_h3(const H3BenchOptions& o) {
     rep.set("live", l.used_len);
     rep.set("precision", o.precision);
     rep.set("attention", std::string(ch::attention_name(model->attention_impl())));
-    rep.set("layout", std::string(ch::attention_layout_name(model->attention_layout())));
+    rep.set("layout", std::string(ch::attention_layout_name(p.attention.layout)));
     rep.set("gemm cands", static_cast<int64_t>(o.gemm_candidates));
     rep.set("forward s", s, 3);
     rep.set("spread ms", fwd.max() - fwd.min(), 1);

@@ -216,6 +216,86 @@ TEST(H3CudaFlash, MatchesOpSetAttention) {
   }
 }
 
+// The fused element-wise kernels in bf16 at the real widths (16-byte vector paths: H = 5376,
+// F = 14336) and at widths that take the scalar paths (H = 196, F = 100), against a float64 CPU
+// computation of the same formula: x += gate * f; out = rms(x) * w * (1 + scale) + shift; and
+// silu(g) * u. Bound: a few bf16 roundings (2^-8 each) of the largest output.
+TEST(H3CudaKernels, ResidNormAndSwigluMatchFloat64) {
+  Device dev;
+  std::mt19937 gen(3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto host_bf16 = [&](int64_t n, float mean, float std) {
+    Tensor t = Tensor::empty({n}, DType::F32);
+    for (int64_t i = 0; i < n; ++i) t.f32()[i] = mean + std * nd(gen);
+    return t.to(DType::BF16).to_f32();  // bf16-valued, kept as F32 on the host
+  };
+  for (int64_t H : {int64_t{5376}, int64_t{196}}) {
+    const int64_t S = 7, M = 2;  // 7 rows, 2 table rows
+    const Tensor x = host_bf16(S * H, 0.f, 1.f), f = host_bf16(S * H, 0.f, 1.f), w = host_bf16(H, 1.f, 0.1f);
+    const Tensor tab = host_bf16(M * 3 * H, 0.f, 0.3f);  // [M, 3H]: gate | shift | scale
+    std::vector<int32_t> rows_h = {0, 1, 1, 0, 1, 0, 0};
+    const Tensor xd = to_device(dev, x.to(DType::BF16)), fd = to_device(dev, f.to(DType::BF16));
+    const Tensor wd = to_device(dev, w.to(DType::BF16)), td = to_device(dev, tab.to(DType::BF16));
+    const Tensor rows = to_device(dev, Tensor::from_data({S}, DType::I32, rows_h.data()));
+    Tensor out = cuda_empty(dev, {S, H}, DType::BF16);
+    ResidNormArgs a;
+    a.x = device_ptr(xd);
+    a.f = fd.raw();
+    a.gate = TableSlice{td.raw(), 3 * H};
+    a.row = std::as_const(rows).data<int32_t>();
+    a.w = wd.raw();
+    a.eps = 1e-5f;
+    a.shift = TableSlice{static_cast<const char*>(td.raw()) + H * 2, 3 * H};
+    a.scale = TableSlice{static_cast<const char*>(td.raw()) + 2 * H * 2, 3 * H};
+    a.row2 = a.row;
+    a.out = device_ptr(out);
+    a.S = S;
+    a.H = H;
+    resid_norm_modulate(dev.stream(), true, a);
+    const Tensor got_x = to_host(dev, xd).to_f32(), got = to_host(dev, out).to_f32();
+    double worst_x = 0, worst = 0, max_out = 0;
+    for (int64_t r = 0; r < S; ++r) {
+      const float* T = tab.f32() + rows_h[r] * 3 * H;
+      std::vector<double> xr(H);
+      double ss = 0;
+      for (int64_t c = 0; c < H; ++c) {
+        xr[c] = x.f32()[r * H + c] + static_cast<double>(T[c]) * f.f32()[r * H + c];
+        ss += xr[c] * xr[c];
+        // Each rounding (of gate * f, then of the sum) errs by <= 2^-9 of its own magnitude.
+        const double scale = std::fabs(x.f32()[r * H + c]) + std::fabs(static_cast<double>(T[c]) * f.f32()[r * H + c]);
+        worst_x = std::max(worst_x, std::fabs(got_x.f32()[r * H + c] - xr[c]) / (scale + 1e-6));
+      }
+      const double inv = 1.0 / std::sqrt(ss / H + 1e-5);
+      for (int64_t c = 0; c < H; ++c) {
+        const double ref = xr[c] * inv * w.f32()[c] * (1.0 + T[2 * H + c]) + T[H + c];
+        max_out = std::max(max_out, std::fabs(ref));
+        worst = std::max(worst, std::fabs(got.f32()[r * H + c] - ref));
+      }
+    }
+    std::printf("  resid+norm+modulate bf16 H=%ld: residual worst %.3e of |x| + |gate f|, out worst %.3e of max %.3f\n",
+                static_cast<long>(H), worst_x, worst / max_out, max_out);
+    EXPECT_LE(worst_x, 8e-3) << H;  // two bf16 roundings of <= 2^-9 each
+    EXPECT_LE(worst / max_out, 2e-2) << H;
+  }
+  for (int64_t F : {int64_t{14336}, int64_t{100}}) {
+    const int64_t S = 3;
+    const Tensor u = host_bf16(S * 2 * F, 0.f, 2.f);
+    const Tensor ud = to_device(dev, u.to(DType::BF16));
+    Tensor out = cuda_empty(dev, {S, F}, DType::BF16);
+    swiglu(dev.stream(), true, ud.raw(), device_ptr(out), S, F);
+    const Tensor got = to_host(dev, out).to_f32();
+    double worst = 0;
+    for (int64_t r = 0; r < S; ++r)
+      for (int64_t c = 0; c < F; ++c) {
+        const double g = u.f32()[r * 2 * F + c], up = u.f32()[r * 2 * F + F + c];
+        const double ref = g / (1.0 + std::exp(-g)) * up;
+        worst = std::max(worst, std::fabs(got.f32()[r * F + c] - ref) / (std::fabs(ref) + 1e-2));
+      }
+    std::printf("  swiglu bf16 F=%ld: worst rel %.3e\n", static_cast<long>(F), worst);
+    EXPECT_LE(worst, 1.6e-2) << F;
+  }
+}
+
 // The host plan of the cuDNN calls: empty documents dropped, the ragged graph sized by the longest
 // document it holds, Split's dense part = the first document.
 TEST(H3CudaAttentionPlan, CoversEveryDocument) {

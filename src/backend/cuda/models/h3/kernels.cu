@@ -27,6 +27,47 @@ __device__ __forceinline__ float R(float v) {
   else return v;
 }
 
+// 8 bf16 (16 bytes) at once: the bf16 mode's element-wise kernels are memory-bound, and 2-byte
+// scalar accesses leave most of each transaction's width unused. p must be 16-byte aligned.
+__device__ __forceinline__ void ld8(const bf16* p, float* o) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    o[2 * i] = f.x;
+    o[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void st8(bf16* p, const float* v) {
+  uint4 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+// 4 elements at once (qk kernel: a lane's 4 dims): 8 bytes of bf16 or 16 of fp32.
+__device__ __forceinline__ void ld4(const bf16* p, float* o) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  o[0] = a.x, o[1] = a.y, o[2] = b.x, o[3] = b.y;
+}
+__device__ __forceinline__ void ld4(const float* p, float* o) {
+  const float4 f = *reinterpret_cast<const float4*>(p);
+  o[0] = f.x, o[1] = f.y, o[2] = f.z, o[3] = f.w;
+}
+__device__ __forceinline__ void st4(bf16* p, const float* v) {
+  uint2 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+  h[0] = __floats2bfloat162_rn(v[0], v[1]);
+  h[1] = __floats2bfloat162_rn(v[2], v[3]);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+__device__ __forceinline__ void st4(float* p, const float* v) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
 constexpr int kRowThreads = 256;
 
 // Block-wide sum in a fixed order (warp butterfly, then warp 0 over the warp sums): the same bits
@@ -81,6 +122,78 @@ __global__ void __launch_bounds__(kRowThreads) resid_norm_kernel(ResidNormArgs a
   }
 }
 
+// resid_norm_kernel<true> with 16-byte accesses and the row kept in registers (no shared row):
+// thread t owns the 8-channel groups t, t + 256, ... (at most kVecPerThread of them, H <= 8192).
+// The same math per element; only the order of the fp32 sum of squares differs.
+constexpr int kVecPerThread = 4;
+__global__ void __launch_bounds__(kRowThreads) resid_norm_bf16x8_kernel(ResidNormArgs a) {
+  __shared__ float scratch[kRowThreads / 32];
+  const int64_t r = blockIdx.x, H = a.H;
+  bf16* x = static_cast<bf16*>(a.x) + r * H;
+  const bool resid = a.f != nullptr, gated = a.gate.base != nullptr;
+  const bf16* g = gated ? static_cast<const bf16*>(a.gate.base) + a.row[r] * a.gate.stride : nullptr;
+  const bf16* f = resid ? static_cast<const bf16*>(a.f) + r * H : nullptr;
+  float v[kVecPerThread][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int64_t c = (threadIdx.x + int64_t{k} * kRowThreads) * 8;
+    if (c >= H) break;
+    ld8(x + c, v[k]);
+    if (resid) {
+      float fv[8], gv[8];
+      ld8(f + c, fv);
+      if (gated) ld8(g + c, gv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[k][j] = R<true>(v[k][j] + (gated ? R<true>(gv[j] * fv[j]) : fv[j]));
+      st8(x + c, v[k]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[k][j] * v[k][j];
+  }
+  if (a.out == nullptr) return;  // uniform over the block
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(H) + a.eps);
+  const bf16* w = static_cast<const bf16*>(a.w);
+  const bool mod = a.shift.base != nullptr;
+  const int64_t t = mod ? a.row2[r] : 0;
+  const bf16* sh = mod ? static_cast<const bf16*>(a.shift.base) + t * a.shift.stride : nullptr;
+  const bf16* sc = mod ? static_cast<const bf16*>(a.scale.base) + t * a.scale.stride : nullptr;
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int64_t c = (threadIdx.x + int64_t{k} * kRowThreads) * 8;
+    if (c >= H) break;
+    float wv[8], h[8];
+    ld8(w + c, wv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) h[j] = R<true>(v[k][j] * inv * wv[j]);
+    if (mod) {
+      float scv[8], shv[8];
+      ld8(sc + c, scv);
+      ld8(sh + c, shv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) h[j] = R<true>(R<true>(h[j] * R<true>(1.0f + scv[j])) + shv[j]);
+    }
+    if (a.out_f32) {
+      float* o = static_cast<float*>(a.out) + r * H + c;
+      *reinterpret_cast<float4*>(o) = make_float4(h[0], h[1], h[2], h[3]);
+      *reinterpret_cast<float4*>(o + 4) = make_float4(h[4], h[5], h[6], h[7]);
+    } else {
+      st8(static_cast<bf16*>(a.out) + r * H + c, h);
+    }
+  }
+}
+
+// Whether resid_norm_bf16x8_kernel can take these operands: H a multiple of 8 up to 8 x 256 x
+// kVecPerThread, every pointer 16-byte aligned, every table stride a multiple of 8 elements.
+bool resid_norm_vectorizable(const ResidNormArgs& a) {
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (a.H % 8 != 0 || a.H > int64_t{8} * kRowThreads * kVecPerThread) return false;
+  if (!al(a.x) || !al(a.f) || !al(a.w) || !al(a.out)) return false;
+  for (const TableSlice* t : {&a.gate, &a.shift, &a.scale})
+    if (!al(t->base) || t->stride % 8 != 0) return false;
+  return true;
+}
+
 constexpr int kHeadDim = 128;
 constexpr int kQkWarps = 4;
 
@@ -101,21 +214,21 @@ __global__ void __launch_bounds__(kQkWarps * 32)
                 static_cast<T*>(v_) + item * kHeadDim};
   const T* norms[2] = {static_cast<const T*>(qn_), static_cast<const T*>(kn_)};
   for (int which = 0; which < 2; ++which) {
-    float v[4];
+    float v[4], nw[4];
+    ld4(g + which * kHeadDim + lane * 4, v);
+    ld4(norms[which] + lane * 4, nw);
     float ss = 0.f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[j] = ld(g + which * kHeadDim, lane * 4 + j);
-      ss += v[j] * v[j];
-    }
+    for (int j = 0; j < 4; ++j) ss += v[j] * v[j];
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     const float inv = rsqrtf(ss / kHeadDim + eps);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      v[j] = R<BF>(v[j] * inv * ld(norms[which], lane * 4 + j));
+      v[j] = R<BF>(v[j] * inv * nw[j]);
       buf[warp][lane * 4 + j] = v[j];
     }
     __syncwarp();
+    float o4[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t d = lane * 4 + j;
@@ -126,12 +239,14 @@ __global__ void __launch_bounds__(kQkWarps * 32)
         o = d < half ? v[j] * c - buf[warp][d + half] * sn : v[j] * c + buf[warp][d - half] * sn;
         o = R<BF>(o);
       }
-      st(outs[which], d, o);
+      o4[j] = o;
     }
+    st4(outs[which] + lane * 4, o4);
     __syncwarp();  // buf is rewritten by the next operand
   }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) st(outs[2], lane * 4 + j, ld(g + 2 * kHeadDim, lane * 4 + j));
+  float vv[4];
+  ld4(g + 2 * kHeadDim + lane * 4, vv);
+  st4(outs[2] + lane * 4, vv);
 }
 
 // One block row per token row, two channels per thread.
@@ -149,6 +264,19 @@ __global__ void swiglu_kernel(const void* u_, void* out_, int64_t F) {
       st(out, c + e, R<BF>(R<BF>(gv / (1.0f + expf(-gv))) * up));
     }
   }
+}
+
+// bf16 SwiGLU, 8 channels per thread (F a multiple of 8, u and out 16-byte aligned).
+__global__ void swiglu_bf16x8_kernel(const bf16* u_, bf16* out_, int64_t F) {
+  const int64_t r = blockIdx.y, c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 8;
+  if (c >= F) return;
+  const bf16* u = u_ + r * 2 * F;
+  float gv[8], up[8], o[8];
+  ld8(u + c, gv);
+  ld8(u + F + c, up);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = R<true>(R<true>(gv[j] / (1.0f + expf(-gv[j]))) * up[j]);
+  st8(out_ + r * F + c, o);
 }
 
 template <bool BF>
@@ -199,7 +327,9 @@ unsigned grid_1d(int64_t n, int threads) {
 void resid_norm_modulate(cudaStream_t st, bool bf16_mode, const ResidNormArgs& a) {
   if (a.S == 0) return;
   const size_t smem = static_cast<size_t>(a.H) * sizeof(float);
-  if (bf16_mode) {
+  if (bf16_mode && resid_norm_vectorizable(a)) {
+    resid_norm_bf16x8_kernel<<<static_cast<unsigned>(a.S), kRowThreads, 0, st>>>(a);
+  } else if (bf16_mode) {
     if (smem > 48 * 1024)
       cudaFuncSetAttribute(resid_norm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     resid_norm_kernel<true><<<static_cast<unsigned>(a.S), kRowThreads, smem, st>>>(a);
@@ -225,6 +355,12 @@ void qk_norm_rope(cudaStream_t st, bool bf16_mode, const void* qkv, const void* 
 
 void swiglu(cudaStream_t st, bool bf16_mode, const void* u, void* out, int64_t S, int64_t F) {
   if (S == 0 || F == 0) return;
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (bf16_mode && F % 8 == 0 && al(u) && al(out)) {
+    const dim3 g8(static_cast<unsigned>((F / 8 + 255) / 256), static_cast<unsigned>(S));
+    swiglu_bf16x8_kernel<<<g8, 256, 0, st>>>(static_cast<const bf16*>(u), static_cast<bf16*>(out), F);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((F / 2 + 255) / 256 + 1), static_cast<unsigned>(S));
   if (bf16_mode) swiglu_kernel<true><<<grid, 256, 0, st>>>(u, out, F);
   else swiglu_kernel<false><<<grid, 256, 0, st>>>(u, out, F);

@@ -47,7 +47,9 @@ const char* attention_name(AttentionImpl a);
 //            kernel, what the standalone benchmark and torch's SDPA run), the rest (H3: the < 64
 //            pad rows) as one ragged graph sized by its longest document. At most two launches
 //            whatever the number of documents.
-// Auto is Split (bench/NOTES.md: the dense graph is the fast one).
+// Auto: for the bf16 cuDNN core at >= H3CudaModel::kTuneMinRows rows, Split and Ragged are each timed once per
+// packed layout at prepare() and the faster kept (neither wins everywhere: bench/NOTES.md);
+// otherwise Split.
 enum class AttentionLayout { Auto, Legacy, Ragged, Split };
 const char* attention_layout_name(AttentionLayout l);
 
@@ -58,6 +60,7 @@ struct AttentionPlan {
   int64_t dense_rows = 0;
   Tensor tail_cu;          // I32 on the device; undefined: no ragged part
   int64_t tail_max = 0;
+  AttentionLayout layout = AttentionLayout::Split;  // the plan's layout (never Auto)
 };
 // Host planning of `cu` (cu[0] == 0, non-decreasing, cu.back() == S) under `layout`.
 AttentionPlan plan_attention(Device& dev, const std::vector<int64_t>& cu, AttentionLayout layout);
@@ -138,6 +141,13 @@ class H3CudaModel : public models::h3::H3Forward {
   static constexpr int64_t kTuneMinRows = 4096;
   void set_gemm_candidates(int n) { gemm_candidates_ = n; }
   const Gemm& gemm() const { return gemm_; }
+  // What Auto timed at prepare(): (rows, layout, ms of one attention core).
+  struct LayoutTiming {
+    int64_t rows;
+    AttentionLayout layout;
+    float ms;
+  };
+  const std::vector<LayoutTiming>& layout_timings() const { return layout_timings_; }
 
   // --- host tensors in / out (CLI, tests, samplers) ----------------------------------------------
   // The H3Forward interface (what models::h3::forward_from_inputs / velocity and pipeline/generate_h3
@@ -186,6 +196,9 @@ class H3CudaModel : public models::h3::H3Forward {
   Tensor slice(int64_t offset_bytes, Shape shape, DType dtype) const;
   // softmax(q k^T / sqrt(dh)) v inside each cu document, by the configured implementation.
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionPlan& plan, int64_t S);
+  // The layout prepare() plans with: layout_, or under Auto the faster of Split and Ragged for
+  // this cu_seqlens, timed once on arena scratch (synchronises) and cached.
+  AttentionLayout resolve_layout(const std::vector<int64_t>& cu);
   // Times the block GEMM candidates for S rows on arena scratch (prepare(); synchronises).
   void tune_gemms(int64_t S);
 
@@ -198,6 +211,8 @@ class H3CudaModel : public models::h3::H3Forward {
   AttentionImpl attention_ = AttentionImpl::Flash;
   AttentionLayout layout_ = AttentionLayout::Auto;
   int gemm_candidates_ = 8;
+  std::map<std::vector<int64_t>, AttentionLayout> chosen_layouts_;
+  std::vector<LayoutTiming> layout_timings_;
   // Arena: x, h, t (out of attention / MLP), core, and the big region shared by qkv/q/k/v and
   // fc1/swiglu; sized for arena_rows_.
   std::shared_ptr<void> arena_;
