@@ -479,7 +479,8 @@ TEST(CudaMoe, RouterIntegerLogitsExactTies) {
           biased[e] = score[e] + bias.f32()[h * E + e];
         }
         std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
+        // K + 1 sorted (the comparator is a strict total order, so the first K are moe.cpp's top-K).
+        std::partial_sort(order.begin(), order.begin() + K + 1, order.end(), [&](int a, int b) {
           return biased[a] > biased[b] || (biased[a] == biased[b] && a < b);
         });
         if (biased[order[K - 1]] == biased[order[K]]) ++tied_pairs;  // the tie rule decides the set
