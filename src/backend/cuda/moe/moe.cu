@@ -635,6 +635,8 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   check_routing(routing, cfg, T);
   check_shape(rows, {T * cfg.heads * cfg.top_k, cfg.head_dim}, "moe combine rows");
   AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16, "moe combine: out must be F32 or BF16, got {}", dtype_name(out));
+  require_i32(perm.slot_pos, "moe combine perm.slot_pos");
+  check_shape(perm.slot_pos, {T * cfg.heads * cfg.top_k}, "moe combine perm.slot_pos");
   Tensor o = cuda_empty(dev, {T, cfg.heads * cfg.head_dim}, out);
   if (o.numel() == 0) return o;
   const int64_t TH = T * cfg.heads;
