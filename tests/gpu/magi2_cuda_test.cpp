@@ -30,6 +30,7 @@
 #include "models/magi2/weights.h"
 #include "ops/ops.h"
 #include "pipeline/generate_magi2.h"
+#include "testing/compare.h"
 
 namespace avdit::cuda::magi2 {
 namespace {
@@ -77,36 +78,6 @@ Err compare(const Tensor& got, const Tensor& want) {
   return e;
 }
 
-// (token, head) rows whose expert sets differ.
-int64_t routing_flips(const Tensor& got, const Tensor& want) {
-  const int64_t K = want.size(-1), rows = want.numel() / K;
-  const Tensor g = got.to(DType::I64), w = want.to(DType::I64);
-  int64_t flips = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::set<int64_t> a(g.data<int64_t>() + r * K, g.data<int64_t>() + (r + 1) * K);
-    const std::set<int64_t> b(w.data<int64_t>() + r * K, w.data<int64_t>() + (r + 1) * K);
-    flips += a != b;
-  }
-  return flips;
-}
-
-// topk weights as per-(token, head) maps expert -> weight (the k order may differ on exact ties).
-Err compare_topk_weights(const Tensor& gi, const Tensor& gw, const Tensor& wi, const Tensor& ww) {
-  const int64_t K = wi.size(-1), rows = wi.numel() / K;
-  const Tensor gi64 = gi.to(DType::I64), wi64 = wi.to(DType::I64), gw32 = gw.to_f32(), ww32 = ww.to_f32();
-  Err e;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t ex = wi64.data<int64_t>()[r * K + k];
-      const float ref = std::as_const(ww32).f32()[r * K + k];
-      e.max_ref = std::max(e.max_ref, static_cast<double>(std::fabs(ref)));
-      for (int64_t j = 0; j < K; ++j)
-        if (gi64.data<int64_t>()[r * K + j] == ex)
-          e.max_abs = std::max(e.max_abs, static_cast<double>(std::fabs(std::as_const(gw32).f32()[r * K + j] - ref)));
-    }
-  return e;
-}
-
 // The layer index of "layers.{i}.*", -1 otherwise.
 int layer_of(const std::string& name) {
   if (name.rfind("layers.", 0) != 0) return -1;
@@ -140,7 +111,7 @@ CheckResult check_against(const TensorMap& got, const TensorMap& want, double to
     }
     ++r.compared;
     if (name.find("topk_indices") != std::string::npos) {
-      const int64_t f = routing_flips(it->second, ref);
+      const int64_t f = test_util::routing_flips(it->second, ref);
       r.routing_flips += f;
       r.routing_sets += ref.numel() / ref.size(-1);
       if (f) std::printf("[%s] %-34s %lld routing sets differ\n", label, name.c_str(), static_cast<long long>(f));
@@ -152,7 +123,10 @@ CheckResult check_against(const TensorMap& got, const TensorMap& want, double to
     Err e;
     if (name.find("topk_weights") != std::string::npos) {
       const std::string base = name.substr(0, name.size() - std::string("topk_weights").size());
-      e = compare_topk_weights(got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
+      const test_util::MaxDiff d =
+          test_util::topk_weight_diff(got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
+      e.max_abs = d.max_abs;
+      e.max_ref = d.max_ref;
     } else {
       e = compare(it->second, ref);
     }
@@ -541,9 +515,9 @@ TEST(Magi2CudaGolden, Bf16Figures) {
   int64_t flips_gold = 0, flips_cpu_bf16 = 0, flips_gpu_vs_cpu_bf16 = 0, sets = 0;
   for (const auto& [name, want] : r.fixture) {
     if (name.find("router.topk_indices") == std::string::npos) continue;
-    const int64_t f = routing_flips(r.gpu_bf16.at(name), want);
-    const int64_t fc = routing_flips(r.cpu_bf16.at(name), want);
-    const int64_t fx = routing_flips(r.gpu_bf16.at(name), r.cpu_bf16.at(name));
+    const int64_t f = test_util::routing_flips(r.gpu_bf16.at(name), want);
+    const int64_t fc = test_util::routing_flips(r.cpu_bf16.at(name), want);
+    const int64_t fx = test_util::routing_flips(r.gpu_bf16.at(name), r.cpu_bf16.at(name));
     std::printf("%s: gpu bf16 flips %lld, cpu bf16 flips %lld (vs fp32 golden); gpu vs cpu bf16 differ in %lld\n",
                 name.c_str(), static_cast<long long>(f), static_cast<long long>(fc), static_cast<long long>(fx));
     flips_gold += f;

@@ -12,6 +12,7 @@
 
 #include "io/safetensors.h"
 #include "models/magi2/api.h"
+#include "testing/compare.h"
 
 namespace avdit::models::magi2 {
 namespace {
@@ -29,19 +30,6 @@ double rel_error(const Tensor& got, const Tensor& want) {
     max_ref = std::max(max_ref, static_cast<double>(std::fabs(w.f32()[i])));
   }
   return max_ref > 0 ? max_abs / max_ref : max_abs;
-}
-
-// Number of (token, head) rows whose chosen expert set differs.
-int64_t routing_flips(const Tensor& got, const Tensor& want) {
-  const int64_t K = want.size(-1), rows = want.numel() / K;
-  const Tensor g = got.to(DType::I64), w = want.to(DType::I64);
-  int64_t flips = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::set<int64_t> a(g.data<int64_t>() + r * K, g.data<int64_t>() + (r + 1) * K);
-    const std::set<int64_t> b(w.data<int64_t>() + r * K, w.data<int64_t>() + (r + 1) * K);
-    flips += a != b;
-  }
-  return flips;
 }
 
 struct Runs {
@@ -103,11 +91,11 @@ TEST(Magi2Bf16, RoutingFlipsCounted) {
   int64_t flips = 0, fp32_flips = 0, sets = 0;
   for (const auto& [name, want] : r.golden) {
     if (name.find("router.topk_indices") == std::string::npos || name.rfind("layers.", 0) != 0) continue;
-    const int64_t f = routing_flips(r.bf16.at(name), want);
+    const int64_t f = test_util::routing_flips(r.bf16.at(name), want);
     std::printf("%s: bf16 mode flips %lld of %lld (token, head) sets\n", name.c_str(), static_cast<long long>(f),
                 static_cast<long long>(want.numel() / want.size(-1)));
     flips += f;
-    fp32_flips += routing_flips(r.fp32.at(name), want);
+    fp32_flips += test_util::routing_flips(r.fp32.at(name), want);
     sets += want.numel() / want.size(-1);
   }
   std::printf(

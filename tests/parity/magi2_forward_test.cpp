@@ -15,6 +15,7 @@
 #include "models/magi2/model.h"
 #include "models/magi2/packing.h"
 #include "models/magi2/weights.h"
+#include "testing/compare.h"
 
 namespace avdit::models::magi2 {
 namespace {
@@ -33,36 +34,6 @@ Diff compare(const Tensor& got, const Tensor& want) {
     d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(g.f32()[i] - w.f32()[i])));
     d.max_ref = std::max(d.max_ref, static_cast<double>(std::fabs(w.f32()[i])));
   }
-  return d;
-}
-
-// (token, head) -> the chosen expert set must be identical.
-int64_t routing_mismatches(const Tensor& got, const Tensor& want) {
-  const int64_t K = want.size(-1), rows = want.numel() / K;
-  const Tensor g = got.to(DType::I64), w = want.to(DType::I64);
-  int64_t bad = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    std::set<int64_t> a(g.data<int64_t>() + r * K, g.data<int64_t>() + (r + 1) * K);
-    std::set<int64_t> b(w.data<int64_t>() + r * K, w.data<int64_t>() + (r + 1) * K);
-    bad += a != b;
-  }
-  return bad;
-}
-
-// topk weights compared as a per-(token, head) map expert -> weight (order within k may differ on exact ties).
-Diff compare_topk_weights(const Tensor& gi, const Tensor& gw, const Tensor& wi, const Tensor& ww) {
-  const int64_t K = wi.size(-1), rows = wi.numel() / K;
-  const Tensor gi64 = gi.to(DType::I64), wi64 = wi.to(DType::I64), gw32 = gw.to_f32(), ww32 = ww.to_f32();
-  Diff d;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t e = wi64.data<int64_t>()[r * K + k];
-      const float ref = ww32.f32()[r * K + k];
-      d.max_ref = std::max(d.max_ref, static_cast<double>(std::fabs(ref)));
-      for (int64_t j = 0; j < K; ++j)
-        if (gi64.data<int64_t>()[r * K + j] == e)
-          d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(gw32.f32()[r * K + j] - ref)));
-    }
   return d;
 }
 
@@ -96,13 +67,16 @@ class Magi2Parity : public ::testing::Test {
         if (it->second.shape() != ref.shape()) continue;
         ++compared;
         if (name.find("topk_indices") != std::string::npos) {
-          EXPECT_EQ(routing_mismatches(it->second, ref), 0) << label << ": " << name;
+          EXPECT_EQ(test_util::routing_flips(it->second, ref), 0) << label << ": " << name;
           continue;
         }
         Diff d;
         if (name.find("topk_weights") != std::string::npos) {
           const std::string base = name.substr(0, name.size() - std::string("topk_weights").size());
-          d = compare_topk_weights(got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
+          const test_util::MaxDiff w =
+              test_util::topk_weight_diff(got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
+          d.max_abs = w.max_abs;
+          d.max_ref = w.max_ref;
         } else {
           d = compare(it->second, ref);
         }

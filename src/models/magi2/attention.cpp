@@ -1,31 +1,29 @@
 // Attention branch of a MAGI-2 preview layer (see layers.h). The core runs in packed order, so that tokens of
 // an item are contiguous for the varlen segments; everything around it runs in modality-sorted order.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "models/magi2/layers.h"
 #include "ops/ops.h"
 
 namespace avdit::models::magi2 {
-namespace {
-
-// sinks [S, Hq] -> one logit per head: log(sum_s exp(sinks[s, h])), which adds the same softmax denominator term.
-Tensor combined_sinks(const Tensor& sinks) {
+Tensor combined_sinks(const Tensor& sinks_in) {
+  const Tensor sinks = sinks_in.to_f32();
   const int64_t S = sinks.size(0), Hq = sinks.size(1);
-  // A copy (Hq floats): ops::attention reads the sinks through the non-const accessor (refused on mapped data).
-  if (S == 1) return sinks.reshape({Hq}).to(DType::F32);
+  const float* v = std::as_const(sinks).f32();  // const: the checkpoint's sinks may be a read-only mapping
   Tensor out = Tensor::empty({Hq}, DType::F32);
   for (int64_t h = 0; h < Hq; ++h) {
-    float mx = sinks.f32()[h];
-    for (int64_t s = 1; s < S; ++s) mx = std::max(mx, sinks.f32()[s * Hq + h]);
+    float mx = v[h];
+    for (int64_t s = 1; s < S; ++s) mx = std::max(mx, v[s * Hq + h]);
     double acc = 0;
-    for (int64_t s = 0; s < S; ++s) acc += std::exp(static_cast<double>(sinks.f32()[s * Hq + h] - mx));
-    out.f32()[h] = mx + static_cast<float>(std::log(acc));
+    for (int64_t s = 0; s < S; ++s) acc += std::exp(static_cast<double>(v[s * Hq + h] - mx));
+    // S == 1: exactly the sink (mx + log(exp(0)) = mx).
+    out.f32()[h] = S == 1 ? v[h] : mx + static_cast<float>(std::log(acc));
   }
   return out;
 }
-
-}  // namespace
 
 Tensor attention_forward(const AttentionWeights& w, const Magi2Config& c, int64_t groups, const Tensor& attn_in,
                          const TokenLayout& layout, const RopeTables& rope, const std::vector<int64_t>& cu_seqlens,

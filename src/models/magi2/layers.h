@@ -28,6 +28,10 @@ struct RopeTables {
   Tensor sin, cos;
 };
 
+// sinks [S, Hq] (any float dtype) -> one F32 logit per head, log(sum_s exp(sinks[s, h])): a single sink
+// adding the same softmax-denominator term as the S sink tokens (both devices' attention take this form).
+Tensor combined_sinks(const Tensor& sinks);
+
 // `rnd` rounds activations to bf16 where the reference's production dtypes hold bf16 (precision.h); the default
 // is the fp32 oracle.
 // attn_in [L, hidden] (permuted) -> attn_out [L, hidden] (permuted).

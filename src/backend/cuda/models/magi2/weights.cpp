@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "models/magi2/layers.h"
+
 namespace avdit::cuda::magi2 {
 namespace {
 
@@ -60,25 +62,6 @@ class Uploader {
   int64_t bytes_ = 0;
 };
 
-// sinks [S, Hq] -> log(sum_s exp(sinks[s, h])) per head, as models/magi2/attention.cpp combines them.
-Tensor combined_sinks(const Tensor& sinks_in) {
-  const Tensor sinks = sinks_in.to_f32();
-  const int64_t S = sinks.size(0), Hq = sinks.size(1);
-  Tensor out = Tensor::empty({Hq}, DType::F32);
-  for (int64_t h = 0; h < Hq; ++h) {
-    if (S == 1) {
-      out.f32()[h] = sinks.f32()[h];
-      continue;
-    }
-    float mx = sinks.f32()[h];
-    for (int64_t s = 1; s < S; ++s) mx = std::max(mx, sinks.f32()[s * Hq + h]);
-    double acc = 0;
-    for (int64_t s = 0; s < S; ++s) acc += std::exp(static_cast<double>(sinks.f32()[s * Hq + h] - mx));
-    out.f32()[h] = mx + static_cast<float>(std::log(acc));
-  }
-  return out;
-}
-
 }  // namespace
 
 DeviceMhcBranch upload_mhc_branch(Device& dev, const models::magi2::MhcBranchWeights& w, int64_t width) {
@@ -128,7 +111,7 @@ DeviceWeights upload_weights(Device& dev, const Magi2Weights& w, bool bf16) {
     L.linear_proj = up(a.linear_proj, g);
     L.q_norm = up(a.q_norm, DType::F32, {lw.groups, D});
     L.k_norm = up(a.k_norm, DType::F32, {lw.groups, D});
-    L.sinks = up(combined_sinks(a.sinks), DType::F32);
+    L.sinks = up(models::magi2::combined_sinks(a.sinks), DType::F32);
     if (lw.moe) {
       const models::magi2::MoeWeights& m = lw.moe_mlp;
       AVDIT_REQUIRE(m.expert_begin == 0 && m.expert_end == c.moe.num_experts,
