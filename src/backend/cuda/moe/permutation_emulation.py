@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Off-device check of moe.cu (run: python3 src/backend/cuda/moe/permutation_emulation.py).
 # Emulates moe.cu's permutation (keys, stable sort, offsets_kernel, inverse_kernel, tile_table_kernel),
-# the SIMT expert kernels' tile walk and indexing, and combine_kernel, against a direct loop.
+# the SIMT expert kernels' tile walk and indexing, and the combine (combine_vec_kernel and
+# combine_scalar_kernel: ascending expert order per (token, head)), against a direct loop.
 import random, math
 random.seed(3)
 def swiglu7(g, l):
@@ -70,7 +71,7 @@ def run(T, H, E, K, D, De, kmajor, BM=4):
             p = wts[sorted_slot[row]]
             for n in range(D):
                 rows[row * D + n] = p * sum(hbuf[row * De + k] * B(b_d, g, k, n, De, D) for k in range(De))
-    # combine_kernel
+    # combine_vec_kernel / combine_scalar_kernel
     out = [0.0] * (T * W)
     for i in range(T * H * D):
         th = i // D; d = i % D
