@@ -27,6 +27,7 @@
 #include <functional>
 #include <vector>
 
+#include "backend/cuda/moe/grouped.h"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/cuda/timer.h"
@@ -129,6 +130,7 @@ struct Layer {
   const LayerWeights& w;
   std::vector<int64_t> counts;
   moe::ExpertPath path = moe::ExpertPath::Auto;
+  const moe::GroupedWeights* grouped = nullptr;  // --path grouped: the weights packed once, before timing
 
   void norm(Activations& a) const {
     a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
@@ -137,7 +139,10 @@ struct Layer {
   void router(Activations& a) const { a.r = moe::route(dev, a.split, w.gate, w.bias, s.router()); }
   void permute(Activations& a) const { a.p = moe::permute(dev, a.r, s.router()); }
   void experts(Activations& a) const {
-    a.rows = moe::expert_rows(dev, a.split, a.r, a.p, w.ex, s.router(), DType::BF16, path);
+    if (grouped)
+      a.rows = moe::grouped_expert_rows(dev, a.split, a.r, a.p, *grouped, s.router(), DType::BF16);
+    else
+      a.rows = moe::expert_rows(dev, a.split, a.r, a.p, w.ex, s.router(), DType::BF16, path);
   }
   void combine(Activations& a) const { a.experts = moe::combine(dev, a.rows, a.r, a.p, s.router(), DType::BF16); }
   void merge(Activations& a) const { a.merge = linear(dev, a.experts, w.merge, nullptr, DType::BF16); }
@@ -268,10 +273,20 @@ int run(const Options& o) {
   moe::ExpertPath path = moe::ExpertPath::Auto;
   if (o.path == "simt") path = moe::ExpertPath::Simt;
   else if (o.path == "fused") path = moe::ExpertPath::Fused;
-  else AVDIT_REQUIRE(o.path == "auto", "--path: auto, simt or fused, got '{}'", o.path);
+  else if (o.path == "grouped") path = moe::ExpertPath::Grouped;
+  else AVDIT_REQUIRE(o.path == "auto", "--path: auto, simt, fused or grouped, got '{}'", o.path);
+  // The grouped path runs on weights packed once (gate/up interleaved, K-major), as a model would at
+  // load time; the packing is timed on its own row, not inside the expert stage.
+  moe::GroupedWeights gw;
+  double pack_ms = 0.0;
+  if (path == moe::ExpertPath::Grouped) {
+    gw = moe::pack_grouped_weights(dev, w.ex, s.router());
+    pack_ms = time_on_stream(dev, [&] { gw = moe::pack_grouped_weights(dev, w.ex, s.router()); }, 1, 3).median();
+  }
   bench::Report rep("MAGI-2 MoE MLP sub-layer, bf16 (12 heads x 256 experts, top-6, 256->1280->256; hidden 3072)");
   for (const int64_t T : o.tokens) {
     Layer layer{dev, s, w, modality_counts(T), path};
+    if (path == moe::ExpertPath::Grouped) layer.grouped = &gw;
     Activations a = make_inputs(dev, s, T, layer.counts, 2);
     layer.all(a);  // also the warm-up of every stage's first call
     int64_t empty = 0;
@@ -312,6 +327,13 @@ int run(const Options& o) {
       rep.set("of 770", tf / kCeilingTflops, 3);
       rep.set("max/mean load", ratio, 2);
       rep.set("empty groups", empty);
+      rep.set("path", o.path);
+    }
+    if (path == moe::ExpertPath::Grouped) {
+      rep.row();
+      rep.set("T", T);
+      rep.set("stage", std::string("grouped: pack expert weights (once per weight set, not in the stages above)"));
+      rep.set("ms", pack_ms, 3);
       rep.set("path", o.path);
     }
 #if AVDIT_MOE_BENCH_NVFP4
@@ -368,7 +390,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--warmup", opt->warmup, "untimed runs per stage");
   cmd->add_option("--iters", opt->iters, "timed runs per stage (median reported)");
   cmd->add_option("--json", opt->json, "also write the rows as JSON here");
-  cmd->add_option("--path", opt->path, "expert kernels: auto (fused tensor-core kernel on sm_90), simt or fused");
+  cmd->add_option("--path", opt->path, "expert kernels: auto (fused tensor-core kernel on sm_90), simt, fused or grouped (CUTLASS sm90 grouped GEMMs)");
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");

@@ -7,7 +7,10 @@
 //   expert order): F32 NMSE <= 1e-10, BF16 within a bf16 bound; both kernel paths (SIMT reference and
 //   the fused tensor-core kernel where the GPU has it), both weight layouts ([in, out] and K-major);
 // - small odd shapes and the real MAGI-2 widths (12 heads x 256 experts, top-6, D 256, De 1280),
-//   skewed expert loads with empty groups, determinism (two runs, same bits).
+//   skewed expert loads with empty groups, determinism (two runs, same bits);
+// - the grouped path (grouped.h: CUTLASS sm90 grouped GEMMs, swiglu7 and the weight in the epilogues)
+//   against the same reference at small shapes (partial M and N tiles, empty groups, both weight
+//   layouts) and the real widths, chunked by heads or not (same bits), determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cuda/moe/grouped.h"
 #include "backend/cuda/moe/moe.h"
 #include "core/dtype.h"
 #include "models/magi2/layers.h"
@@ -436,6 +440,113 @@ TEST(CudaMoe, RouteThenExpertsRealWidths) {
                 path == ExpertPath::Simt ? "simt" : "fused", e, kNmseBf16);
     EXPECT_LE(e, kNmseBf16);
   }
+}
+
+
+// ---- the grouped path (grouped.h) ------------------------------------------------------------------
+// permute -> grouped_expert_rows -> combine, as moe.cu's routed_experts runs the other paths.
+Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const GroupedWeights& gw, const RouterConfig& c,
+                      int64_t scratch_bytes = int64_t{3} << 30) {
+  const Permutation perm = permute(dev, r, c);
+  const Tensor rows = grouped_expert_rows(dev, x, r, perm, gw, c, DType::BF16, scratch_bytes);
+  return combine(dev, rows, r, perm, c, DType::BF16);
+}
+
+void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
+  const Tensor ref = ref_experts(p, true);
+  const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
+  for (bool km : {false, true}) {
+    if (km && !with_k_major) continue;
+    const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
+    const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c));
+    const double e = nmse(got, ref);
+    std::printf("  experts %-52s grouped %-7s nmse %.2e (bound %.0e)\n", what.c_str(), km ? "k-major" : "in,out", e,
+                kNmseBf16);
+    EXPECT_LE(e, kNmseBf16) << what << " grouped" << (km ? " k-major" : "");
+    // Deterministic, and chunking by heads (here one head per chunk) changes nothing.
+    const Tensor again = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c));
+    EXPECT_EQ(std::memcmp(got.raw(), again.raw(), size_t(got.nbytes())), 0) << what << " grouped determinism";
+    const Tensor chunked = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, 1));
+    EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << what << " grouped chunked by head";
+  }
+}
+
+bool has_grouped(Device& dev, const RouterConfig& c, int64_t De) {
+  const Tensor probe = cuda_empty(dev, {1, c.heads * c.head_dim}, DType::BF16);
+  return grouped_supported(dev, probe, c, De, DType::BF16);
+}
+
+TEST(CudaMoe, ExpertsGroupedSmallShapes) {
+  Device dev;
+  struct Case { int64_t T, H, E, K, D, De; };
+  uint32_t seed = 300;
+  // Partial tiles in M (groups of a few rows up to > 128) and N (2 De and D below the 256-wide
+  // tile), single-row problems with most groups empty, several heads per chunk.
+  for (const Case& cs : {Case{50, 3, 8, 2, 48, 80}, Case{130, 2, 16, 3, 64, 128}, Case{200, 2, 32, 6, 128, 192},
+                         Case{1, 2, 16, 6, 64, 64}, Case{1000, 2, 4, 2, 32, 40}, Case{333, 3, 8, 3, 256, 136}}) {
+    const Problem p = make_problem(cs.T, cs.H, cs.E, cs.K, cs.D, cs.De, DType::BF16, ++seed);
+    if (!has_grouped(dev, p.c, cs.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
+    const std::string what = "T" + std::to_string(cs.T) + " H" + std::to_string(cs.H) + " E" + std::to_string(cs.E) +
+                             " K" + std::to_string(cs.K) + " D" + std::to_string(cs.D) + " De" + std::to_string(cs.De);
+    check_grouped(dev, p, true, what);
+  }
+}
+
+// The real widths, all 12 heads x 256 experts (BF16), with skewed loads and empty groups; then the
+// GPU router's own routing at T = 2,048 and 4,096 (groups of up to a few hundred rows, several M
+// tiles per group).
+TEST(CudaMoe, ExpertsGroupedRealWidths) {
+  Device dev;
+  {
+    const Problem p = make_problem(400, 12, 256, 6, 256, 1280, DType::BF16, 8);
+    if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
+    check_grouped(dev, p, false, "T400 12x256 top-6 D256 De1280 BF16");
+  }
+  for (const int64_t T : {int64_t{2048}, int64_t{4096}}) {
+    std::mt19937 gen(uint32_t(21 + T));
+    const int64_t H = 12, E = 256, K = 6, D = 256, De = 1280;
+    RouterConfig c{H, E, K, D, false, true, 4.9f};
+    Problem p = make_problem(1, H, E, K, D, De, DType::BF16, uint32_t(9 + T));  // weights only
+    p.c = c;
+    p.T = T;
+    p.x = normal(gen, {T, H * D}).to(DType::BF16).to_f32();
+    const Tensor gate = normal(gen, {H * E, D}, 1.0f / 16), bias = normal(gen, {H * E}, 0.05f);
+    const Tensor xd = to_device(dev, p.x.to(DType::BF16));
+    const Routing r = route(dev, xd, to_device(dev, gate), to_device(dev, bias), c);
+    const Tensor idx = to_host(dev, r.indices), w = to_host(dev, r.weights);
+    p.idx.assign(idx.data<int32_t>(), idx.data<int32_t>() + idx.numel());
+    p.w.assign(w.f32(), w.f32() + w.numel());
+    const Tensor ref = ref_experts(p, true);
+    const ExpertWeights ew{to_device(dev, p.gate), to_device(dev, p.up), to_device(dev, p.down)};
+    const GroupedWeights gw = pack_grouped_weights(dev, ew, c);
+    const Tensor got = to_host(dev, grouped_routed(dev, xd, r, gw, c));
+    const double e = nmse(got, ref);
+    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped nmse %.2e (bound %.0e)\n", long(T), e, kNmseBf16);
+    EXPECT_LE(e, kNmseBf16);
+    const Tensor chunked = to_host(dev, grouped_routed(dev, xd, r, gw, c, 1));
+    EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << "T" << T << " chunked by head";
+    // The one-call overload (packs ExpertWeights itself) gives the same bits.
+    const Permutation perm = permute(dev, r, c);
+    const Tensor rows1 = to_host(dev, grouped_expert_rows(dev, xd, r, perm, ew, c, DType::BF16));
+    const Tensor rows2 = to_host(dev, grouped_expert_rows(dev, xd, r, perm, gw, c, DType::BF16));
+    EXPECT_EQ(std::memcmp(rows1.raw(), rows2.raw(), size_t(rows1.nbytes())), 0) << "T" << T << " overloads";
+  }
+}
+
+// Bad operands are refused with the tensor named.
+TEST(CudaMoe, ExpertsGroupedRejects) {
+  Device dev;
+  const Problem p = make_problem(20, 2, 8, 2, 64, 64, DType::BF16, 5);
+  const DeviceProblem d = upload(dev, p, DType::BF16, false);
+  if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
+  const GroupedWeights gw = pack_grouped_weights(dev, d.w, p.c);
+  const Permutation perm = permute(dev, d.r, p.c);
+  EXPECT_THROW(grouped_expert_rows(dev, d.x, d.r, perm, gw, p.c, DType::F32), BadInput);
+  const Tensor x32 = to_device(dev, p.x);
+  EXPECT_THROW(grouped_expert_rows(dev, x32, d.r, perm, gw, p.c, DType::BF16), BadInput);
+  GroupedWeights bad = gw;
+  bad.inter = 32;
+  EXPECT_THROW(grouped_expert_rows(dev, d.x, d.r, perm, bad, p.c, DType::BF16), BadInput);
 }
 
 // ---- router top-K on integer logits, and the combine bit for bit ----------------------------------

@@ -75,6 +75,13 @@ enum class ExpertPath {
           // and it has passed its device test (moe.cu kAutoFused), else Simt
   Simt,   // reference kernels: fp32 SIMT tiles, gate/up+swiglu7 then down (any dtype; the F32 parity path)
   Fused,  // one tensor-core kernel per row tile: gather -> gate/up -> swiglu7 -> down -> weight
+  // Two CUTLASS sm90 grouped GEMMs (TMA + wgmma, warp-specialised), grouped.h: gather -> gate/up with
+  // swiglu7 in the epilogue -> h [rows, De] bf16 in memory -> down with the weight in the epilogue.
+  // Conditions: CUTLASS build, sm_90, BF16 x, weights and out, D and De multiples of 8. Rounding: the
+  // BF16 contract above exactly (h = bf16(swiglu7(fp32 gate, fp32 up)), rows = bf16(weight * fp32
+  // down)); only the fp32 summation order inside each GEMM differs (wgmma K order), so it matches the
+  // other paths within the bf16 tolerance, not bit for bit. Deterministic (no split-K, no atomics).
+  Grouped,
 };
 
 // Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] in `out` dtype (BF16: rounded as

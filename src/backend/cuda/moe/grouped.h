@@ -1,0 +1,50 @@
+// The routed-expert GEMMs as two Hopper grouped GEMMs (CUTLASS 4.2 sm90 ptr-array kernels: TMA loads,
+// wgmma, warp-specialised cooperative consumers, persistent group scheduler), one group per
+// (head, expert), sizes written on the device from Permutation::offsets (no host synchronisation):
+//   1. gather the sorted rows of x into A [rows, D] bf16 (a dense A operand for TMA);
+//   2. gate/up: A_g · W_gu[g]^T -> [rows_g, 2 De] in fp32, with swiglu7 in the epilogue: the packed
+//      weight interleaves gate and up rows (2j = gate j, 2j+1 = up j), so each accumulator pair that
+//      one thread holds is (gate, up) of one column; h = bf16(swiglu7(gate, up)) -> [rows_g, De];
+//   3. down: h_g · W_d[g]^T -> [rows_g, D], epilogue bf16(weight[slot] * acc) into rows [S, D].
+// Rounding: exactly the BF16 contract of moe.h (swiglu7 of the fp32 gate/up accumulators rounded to
+// bf16; the fp32 down accumulator times the routing weight rounded to bf16); only the fp32
+// summation order inside a GEMM differs from the other paths. Deterministic: no split-K, no atomics.
+// Scratch is bounded by processing whole heads at a time (every head owns exactly T*K sorted rows, so
+// the chunk boundaries are known on the host).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/moe/moe.h"
+
+namespace avdit::cuda::moe {
+
+// Expert weights in the grouped GEMMs' layout (BF16, K-major "TN" operands), made once per weight set.
+struct GroupedWeights {
+  Tensor gate_up;  // [heads*E, 2*De, D]: row 2j = gate output column j, row 2j+1 = up output column j
+  Tensor down;     // [heads*E, D, De]
+  int64_t inter = 0;  // De
+};
+
+// Packs ExpertWeights (either layout, F32 or BF16) into GroupedWeights on the device. K-major BF16
+// down weights are shared, not copied. Cost: one pass over the weights (~4 GB read + written for
+// the preview's 12 x 256 experts: ~2-3 ms on an H200): do it at load time, not per call.
+GroupedWeights pack_grouped_weights(Device& dev, const ExpertWeights& w, const RouterConfig& cfg);
+
+// Whether the grouped path can run here: built with CUTLASS, an sm_90 GPU, BF16 x and out, head_dim and
+// the expert width multiples of 8 (16-byte TMA rows).
+bool grouped_supported(Device& dev, const Tensor& x, const RouterConfig& cfg, int64_t inter, DType out);
+
+// Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] BF16 - what expert_rows returns.
+// perm: any permute() output (only sorted_slot and offsets are read). scratch_bytes bounds the
+// gathered-A and h buffers (whole heads per chunk; at least one head is always processed).
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
+                           const GroupedWeights& w, const RouterConfig& cfg, DType out,
+                           int64_t scratch_bytes = int64_t{3} << 30);
+
+// The same from ExpertWeights: packs them first (a full weight pass per call; callers that run many
+// calls on the same weights should pack once and use the overload above).
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
+                           const ExpertWeights& w, const RouterConfig& cfg, DType out);
+
+}  // namespace avdit::cuda::moe
