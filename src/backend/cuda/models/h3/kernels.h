@@ -44,12 +44,16 @@ void resid_norm_modulate(cudaStream_t st, bool bf16, const ResidNormArgs& a);
 
 // qkv grouped per head [S, heads, 3, D] -> q, k, v [S, heads, D]: per-head RMSNorm of q and k
 // (weights [D] shared by all heads), then (rope) split-half RoPE on dims [0, 2 half) with
-// cos / sin [S, half] fp32 tables; v copied. D must be 128. One warp per (row, head).
+// cos / sin [S, half] fp32 tables; v copied. D must be 128. One warp per (row, head), each lane
+// moving 4 elements at once: qkv, q, k, v and the norm weights must be 16-byte aligned (the
+// model's arena slices and weight allocations are).
 void qk_norm_rope(cudaStream_t st, bool bf16, const void* qkv, const void* q_norm, const void* k_norm,
                   float eps, const float* cos, const float* sin, int64_t half, bool rope, void* q, void* k,
                   void* v, int64_t S, int64_t heads, int64_t D);
 
-// out [S, F] = silu(u[:, :F]) * u[:, F:], u [S, 2F].
+// out [S, F] = silu(u[:, :F]) * u[:, F:], u [S, 2F]. bf16 with F % 8 == 0 and 16-byte aligned
+// pointers: 16-byte accesses; otherwise the scalar kernel. resid_norm_modulate likewise (H % 8 == 0,
+// H <= 8192, aligned pointers and table strides).
 void swiglu(cudaStream_t st, bool bf16, const void* u, void* out, int64_t S, int64_t F);
 
 // dst[index[i]] = src[i] for src [n, H] fp32 (or the activation dtype when src_act), dst [*, H] in
