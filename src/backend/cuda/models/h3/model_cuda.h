@@ -135,9 +135,9 @@ class H3CudaModel : public models::h3::H3Forward {
   void set_attention_layout(AttentionLayout l) { layout_ = l; }
   AttentionLayout attention_layout() const { return layout_; }
   // GEMM algorithm selection: prepare() times this many of cuBLASLt's heuristic candidates for the
-  // four block GEMM shapes of its row count (bf16, >= kTuneMinRows rows; 0: the heuristic's first,
-  // no timing). Small problems (tests, tiny models) never tune, so their bytes do not depend on a
-  // timing. See gemm.h.
+  // four block GEMM shapes of its row count (bf16, >= kTuneMinRows rows; 0, the default: the
+  // heuristic's first, no timing). Small problems (tests, tiny models) never tune, so their bytes
+  // do not depend on a timing. See gemm.h.
   static constexpr int64_t kTuneMinRows = 4096;
   void set_gemm_candidates(int n) { gemm_candidates_ = n; }
   const Gemm& gemm() const { return gemm_; }
@@ -209,8 +209,10 @@ class H3CudaModel : public models::h3::H3Forward {
   Gemm gemm_;
   int64_t weight_bytes_ = 0;
   AttentionImpl attention_ = AttentionImpl::Flash;
-  AttentionLayout layout_ = AttentionLayout::Auto;
-  int gemm_candidates_ = 8;
+  // Deterministic defaults: a choice made by timing can differ between processes, and so would the
+  // output bytes (issue 6: two runs, one SHA-256). `avdit bench h3` opts into Auto and 8 candidates.
+  AttentionLayout layout_ = AttentionLayout::Split;
+  int gemm_candidates_ = 0;
   std::map<std::vector<int64_t>, AttentionLayout> chosen_layouts_;
   std::vector<LayoutTiming> layout_timings_;
   // Arena: x, h, t (out of attention / MLP), core, and the big region shared by qkv/q/k/v and
