@@ -51,6 +51,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
+  int grouped_kernel = 0;  // --path grouped: 0 cooperative 128 x 256 tiles, 1 ping-pong 64 x 256
 };
 
 }  // namespace
@@ -131,6 +132,7 @@ struct Layer {
   std::vector<int64_t> counts;
   moe::ExpertPath path = moe::ExpertPath::Auto;
   const moe::GroupedWeights* grouped = nullptr;  // --path grouped: the weights packed once, before timing
+  int grouped_kernel = 0;
 
   void norm(Activations& a) const {
     a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
@@ -139,8 +141,11 @@ struct Layer {
   void router(Activations& a) const { a.r = moe::route(dev, a.split, w.gate, w.bias, s.router()); }
   void permute(Activations& a) const { a.p = moe::permute(dev, a.r, s.router()); }
   void experts(Activations& a) const {
-    if (grouped)
-      a.rows = moe::grouped_expert_rows(dev, a.split, a.r, a.p, *grouped, s.router(), DType::BF16);
+    if (grouped) {
+      moe::GroupedOptions opt;
+      opt.kernel = grouped_kernel;
+      a.rows = moe::grouped_expert_rows(dev, a.split, a.r, a.p, *grouped, s.router(), DType::BF16, opt);
+    }
     else
       a.rows = moe::expert_rows(dev, a.split, a.r, a.p, w.ex, s.router(), DType::BF16, path);
   }
@@ -262,6 +267,58 @@ void dump_check(cuda::Device& dev, const std::string& path) {
               long(T), long(s.hidden), long(s.H), long(s.E), long(s.K), long(s.D), long(s.De));
 }
 
+// --path grouped: the expert stage split into its kernels (CUDA events between them; best of
+// `iters`), for the benchmark's skewed routing and for the same FLOPs on 72 groups of T rows (every
+// token on experts 0-5 of each head): the second isolates the cost of many small groups (per-group
+// TMA descriptor updates, ragged tiles) from the GEMMs themselves.
+void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& s, const moe::GroupedWeights& gw,
+                       const Activations& a, int64_t T, const Options& o) {
+  const double S = double(T) * s.H * s.K;
+  const double f_gu = 4.0 * S * s.D * s.De, f_dn = 2.0 * S * s.D * s.De;
+  moe::Routing few;
+  {
+    std::vector<int32_t> idx(size_t(T * s.H * s.K));
+    std::vector<float> wt(idx.size(), 1.0f / float(s.K));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t(i % size_t(s.K));
+    few.indices = to_device(dev, Tensor::from_data({T, s.H, s.K}, DType::I32, idx.data()));
+    few.weights = to_device(dev, Tensor::from_data({T, s.H, s.K}, DType::F32, wt.data()));
+  }
+  const moe::Permutation few_p = moe::permute(dev, few, s.router());
+  for (int which = 0; which < 2; ++which) {
+    const moe::Routing& r = which ? few : a.r;
+    const moe::Permutation& p = which ? few_p : a.p;
+    const std::string tag = which ? " [72 groups of T rows]" : " [bench routing]";
+    moe::GroupedOptions opt;
+    opt.kernel = o.grouped_kernel;
+    Tensor rows;
+    const bench::Timing t = time_on_stream(dev, [&] {
+      rows = moe::grouped_expert_rows(dev, a.split, r, p, gw, s.router(), DType::BF16, opt);
+    }, o.warmup, o.iters);
+    float ms[3], best[3] = {1e30f, 1e30f, 1e30f};
+    opt.stage_ms = ms;
+    for (int i = 0; i < std::max(3, o.iters); ++i) {
+      rows = moe::grouped_expert_rows(dev, a.split, r, p, gw, s.router(), DType::BF16, opt);
+      for (int j = 0; j < 3; ++j) best[j] = std::min(best[j], ms[j]);
+    }
+    const std::vector<std::tuple<std::string, double, double>> parts = {
+        {"grouped experts total" + tag, t.median(), f_gu + f_dn},
+        {"  grouped: gather (sum over chunks)" + tag, best[0], 0.0},
+        {"  grouped: gate/up + swiglu7 GEMM" + tag, best[1], f_gu},
+        {"  grouped: down + weight GEMM" + tag, best[2], f_dn}};
+    for (const auto& [name, msv, fl] : parts) {
+      rep.row();
+      rep.set("T", T);
+      rep.set("stage", name);
+      rep.set("ms", msv, 3);
+      rep.set("TFLOP", fl / 1e12, 3);
+      const double tf = fl > 0 ? fl / (msv * 1e-3) / 1e12 : 0.0;
+      rep.set("TFLOP/s", tf, 1);
+      rep.set("of 770", tf / kCeilingTflops, 3);
+      rep.set("path", o.path + (o.grouped_kernel ? " (ping-pong)" : " (cooperative)"));
+    }
+  }
+}
+
 int run(const Options& o) {
   cuda::Device dev;
   if (!o.dump_check.empty()) {
@@ -286,7 +343,10 @@ int run(const Options& o) {
   bench::Report rep("MAGI-2 MoE MLP sub-layer, bf16 (12 heads x 256 experts, top-6, 256->1280->256; hidden 3072)");
   for (const int64_t T : o.tokens) {
     Layer layer{dev, s, w, modality_counts(T), path};
-    if (path == moe::ExpertPath::Grouped) layer.grouped = &gw;
+    if (path == moe::ExpertPath::Grouped) {
+      layer.grouped = &gw;
+      layer.grouped_kernel = o.grouped_kernel;
+    }
     Activations a = make_inputs(dev, s, T, layer.counts, 2);
     layer.all(a);  // also the warm-up of every stage's first call
     int64_t empty = 0;
@@ -335,6 +395,7 @@ int run(const Options& o) {
       rep.set("stage", std::string("grouped: pack expert weights (once per weight set, not in the stages above)"));
       rep.set("ms", pack_ms, 3);
       rep.set("path", o.path);
+      grouped_breakdown(dev, rep, s, gw, a, T, o);
     }
 #if AVDIT_MOE_BENCH_NVFP4
     if (o.nvfp4) {
@@ -393,6 +454,8 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--path", opt->path, "expert kernels: auto (fused tensor-core kernel on sm_90), simt, fused or grouped (CUTLASS sm90 grouped GEMMs)");
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
+  cmd->add_option("--grouped-kernel", opt->grouped_kernel,
+                  "--path grouped: 0 cooperative 128 x 256 tiles (default), 1 ping-pong 64 x 256 tiles");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

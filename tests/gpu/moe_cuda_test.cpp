@@ -446,28 +446,34 @@ TEST(CudaMoe, RouteThenExpertsRealWidths) {
 // ---- the grouped path (grouped.h) ------------------------------------------------------------------
 // permute -> grouped_expert_rows -> combine, as moe.cu's routed_experts runs the other paths.
 Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const GroupedWeights& gw, const RouterConfig& c,
-                      int64_t scratch_bytes = int64_t{3} << 30) {
+                      int64_t scratch_bytes = int64_t{3} << 30, int kernel = 0) {
   const Permutation perm = permute(dev, r, c);
-  const Tensor rows = grouped_expert_rows(dev, x, r, perm, gw, c, DType::BF16, scratch_bytes);
+  GroupedOptions opt;
+  opt.scratch_bytes = scratch_bytes;
+  opt.kernel = kernel;
+  const Tensor rows = grouped_expert_rows(dev, x, r, perm, gw, c, DType::BF16, opt);
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
+// Both kernel configurations (0 cooperative 128 x 256 tiles, 1 ping-pong 64 x 256), both weight layouts.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
   for (bool km : {false, true}) {
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
-    const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c));
-    const double e = nmse(got, ref);
-    std::printf("  experts %-52s grouped %-7s nmse %.2e (bound %.0e)\n", what.c_str(), km ? "k-major" : "in,out", e,
-                kNmseBf16);
-    EXPECT_LE(e, kNmseBf16) << what << " grouped" << (km ? " k-major" : "");
-    // Deterministic, and chunking by heads (here one head per chunk) changes nothing.
-    const Tensor again = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c));
-    EXPECT_EQ(std::memcmp(got.raw(), again.raw(), size_t(got.nbytes())), 0) << what << " grouped determinism";
-    const Tensor chunked = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, 1));
-    EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << what << " grouped chunked by head";
+    for (int kernel : {0, 1}) {
+      const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
+      const double e = nmse(got, ref);
+      std::printf("  experts %-52s grouped%d %-7s nmse %.2e (bound %.0e)\n", what.c_str(), kernel,
+                  km ? "k-major" : "in,out", e, kNmseBf16);
+      EXPECT_LE(e, kNmseBf16) << what << " grouped kernel " << kernel << (km ? " k-major" : "");
+      // Deterministic, and chunking by heads (here one head per chunk) changes nothing.
+      const Tensor again = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
+      EXPECT_EQ(std::memcmp(got.raw(), again.raw(), size_t(got.nbytes())), 0) << what << " grouped determinism";
+      const Tensor chunked = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, 1, kernel));
+      EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << what << " grouped chunked by head";
+    }
   }
 }
 
@@ -521,8 +527,12 @@ TEST(CudaMoe, ExpertsGroupedRealWidths) {
     const GroupedWeights gw = pack_grouped_weights(dev, ew, c);
     const Tensor got = to_host(dev, grouped_routed(dev, xd, r, gw, c));
     const double e = nmse(got, ref);
-    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped nmse %.2e (bound %.0e)\n", long(T), e, kNmseBf16);
+    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped0 nmse %.2e (bound %.0e)\n", long(T), e, kNmseBf16);
     EXPECT_LE(e, kNmseBf16);
+    const Tensor got1 = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, 1));
+    const double e1 = nmse(got1, ref);
+    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped1 nmse %.2e (bound %.0e)\n", long(T), e1, kNmseBf16);
+    EXPECT_LE(e1, kNmseBf16);
     const Tensor chunked = to_host(dev, grouped_routed(dev, xd, r, gw, c, 1));
     EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << "T" << T << " chunked by head";
     // The one-call overload (packs ExpertWeights itself) gives the same bits.

@@ -97,6 +97,15 @@ bool grouped_supported(Device& dev, const Tensor& x, const RouterConfig& cfg, in
 
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, int64_t scratch_bytes) {
+  GroupedOptions opt;
+  opt.scratch_bytes = scratch_bytes;
+  return grouped_expert_rows(dev, x, routing, perm, w, cfg, out, opt);
+}
+
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
+                           const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
+  const int64_t scratch_bytes = opt.scratch_bytes;
+  AVDIT_REQUIRE(opt.kernel == 0 || opt.kernel == 1, "moe grouped: kernel {} (0 cooperative, 1 ping-pong)", opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",
@@ -146,6 +155,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   r.D = static_cast<int>(D);
   r.De = static_cast<int>(De);
   r.heads_per_chunk = static_cast<int>(hpc);
+  r.kernel = opt.kernel;
+  r.stage_ms = opt.stage_ms;
   grouped_run_sm90(dev, r);
   return rows;
 }

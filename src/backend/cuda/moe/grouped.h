@@ -42,6 +42,16 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out,
                            int64_t scratch_bytes = int64_t{3} << 30);
 
+// Kernel choice and measurement hooks (benchmarks).
+struct GroupedOptions {
+  int64_t scratch_bytes = int64_t{3} << 30;
+  int kernel = 0;             // 0: cooperative, 128 x 256 tiles (default); 1: ping-pong, 64 x 256 tiles
+  float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
+                              // from CUDA events; synchronises with the device - benchmarks only
+};
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
+                           const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt);
+
 // The same from ExpertWeights: packs them first (a full weight pass per call; callers that run many
 // calls on the same weights should pack once and use the overload above).
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,

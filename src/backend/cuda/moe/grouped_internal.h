@@ -24,6 +24,8 @@ struct GroupedRun {
   int64_t T;
   int H, E, K, D, De;
   int heads_per_chunk;
+  int kernel = 0;            // 0: cooperative 128 x 256 tiles; 1: ping-pong 64 x 256 tiles
+  float* stage_ms = nullptr; // host [3]: gather, gate/up, down ms summed over chunks (synchronises)
 };
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).

@@ -1,0 +1,194 @@
+// The CUTLASS pieces of the grouped expert GEMMs (grouped.h), shared by the translation units that
+// instantiate a kernel configuration (grouped_sm90.cu: cooperative 128 x 256 tiles;
+// grouped_pingpong_sm90.cu: ping-pong 64 x 256 tiles). Included only by *_sm90.cu files.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/moe/moe_internal.h"
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/detail.hpp"
+#include "cutlass/epilogue/dispatch_policy.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+namespace avdit::cuda::moe::grouped_detail {
+
+using bf16 = __nv_bfloat16;
+
+// The epilogue of both GEMMs, for CUTLASS's ptr-array kernel (the interface of its
+// DefaultEpilogueArray, wrapped in Sm90TmaWarpSpecializedAdapter as the builder does for
+// PtrArrayNoSmemWarpSpecialized). Group l's output rows start at row_base[l] of `out` (leading
+// dimension ldo).
+// - swiglu (gate/up GEMM, N = 2 De): wgmma's accumulator layout gives each thread pairs of adjacent
+//   columns (2j, 2j+1) of one row as consecutive fragment elements; with the interleaved weight these
+//   are gate_j and up_j, so h[row][j] = bf16(swiglu7(gate, up)) needs no data exchange.
+// - else (down GEMM, N = D): out[row][n] = bf16(slot_weight[sorted_slot[row]] * acc), two columns per
+//   4-byte store.
+struct MoeEpilogue {
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
+  using DispatchPolicy = EpilogueSchedule;
+  using ElementOutput = cutlass::bfloat16_t;
+  using ElementAccumulator = float;
+  using ElementCompute = float;
+  using ElementScalar = float;
+  using ElementC = cutlass::bfloat16_t;
+  using StrideC = cute::Stride<int64_t, cute::_1, cute::_0>*;
+  using InternalStrideC = cute::remove_pointer_t<StrideC>;
+  using ElementD = cutlass::bfloat16_t;
+  using StrideD = StrideC;
+  using InternalStrideD = InternalStrideC;
+  using GmemTiledCopyC = void;
+  using GmemTiledCopyD = void;
+  // Only for GemmUniversalAdapter's type aliases; the arithmetic is in operator() below.
+  using ThreadEpilogueOp = cutlass::epilogue::thread::LinearCombination<ElementD, 1, float, float>;
+
+  struct SharedStorage {};
+  using TensorMapStorage = SharedStorage;
+
+  struct Arguments {
+    bf16* out = nullptr;
+    const int* row_base = nullptr;  // [groups]
+    int64_t ldo = 0;
+    int swiglu = 0;
+    const int* sorted_slot = nullptr;   // down only
+    const float* slot_weight = nullptr; // down only
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&, int) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.out != nullptr && args.row_base != nullptr && args.ldo % 2 == 0;
+  }
+
+  CUTLASS_HOST_DEVICE explicit MoeEpilogue(Params const& p) : params(p) {}
+
+  CUTLASS_DEVICE bool is_source_needed() { return false; }
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_MNK,
+                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& acc,
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+    using namespace cute;
+    const int M = static_cast<int>(get<0>(problem_shape_mnkl));
+    const int N = static_cast<int>(get<1>(problem_shape_mnkl));
+    auto [m_coord, n_coord, k_coord, l_coord] = blk_coord_mnkl;
+    (void)k_coord;
+    // Absolute (m, n) of every accumulator element this thread holds.
+    cute::Tensor cD = make_identity_tensor(make_shape(M, N));
+    cute::Tensor cD_tile = local_tile(cD, take<0, 2>(blk_shape_MNK), make_coord(m_coord, n_coord));
+    cute::Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(cD_tile);
+    static_assert(is_static<FrgLayout>::value, "accumulator layout must be static");
+    static_assert(decltype(size(acc))::value % 4 == 0, "accumulator pairs of two rows");
+    const int64_t row0 = params.row_base[l_coord];
+    bf16* out = params.out;
+    const int64_t ldo = params.ldo;
+    if (params.swiglu) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc); i += 2) {
+        const int m = get<0>(tCcD(i)), n = get<1>(tCcD(i));
+        if (m < M && n + 1 < N)
+          out[(row0 + m) * ldo + (n >> 1)] = __float2bfloat16_rn(swiglu7_f(acc(i), acc(i + 1)));
+      }
+    } else {
+      // wgmma gives each thread two rows of a 64-row warp-group tile (r and r + 8): their weights are
+      // loaded once (elements 0 and 2 of the fragment); any other row falls back to a direct load.
+      const int ma = get<0>(tCcD(0)), mb = get<0>(tCcD(2));
+      const float wa = ma < M ? params.slot_weight[params.sorted_slot[row0 + ma]] : 0.f;
+      const float wb = mb < M ? params.slot_weight[params.sorted_slot[row0 + mb]] : 0.f;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc); i += 2) {
+        const int m = get<0>(tCcD(i)), n = get<1>(tCcD(i));
+        if (m < M && n + 1 < N) {
+          const int64_t row = row0 + m;
+          const float w = m == ma ? wa : m == mb ? wb : params.slot_weight[params.sorted_slot[row]];
+          __nv_bfloat162 v;
+          v.x = __float2bfloat16_rn(w * acc(i));
+          v.y = __float2bfloat16_rn(w * acc(i + 1));
+          *reinterpret_cast<__nv_bfloat162*>(out + row * ldo + n) = v;
+        }
+      }
+    }
+  }
+
+  Params params;
+};
+
+using ElementAB = cutlass::bfloat16_t;
+using LayoutA = cutlass::layout::RowMajor;     // A [M, K], K contiguous
+using LayoutB = cutlass::layout::ColumnMajor;  // B stored [N, K], K contiguous ("TN")
+constexpr int kAlign = 8;                      // 16 bytes of bf16
+using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+using Shape3 = typename ProblemShape::UnderlyingProblemShape;
+using StrideA = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (lda, 1, -)
+using StrideB = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (ldb, 1, -)
+using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogue>;
+
+template <class TileShape, class Schedule>
+struct GroupedGemm {
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      Schedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(std::is_same_v<typename Kernel::InternalStrideA, StrideA>, "A stride type");
+  static_assert(std::is_same_v<typename Kernel::InternalStrideB, StrideB>, "B stride type");
+
+  // One grouped GEMM on dev's stream; `workspace` grows to what CUTLASS asks for (TMA descriptors per SM).
+  static void run(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
+                  StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace) {
+    typename Gemm::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    args.problem_shape = ProblemShape{groups, shapes, nullptr};  // sizes on the device only
+    args.mainloop = {a, sa, b, sb};
+    args.epilogue = epi;
+    args.hw_info.device_id = dev.ordinal();
+    args.hw_info.sm_count = dev.props().multiProcessorCount;
+    Gemm gemm;
+    AVDIT_REQUIRE(gemm.can_implement(args) == cutlass::Status::kSuccess,
+                  "moe grouped GEMM: CUTLASS cannot run these arguments ({} groups)", groups);
+    const size_t need = Gemm::get_workspace_size(args);
+    if (!workspace.defined() || size_t(workspace.numel()) < need)
+      workspace = cuda_empty(dev, {static_cast<int64_t>(need) + 256}, DType::U8);
+    cutlass::Status st = gemm.initialize(args, device_ptr(workspace), dev.stream());
+    AVDIT_REQUIRE(st == cutlass::Status::kSuccess, "moe grouped GEMM: initialize failed ({})",
+                  cutlass::cutlassGetStatusString(st));
+    st = gemm.run(dev.stream());
+    AVDIT_REQUIRE(st == cutlass::Status::kSuccess, "moe grouped GEMM: launch failed ({})",
+                  cutlass::cutlassGetStatusString(st));
+    AVDIT_CUDA_CHECK_LAUNCH();
+  }
+};
+
+// The ping-pong instance lives in its own translation unit (compiled in parallel).
+void run_gemm_pingpong(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
+                       StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace);
+
+}  // namespace avdit::cuda::moe::grouped_detail
