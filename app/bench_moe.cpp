@@ -51,7 +51,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  int grouped_kernel = 0;  // --path grouped: 0 cooperative 128 x 256 tiles, 1 ping-pong 64 x 256
+  int grouped_kernel = 0;  // --path grouped: GroupedOptions::kernel (0 h from registers, 1 staged in smem)
 };
 
 }  // namespace
@@ -314,7 +314,7 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
       const double tf = fl > 0 ? fl / (msv * 1e-3) / 1e12 : 0.0;
       rep.set("TFLOP/s", tf, 1);
       rep.set("of 770", tf / kCeilingTflops, 3);
-      rep.set("path", o.path + (o.grouped_kernel ? " (ping-pong)" : " (cooperative)"));
+      rep.set("path", o.path + (o.grouped_kernel ? " (h staged)" : " (h from registers)"));
     }
   }
 }
@@ -455,7 +455,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: 0 cooperative 128 x 256 tiles (default), 1 ping-pong 64 x 256 tiles");
+                  "--path grouped: 0 h stored from registers (default), 1 h staged through shared memory (16-byte stores)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

@@ -455,7 +455,7 @@ Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const Grou
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
-// Both kernel configurations (0 cooperative 128 x 256 tiles, 1 ping-pong 64 x 256), both weight layouts.
+// Both kernels (GroupedOptions::kernel: 0 h stored from registers, 1 h staged in smem), both weight layouts.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);

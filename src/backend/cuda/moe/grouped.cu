@@ -105,7 +105,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE(opt.kernel == 0 || opt.kernel == 1, "moe grouped: kernel {} (0 cooperative, 1 ping-pong)", opt.kernel);
+  AVDIT_REQUIRE(opt.kernel == 0 || opt.kernel == 1, "moe grouped: kernel {} (0 h from registers, 1 h staged in shared memory)", opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",

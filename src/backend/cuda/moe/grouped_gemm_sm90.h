@@ -1,6 +1,7 @@
 // The CUTLASS pieces of the grouped expert GEMMs (grouped.h), shared by the translation units that
-// instantiate a kernel configuration (grouped_sm90.cu: cooperative 128 x 256 tiles;
-// grouped_pingpong_sm90.cu: ping-pong 64 x 256 tiles). Included only by *_sm90.cu files.
+// instantiate a kernel (grouped_sm90.cu: cooperative 128 x 256 tiles, h stored from registers;
+// grouped_staged_sm90.cu: the same tiles, h staged through shared memory for 16-byte stores).
+// Included only by *_sm90.cu files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,6 +11,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/moe/moe_internal.h"
 #include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/collective/detail.hpp"
@@ -35,7 +37,18 @@ using bf16 = __nv_bfloat16;
 //   are gate_j and up_j, so h[row][j] = bf16(swiglu7(gate, up)) needs no data exchange.
 // - else (down GEMM, N = D): out[row][n] = bf16(slot_weight[sorted_slot[row]] * acc), two columns per
 //   4-byte store.
-struct MoeEpilogue {
+// kStaged (gate/up only): h goes through shared memory first (store_staged below).
+struct MoeEpilogueArgs {  // the run-time arguments, one type for every instance
+  bf16* out = nullptr;
+  const int* row_base = nullptr;  // [groups]
+  int64_t ldo = 0;
+  int swiglu = 0;
+  const int* sorted_slot = nullptr;   // down only
+  const float* slot_weight = nullptr; // down only
+};
+
+template <bool kStaged>
+struct MoeEpilogueT {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
   using ElementOutput = cutlass::bfloat16_t;
@@ -53,17 +66,17 @@ struct MoeEpilogue {
   // Only for GemmUniversalAdapter's type aliases; the arithmetic is in operator() below.
   using ThreadEpilogueOp = cutlass::epilogue::thread::LinearCombination<ElementD, 1, float, float>;
 
-  struct SharedStorage {};
+  // kStaged: the 128 x 128 h tile of the gate/up GEMM in bf16, rows padded to 136 values (272 bytes:
+  // 16-byte aligned rows, and the 8 rows of one warp's fragment stores land in distinct banks).
+  static constexpr int kStageRows = 128, kStageCols = 128, kStageLd = kStageCols + 8;
+  struct StagedStorage {
+    alignas(128) bf16 h[kStageRows * kStageLd];
+  };
+  struct EmptyStorage {};
+  using SharedStorage = cute::conditional_t<kStaged, StagedStorage, EmptyStorage>;
   using TensorMapStorage = SharedStorage;
 
-  struct Arguments {
-    bf16* out = nullptr;
-    const int* row_base = nullptr;  // [groups]
-    int64_t ldo = 0;
-    int swiglu = 0;
-    const int* sorted_slot = nullptr;   // down only
-    const float* slot_weight = nullptr; // down only
-  };
+  using Arguments = MoeEpilogueArgs;
   using Params = Arguments;
 
   template <class ProblemShape>
@@ -84,7 +97,7 @@ struct MoeEpilogue {
     return args.out != nullptr && args.row_base != nullptr && args.ldo % 2 == 0;
   }
 
-  CUTLASS_HOST_DEVICE explicit MoeEpilogue(Params const& p) : params(p) {}
+  CUTLASS_HOST_DEVICE explicit MoeEpilogueT(Params const& p) : params(p) {}
 
   CUTLASS_DEVICE bool is_source_needed() { return false; }
 
@@ -92,7 +105,7 @@ struct MoeEpilogue {
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_MNK,
                                  BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& acc,
-                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char* smem) {
     using namespace cute;
     const int M = static_cast<int>(get<0>(problem_shape_mnkl));
     const int N = static_cast<int>(get<1>(problem_shape_mnkl));
@@ -107,6 +120,13 @@ struct MoeEpilogue {
     const int64_t row0 = params.row_base[l_coord];
     bf16* out = params.out;
     const int64_t ldo = params.ldo;
+    if constexpr (kStaged) {
+      if (params.swiglu) {
+        store_staged(M, N, static_cast<int>(m_coord), static_cast<int>(n_coord), blk_shape_MNK, acc, tiled_mma,
+                     thread_idx, row0, smem);
+        return;
+      }
+    }
     if (params.swiglu) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(acc); i += 2) {
@@ -135,8 +155,44 @@ struct MoeEpilogue {
     }
   }
 
+  // The gate/up epilogue through shared memory: each thread writes its h values (one per accumulator
+  // pair) into the tile's smem copy, the 256 consumer threads meet at a named barrier, then every
+  // thread stores whole 16-byte pieces of h rows (a warp writes two full 256-byte row segments per
+  // store instead of 8-byte pieces of 8 rows: ~16x fewer L2 write requests for the 12 GB of h at
+  // T = 65,536). A second barrier keeps the next tile's writes behind this tile's reads. Both
+  // consumer warp groups run the epilogue of the same tile together (cooperative kernel).
+  template <class BlockShapeMNK, class FrgEngine, class FrgLayout, class TiledMma>
+  CUTLASS_DEVICE void store_staged(int M, int N, int m_coord, int n_coord, BlockShapeMNK blk_shape_MNK,
+                                   cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, int thread_idx,
+                                   int64_t row0, char* smem) {
+    using namespace cute;
+    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
+    constexpr int kThreadsE = decltype(size(tiled_mma))::value;
+    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: 128 x 256 tiles");
+    bf16* sh = reinterpret_cast<StagedStorage*>(smem)->h;
+    cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
+    cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
+      sh[mt * kStageLd + (nt >> 1)] = __float2bfloat16_rn(swiglu7_f(acc(i), acc(i + 1)));
+    }
+    cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
+    const int rows = min(kBM, M - m_coord * kBM);
+    const int cols = min(kStageCols, N / 2 - n_coord * kStageCols);  // h columns (multiples of 8)
+    bf16* out = params.out + (row0 + int64_t(m_coord) * kBM) * params.ldo + int64_t(n_coord) * kStageCols;
+    for (int j = thread_idx; j < kStageRows * (kStageCols / 8); j += kThreadsE) {
+      const int r = j / (kStageCols / 8), c = (j % (kStageCols / 8)) * 8;
+      if (r < rows && c < cols)
+        *reinterpret_cast<uint4*>(out + int64_t(r) * params.ldo + c) = *reinterpret_cast<const uint4*>(sh + r * kStageLd + c);
+    }
+    cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
+  }
+
   Params params;
 };
+
+using MoeEpilogue = MoeEpilogueT<false>;
 
 using ElementAB = cutlass::bfloat16_t;
 using LayoutA = cutlass::layout::RowMajor;     // A [M, K], K contiguous
@@ -147,10 +203,10 @@ using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>
 using Shape3 = typename ProblemShape::UnderlyingProblemShape;
 using StrideA = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (lda, 1, -)
 using StrideB = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (ldb, 1, -)
-using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogue>;
 
-template <class TileShape, class Schedule>
+template <class TileShape, class Schedule, bool kStaged>
 struct GroupedGemm {
+  using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<kStaged>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
       float, TileShape, ClusterShape,
@@ -187,8 +243,8 @@ struct GroupedGemm {
   }
 };
 
-// The ping-pong instance lives in its own translation unit (compiled in parallel).
-void run_gemm_pingpong(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
+// The staged instance lives in its own translation unit (compiled in parallel).
+void run_gemm_staged(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
                        StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace);
 
 }  // namespace avdit::cuda::moe::grouped_detail

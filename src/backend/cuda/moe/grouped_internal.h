@@ -24,7 +24,7 @@ struct GroupedRun {
   int64_t T;
   int H, E, K, D, De;
   int heads_per_chunk;
-  int kernel = 0;            // 0: cooperative 128 x 256 tiles; 1: ping-pong 64 x 256 tiles
+  int kernel = 0;            // 0: h stored from registers; 1: h staged through smem (grouped.h)
   float* stage_ms = nullptr; // host [3]: gather, gate/up, down ms summed over chunks (synchronises)
 };
 

@@ -26,7 +26,7 @@ using namespace grouped_detail;
 // 128 x 256 output tiles (two consumer warp groups of 64 x 256), 64-deep K stages: the down GEMM's
 // N = D = 256 is one tile wide; gate/up's 2 De = 2560 is ten.
 using Cooperative = GroupedGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
-                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
+                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, false>;
 
 // Per-group GEMM arguments of both GEMMs, on the device.
 struct GroupArrays {
@@ -125,7 +125,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
   auto gemm = [&](int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b, StrideB* sb,
                   const MoeEpilogue::Arguments& e) {
     if (r.kernel == 1)
-      run_gemm_pingpong(dev, groups, shapes, a, sa, b, sb, e, workspace);
+      run_gemm_staged(dev, groups, shapes, a, sa, b, sb, e, workspace);
     else
       Cooperative::run(dev, groups, shapes, a, sa, b, sb, e, workspace);
   };

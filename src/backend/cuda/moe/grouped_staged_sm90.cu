@@ -1,0 +1,19 @@
+// The staged instance of the grouped expert GEMMs (grouped_gemm_sm90.h): cooperative 128 x 256 tiles
+// as in grouped_sm90.cu, but the gate/up epilogue stages the bf16 h tile in shared memory (35 KB,
+// carved out of the mainloop's stages) and writes it with 16-byte row stores (MoeEpilogueT<true>).
+// Its own translation unit to compile in parallel with grouped_sm90.cu.
+#if AVDIT_HAVE_CUTLASS
+#include "backend/cuda/moe/grouped_gemm_sm90.h"
+
+namespace avdit::cuda::moe::grouped_detail {
+
+using Staged = GroupedGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
+                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, true>;
+
+void run_gemm_staged(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
+                     StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace) {
+  Staged::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
+}
+
+}  // namespace avdit::cuda::moe::grouped_detail
+#endif
