@@ -27,8 +27,9 @@ struct GroupedWeights {
 };
 
 // Packs ExpertWeights (either layout, F32 or BF16) into GroupedWeights on the device. K-major BF16
-// down weights are shared, not copied. Cost: one pass over the weights (~4 GB read + written for
-// the preview's 12 x 256 experts: ~2-3 ms on an H200): do it at load time, not per call.
+// down weights are shared, not copied. Cost: one pass over the weights (the preview's 12 x 256
+// experts from [in, out] bf16: 8.9 ms measured on an H200, a transpose through 32 x 32 smem tiles;
+// K-major input is a plain row copy): do it at load time, not per call.
 GroupedWeights pack_grouped_weights(Device& dev, const ExpertWeights& w, const RouterConfig& cfg);
 
 // Whether the grouped path can run here: built with CUTLASS, an sm_90 GPU, BF16 x and out, head_dim and
