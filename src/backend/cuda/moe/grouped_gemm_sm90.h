@@ -66,9 +66,11 @@ struct MoeEpilogueT {
   // Only for GemmUniversalAdapter's type aliases; the arithmetic is in operator() below.
   using ThreadEpilogueOp = cutlass::epilogue::thread::LinearCombination<ElementD, 1, float, float>;
 
-  // kStaged: the 128 x 128 h tile of the gate/up GEMM in bf16, rows padded to 136 values (272 bytes:
-  // 16-byte aligned rows, and the 8 rows of one warp's fragment stores land in distinct banks).
-  static constexpr int kStageRows = 128, kStageCols = 128, kStageLd = kStageCols + 8;
+  // kStaged: the 128 x 128 h tile of the gate/up GEMM in bf16 (32 KB), unpadded; the 16-byte chunk j of
+  // row r sits at chunk j ^ (r % 8) of the row, so the 8 rows of one warp's fragment stores land in
+  // distinct banks and 16-byte reads stay aligned.
+  static constexpr int kStageRows = 128, kStageCols = 128, kStageLd = kStageCols;
+  CUTLASS_DEVICE static int staged_at(int r, int c) { return r * kStageLd + ((((c >> 3) ^ r) & 7) | (c >> 3 & ~7)) * 8 + (c & 7); }
   struct StagedStorage {
     alignas(128) bf16 h[kStageRows * kStageLd];
   };
@@ -175,7 +177,7 @@ struct MoeEpilogueT {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
       const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
-      sh[mt * kStageLd + (nt >> 1)] = __float2bfloat16_rn(swiglu7_f(acc(i), acc(i + 1)));
+      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(swiglu7_f(acc(i), acc(i + 1)));
     }
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
     const int rows = min(kBM, M - m_coord * kBM);
@@ -184,7 +186,7 @@ struct MoeEpilogueT {
     for (int j = thread_idx; j < kStageRows * (kStageCols / 8); j += kThreadsE) {
       const int r = j / (kStageCols / 8), c = (j % (kStageCols / 8)) * 8;
       if (r < rows && c < cols)
-        *reinterpret_cast<uint4*>(out + int64_t(r) * params.ldo + c) = *reinterpret_cast<const uint4*>(sh + r * kStageLd + c);
+        *reinterpret_cast<uint4*>(out + int64_t(r) * params.ldo + c) = *reinterpret_cast<const uint4*>(sh + staged_at(r, c));
     }
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
   }
@@ -204,9 +206,35 @@ using Shape3 = typename ProblemShape::UnderlyingProblemShape;
 using StrideA = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (lda, 1, -)
 using StrideB = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (ldb, 1, -)
 
+// CUTLASS's adapter for register epilogues uses the epilogue's SharedStorage twice, as tensor storage
+// and as TMA-descriptor storage; the staged epilogue's 32 KB must appear once, so its adapter declares
+// empty descriptor storage and the (no-op) descriptor hooks that take it.
+template <class Op>
+class StagedAdapter : public cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Op> {
+  using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Op>;
+
+ public:
+  using TensorMapStorage = typename Op::EmptyStorage;
+  using Base::Base;
+
+  CUTLASS_DEVICE auto load_init(typename Op::Params const&, TensorMapStorage&, int32_t, int32_t) {
+    return cute::make_tuple(nullptr);
+  }
+  CUTLASS_DEVICE auto store_init(typename Op::Params const&, TensorMapStorage&, int32_t, int32_t, int32_t) {
+    return cute::make_tuple(nullptr);
+  }
+  template <bool IsLoad, class ProblemShapeMNKL>
+  CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage&, typename Op::Params const&,
+                                                cute::TmaDescriptor const*, ProblemShapeMNKL, int32_t, int32_t) {}
+  template <bool IsLoad>
+  CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
+};
+
 template <class TileShape, class Schedule, bool kStaged>
 struct GroupedGemm {
-  using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<kStaged>>;
+  using Epilogue = cute::conditional_t<
+      kStaged, StagedAdapter<MoeEpilogueT<true>>,
+      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<false>>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
       float, TileShape, ClusterShape,
@@ -216,6 +244,9 @@ struct GroupedGemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   static_assert(std::is_same_v<typename Kernel::InternalStrideA, StrideA>, "A stride type");
   static_assert(std::is_same_v<typename Kernel::InternalStrideB, StrideB>, "B stride type");
+  // The whole kernel's shared memory (stages, staged epilogue, pipelines, descriptors) must fit the
+  // 227 KB an sm_90 block may have: a compile-time check instead of a launch failure.
+  static_assert(Kernel::SharedStorageSize <= 232448, "grouped GEMM: shared memory over 227 KB");
 
   // One grouped GEMM on dev's stream; `workspace` grows to what CUTLASS asks for (TMA descriptors per SM).
   static void run(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
