@@ -218,7 +218,7 @@ double load_ratio(cuda::Device& dev, const Activations& a, int64_t* empty_groups
   return G && o[G] ? double(mx) / (double(o[G]) / double(G)) : 0.0;
 }
 
-void dump_check(cuda::Device& dev, const std::string& path) {
+void dump_check(cuda::Device& dev, const std::string& path, moe::ExpertPath expert_path) {
   LayerShape s;
   s.hidden = 512;
   s.W = 512;
@@ -231,7 +231,7 @@ void dump_check(cuda::Device& dev, const std::string& path) {
   s.Im = 192;
   const int64_t T = 300;
   const LayerWeights w = make_weights(dev, s, 1000);
-  Layer layer{dev, s, w, modality_counts(T)};
+  Layer layer{dev, s, w, modality_counts(T), expert_path};
   Activations a = make_inputs(dev, s, T, layer.counts, 77);
   layer.all(a);
   std::vector<std::pair<std::string, Tensor>> out;
@@ -321,17 +321,17 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
 
 int run(const Options& o) {
   cuda::Device dev;
-  if (!o.dump_check.empty()) {
-    dump_check(dev, o.dump_check);
-    return 0;
-  }
-  const LayerShape s;
-  const LayerWeights w = make_weights(dev, s, 1);
   moe::ExpertPath path = moe::ExpertPath::Auto;
   if (o.path == "simt") path = moe::ExpertPath::Simt;
   else if (o.path == "fused") path = moe::ExpertPath::Fused;
   else if (o.path == "grouped") path = moe::ExpertPath::Grouped;
   else AVDIT_REQUIRE(o.path == "auto", "--path: auto, simt, fused or grouped, got '{}'", o.path);
+  if (!o.dump_check.empty()) {
+    dump_check(dev, o.dump_check, path);  // the peer then checks the path that will be timed
+    return 0;
+  }
+  const LayerShape s;
+  const LayerWeights w = make_weights(dev, s, 1);
   // The grouped path runs on weights packed once (gate/up interleaved, K-major), as a model would at
   // load time; the packing is timed on its own row, not inside the expert stage.
   moe::GroupedWeights gw;
@@ -363,7 +363,7 @@ int run(const Options& o) {
     const std::vector<Stage> stages = {
         {"pre-norm", 0, [&] { layer.norm(a); }},
         {"split linear", f_split, [&] { layer.split(a); }},
-        {"router + top-k (fused)", f_router, [&] { layer.router(a); }},
+        {"router (fp32 logits GEMM + top-k)", f_router, [&] { layer.router(a); }},
         {"permutation (radix sort, offsets, tiles)", 0, [&] { layer.permute(a); }},
         {"experts: gather + gate/up + swiglu7 + down + weight", f_experts, [&] { layer.experts(a); }},
         {"combine", 0, [&] { layer.combine(a); }},

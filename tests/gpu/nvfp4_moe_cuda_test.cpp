@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "backend/cuda/models/magi2/model.h"
+#include "backend/cuda/moe/grouped.h"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/nvfp4.h"
 #include "backend/cuda/ops_cuda.h"
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "models/magi2/api.h"
 #include "models/magi2/weights.h"
@@ -81,6 +83,8 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
                              {moe::ExpertPath::Simt, DType::BF16, "simt bf16"},
                              {moe::ExpertPath::Auto, DType::BF16, "auto bf16"}};
   if (dev.props().major == 9) cases.push_back({moe::ExpertPath::Fused, DType::BF16, "fused bf16"});
+  if (moe::grouped_supported(dev, x16, rc, De, DType::BF16))
+    cases.push_back({moe::ExpertPath::Grouped, DType::BF16, "grouped bf16"});
   int64_t compared = 0;
   for (const Case& c : cases) {
     // The F32 path reads F32 weights, as the fp32 model widens the dequantised bf16 (model.cpp).
@@ -98,6 +102,48 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   std::printf("fake == packed on the GPU over %lld MoE output values (%zu kernel paths x dtypes)\n",
               static_cast<long long>(compared), cases.size());
   EXPECT_GE(compared, 2'000'000);
+}
+
+// The grouped GEMMs' layout straight from the packed codes: gate and up dequantised into the even and
+// odd rows of one [G, 2 De, D] tensor give the bits pack_grouped_weights makes from the fake-quantised
+// [in, out] weights, and the plain layout's rows are the same values.
+TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
+  const int64_t H = 3, E = 16, D = 64, De = 96, G = H * E;
+  std::mt19937 gen(21);
+  const Tensor gate = gaussian_stack(gen, G, D, De), up = gaussian_stack(gen, G, D, De);
+  Device dev;
+  const quant::Nvfp4Matrix qg = quant::quantize_nvfp4(gate, 1), qu = quant::quantize_nvfp4(up, 1);
+  Tensor inter = cuda_empty(dev, {G, 2 * De, D}, DType::BF16);
+  const quant::Nvfp4Matrix* q[2] = {&qg, &qu};
+  for (int m = 0; m < 2; ++m)
+    dequantize_nvfp4_bf16(dev, to_device(dev, q[m]->values), to_device(dev, q[m]->block_scales),
+                          to_device(dev, q[m]->global_scales), 0, G, inter, 2, m);
+  const moe::RouterConfig rc{H, E, 2, D, false, true, 1.f};
+  const Tensor fake_down = quant::fake_quantize_nvfp4(gaussian_stack(gen, G, De, D));
+  const moe::GroupedWeights want = moe::pack_grouped_weights(
+      dev,
+      moe::ExpertWeights{to_device(dev, quant::fake_quantize_nvfp4(gate)),
+                         to_device(dev, quant::fake_quantize_nvfp4(up)), to_device(dev, fake_down), false},
+      rc);
+  const Tensor got = to_host(dev, inter), ref = to_host(dev, want.gate_up);
+  EXPECT_TRUE(same_bits(got, ref)) << "interleaved dequantisation vs pack_grouped_weights of the fake-quantised weights";
+  // Even rows of one expert = the plain layout's gate rows.
+  Tensor plain = cuda_empty(dev, {G, De, D}, DType::BF16);
+  dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
+                        to_device(dev, qg.global_scales), 0, G, plain);
+  const Tensor p = to_host(dev, plain);
+  const auto* pv = static_cast<const uint16_t*>(p.raw());
+  const auto* gv = static_cast<const uint16_t*>(got.raw());
+  int64_t diff = 0;
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < De; ++j)
+      diff += std::memcmp(pv + (g * De + j) * D, gv + (g * 2 * De + 2 * j) * D, D * 2) != 0;
+  EXPECT_EQ(diff, 0) << "rows of the interleaved layout that differ from the plain one";
+  std::printf("interleaved NVFP4 dequantisation: %lld values, equal to the packed grouped layout: %s\n",
+              static_cast<long long>(got.numel()), same_bits(got, ref) ? "yes" : "NO");
+  EXPECT_THROW(dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
+                                     to_device(dev, qg.global_scales), 0, G, inter, 2, 2),
+               BadInput);
 }
 
 // The fake-quantised twin of loaded weights (as the CPU test builds it).

@@ -33,7 +33,8 @@ __device__ __forceinline__ float e4m3_value(uint32_t v) {
 
 __global__ void dequant_kernel(const uint2* __restrict__ packed, const uint8_t* __restrict__ scales,
                                const float* __restrict__ global_scale, int64_t g0, int64_t blocks_per_expert,
-                               int64_t n_blocks, uint4* __restrict__ out) {
+                               int64_t n_blocks, int64_t blocks_per_row, int row_step, int row_offset,
+                               uint4* __restrict__ out) {
   for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < n_blocks;
        b += int64_t{gridDim.x} * blockDim.x) {
     const int64_t src = g0 * blocks_per_expert + b;  // block index in the whole stack
@@ -51,15 +52,17 @@ __global__ void dequant_kernel(const uint2* __restrict__ packed, const uint8_t* 
       const uint32_t hi_bits = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
       words[i] = lo_bits | (hi_bits << 16);
     }
-    out[2 * b] = make_uint4(words[0], words[1], words[2], words[3]);
-    out[2 * b + 1] = make_uint4(words[4], words[5], words[6], words[7]);
+    // Output row r of the plain layout lands on row r * row_step + row_offset (interleaving).
+    const int64_t r = b / blocks_per_row, o = (r * row_step + row_offset) * blocks_per_row + b % blocks_per_row;
+    out[2 * o] = make_uint4(words[0], words[1], words[2], words[3]);
+    out[2 * o + 1] = make_uint4(words[4], words[5], words[6], words[7]);
   }
 }
 
 }  // namespace
 
 void dequantize_nvfp4_bf16(Device& dev, const Tensor& packed, const Tensor& scales, const Tensor& global_scale,
-                           int64_t g0, int64_t g1, Tensor& out) {
+                           int64_t g0, int64_t g1, Tensor& out, int row_step, int row_offset) {
   require_cuda(packed, "dequantize_nvfp4_bf16 packed");
   require_cuda(scales, "dequantize_nvfp4_bf16 scales");
   require_cuda(global_scale, "dequantize_nvfp4_bf16 global_scale");
@@ -78,8 +81,10 @@ void dequantize_nvfp4_bf16(Device& dev, const Tensor& packed, const Tensor& scal
                 dtype_name(global_scale.dtype()), global_scale.shape_str());
   AVDIT_REQUIRE(0 <= g0 && g0 <= g1 && g1 <= G, "dequantize_nvfp4_bf16: expert range [{}, {}) outside [0, {})", g0,
                 g1, G);
-  AVDIT_REQUIRE(out.dtype() == DType::BF16 && out.shape() == (Shape{g1 - g0, N, K}),
-                "dequantize_nvfp4_bf16: out must be BF16 [{}, {}, {}], got {} {}", g1 - g0, N, K,
+  AVDIT_REQUIRE(row_step >= 1 && 0 <= row_offset && row_offset < row_step,
+                "dequantize_nvfp4_bf16: row_offset {} outside [0, row_step {})", row_offset, row_step);
+  AVDIT_REQUIRE(out.dtype() == DType::BF16 && out.shape() == (Shape{g1 - g0, N * row_step, K}),
+                "dequantize_nvfp4_bf16: out must be BF16 [{}, {}, {}], got {} {}", g1 - g0, N * row_step, K,
                 dtype_name(out.dtype()), out.shape_str());
   // 8-byte code loads and 16-byte stores (row starts are aligned whenever the bases are: K / 2 is a
   // multiple of 8 bytes and 2 K of 32).
@@ -89,8 +94,8 @@ void dequantize_nvfp4_bf16(Device& dev, const Tensor& packed, const Tensor& scal
   if (n_blocks == 0) return;
   dequant_kernel<<<grid_for(n_blocks), kThreads, 0, dev.stream()>>>(
       static_cast<const uint2*>(packed.raw()), static_cast<const uint8_t*>(scales.raw()),
-      static_cast<const float*>(global_scale.raw()), g0, blocks_per_expert, n_blocks,
-      static_cast<uint4*>(device_ptr(out)));
+      static_cast<const float*>(global_scale.raw()), g0, blocks_per_expert, n_blocks, K / kBlock, row_step,
+      row_offset, static_cast<uint4*>(device_ptr(out)));
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 

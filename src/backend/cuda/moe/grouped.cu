@@ -166,4 +166,14 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   return grouped_expert_rows(dev, x, routing, perm, pack_grouped_weights(dev, w, cfg), cfg, out);
 }
 
+Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const GroupedWeights& w,
+                      const RouterConfig& cfg, DType out) {
+  AVDIT_REQUIRE(grouped_supported(dev, x, cfg, w.inter, out),
+                "moe routed_experts (grouped): needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim {} "
+                "and expert width {} multiples of 8", cfg.head_dim, w.inter);
+  const Permutation perm = permute(dev, routing, cfg);
+  const Tensor rows = grouped_expert_rows(dev, x, routing, perm, w, cfg, out);
+  return combine(dev, rows, routing, perm, cfg, out);
+}
+
 }  // namespace avdit::cuda::moe

@@ -61,4 +61,9 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const ExpertWeights& w, const RouterConfig& cfg, DType out);
 
+// routed_experts (moe.h) on packed weights: permute, grouped_expert_rows, combine. The fast path of
+// the bf16 model, which packs each layer's experts once (grouped_supported must hold).
+Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const GroupedWeights& w,
+                      const RouterConfig& cfg, DType out);
+
 }  // namespace avdit::cuda::moe

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/moe/grouped.h"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/moe_internal.h"
 #include "backend/cuda/ops_cuda.h"
@@ -613,6 +614,14 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
   const int64_t S = T * cfg.heads * cfg.top_k, D = cfg.head_dim, De = expert_inter(w);
   Tensor rows = cuda_empty(dev, {S, D}, out);
   if (S == 0) return rows;
+  if (path == ExpertPath::Grouped) {
+    AVDIT_REQUIRE(grouped_supported(dev, x, cfg, De, out),
+                  "moe experts: the grouped path needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim "
+                  "{} and expert width {} multiples of 8", D, De);
+    // Packs the weights for this call (a full pass over them): callers with fixed weights pack once and
+    // call routed_experts(.., GroupedWeights, ..) (grouped.h), as the MAGI-2 model does.
+    return grouped_expert_rows(dev, x, routing, perm, w, cfg, out);
+  }
   const bool fused_ok = fused_supported(dev, x, w, cfg, out);
   if (path == ExpertPath::Fused)
     AVDIT_REQUIRE(fused_ok, "moe experts: the fused path needs an sm_90 GPU, BF16 x, weights and out, head_dim and "

@@ -280,7 +280,7 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
     hold(routing.indices);
     hold(routing.weights);
     if (routing.logits.defined()) hold(routing.logits);
-    const Tensor experts_out = hold(moe::routed_experts(dev_, split, routing, expert_weights(lw), rc, act));
+    const Tensor experts_out = hold(routed_experts(i, split, routing, rc));
     ++counts_.moe_calls;
     const Tensor merge_out = linear(experts_out, lw.merge_linear, 1);
     // Shared expert on every token + the modality-specific shared expert; fc1 rows interleave gate / linear.
@@ -347,6 +347,43 @@ moe::ExpertWeights Magi2CudaModel::expert_weights(const DeviceLayer& lw) {
     *out[m] = bf16_ ? scratch : cast(dev_, scratch, DType::F32);
   }
   return ew;
+}
+
+Tensor Magi2CudaModel::routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing,
+                                      const moe::RouterConfig& rc) {
+  DeviceLayer& lw = w_.layers[i];
+  const DType act = w_.gemm_dtype;
+  const int64_t De = w_.config.moe.expert_intermediate_size;
+  if (!moe::grouped_supported(dev_, split, rc, De, act))
+    return moe::routed_experts(dev_, split, routing, expert_weights(lw), rc, act);
+  if (lw.packed_gate) {
+    // NVFP4: gate into the even rows and up into the odd rows of one [G, 2 De, D] scratch (the grouped
+    // GEMMs' interleaved layout, no extra pass), down as [G, D, De].
+    const Tensor& v = lw.packed_gate->values;  // [G, De, D/2]
+    const int64_t G = v.size(0), D = 2 * v.size(2);
+    moe::GroupedWeights& g = nvfp4_grouped_;
+    if (!g.gate_up.defined() || g.gate_up.shape() != Shape{G, 2 * De, D}) {
+      g.gate_up = cuda_empty(dev_, {G, 2 * De, D}, DType::BF16);
+      g.down = cuda_empty(dev_, {G, D, De}, DType::BF16);
+      g.inter = De;
+    }
+    const DeviceLayer::PackedExperts* parts[3] = {&*lw.packed_gate, &*lw.packed_up, &*lw.packed_down};
+    for (int m = 0; m < 2; ++m)
+      dequantize_nvfp4_bf16(dev_, parts[m]->values, parts[m]->block_scales, parts[m]->global_scales, 0, G,
+                            g.gate_up, 2, m);
+    dequantize_nvfp4_bf16(dev_, parts[2]->values, parts[2]->block_scales, parts[2]->global_scales, 0, G, g.down);
+    counts_.kernels += 3;
+    return moe::routed_experts(dev_, split, routing, g, rc, act);
+  }
+  if (grouped_.size() != w_.layers.size()) grouped_.resize(w_.layers.size());
+  if (!grouped_[i]) {
+    const int64_t before = lw.experts.gate.nbytes() + lw.experts.up.nbytes() + lw.experts.down.nbytes();
+    grouped_[i] = moe::pack_grouped_weights(dev_, lw.experts, rc);
+    ++counts_.kernels;
+    lw.experts = {};  // one resident copy: the packed one
+    w_.bytes += grouped_[i]->gate_up.nbytes() + grouped_[i]->down.nbytes() - before;
+  }
+  return moe::routed_experts(dev_, split, routing, *grouped_[i], rc, act);
 }
 
 TensorMap Magi2CudaModel::forward(const PackedSequence& packed, const CudaForwardOptions& options) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/models/magi2/weights.h"
+#include "backend/cuda/moe/grouped.h"
 #include "io/safetensors.h"
 #include "models/magi2/packing.h"
 
@@ -61,11 +62,18 @@ class Magi2CudaModel {
   // The layer's routed experts for the expert GEMMs: as uploaded, or NVFP4 ones dequantised into the
   // reused scratch (bf16, K-major; F32 copies in the fp32 mode).
   moe::ExpertWeights expert_weights(const DeviceLayer& lw);
+  // Layer i's routed experts on `split`. Where the grouped Hopper GEMMs run (moe/grouped.h: bf16 mode,
+  // sm_90, CUTLASS), on weights packed for them: bf16 experts once, at the layer's first call (the
+  // unpacked copy is then released), NVFP4 experts dequantised straight into the packed layout of a
+  // reused scratch per call. Otherwise moe::routed_experts' Auto path on expert_weights().
+  Tensor routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing, const moe::RouterConfig& rc);
 
   Device& dev_;
   bool bf16_ = false;
   DeviceWeights w_;
   Tensor nvfp4_scratch_[3];  // gate, up, down dequantised (largest layer's size; reused by every layer)
+  moe::GroupedWeights nvfp4_grouped_;  // the same for the grouped GEMMs (gate/up interleaved)
+  std::vector<std::optional<moe::GroupedWeights>> grouped_;  // per layer, bf16 experts packed at first use
   LaunchCounts counts_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
