@@ -206,6 +206,15 @@ int run_generate(const GenerateArgs& a) {
   }
   std::cout << fmt::format("{}: {} steps in {:.2f} s ({:.3f} s/step){}\n", *family, r.steps, seconds,
                            r.steps > 0 ? seconds / r.steps : 0.0, r.cfg ? ", with CFG" : "");
+  if (r.step_seconds.size() >= 2) {
+    // The total above includes the model's setup and the first step's one-off work (weight upload, kernel
+    // loading, cuDNN graph builds); the steady state is the later steps.
+    std::vector<double> rest(r.step_seconds.begin() + 1, r.step_seconds.end());
+    std::sort(rest.begin(), rest.end());
+    std::cout << fmt::format("step time: first {:.1f} ms, then median {:.2f} ms (min {:.2f}, max {:.2f}) over {} steps\n",
+                             r.step_seconds.front() * 1e3, rest[rest.size() / 2] * 1e3, rest.front() * 1e3,
+                             rest.back() * 1e3, rest.size());
+  }
   std::cout << fmt::format("final_video {}  sha256 {}\n", r.video.shape_str(), sha_video);
   std::cout << fmt::format("final_audio {}  sha256 {}\n", r.audio.shape_str(), sha_audio);
   for (size_t k = 0; run.teacher && k < step_err[0].size(); ++k)
