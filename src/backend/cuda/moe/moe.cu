@@ -135,22 +135,6 @@ topk_kernel(const float* logits, const float* bias, int64_t pairs, int H, int E,
 }
 
 // ---- permutation -------------------------------------------------------------------------------
-// gate (fp32) = hi + mid + lo exactly, each part a bf16 (8 significant bits each: 24 = fp32's). The
-// router's bf16 x times each part is exact in the tensor cores' fp32 accumulator, so three bf16 GEMMs
-// summed in fp32 give fp32 logits of the fp32 gate without widening x (the reference's fp32 router up to
-// the order of the sums; measured in bench/NOTES.md).
-__global__ void split_bf16x3_kernel(const float* w, int64_t n, __nv_bfloat16* parts) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  float r = w[i];
-  for (int p = 0; p < 3; ++p) {
-    // Truncation, not rounding, so each remainder is exact and keeps the sign of the part it follows.
-    const __nv_bfloat16 b = __ushort_as_bfloat16(static_cast<unsigned short>(__float_as_uint(r) >> 16));
-    parts[p * n + i] = b;
-    r -= __bfloat162float(b);
-  }
-}
-
 __global__ void keys_kernel(const int* idx, int64_t S, int H, int E, int K, int* keys, int* vals) {
   for (int64_t s = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; s < S; s += int64_t{gridDim.x} * blockDim.x) {
     const int h = static_cast<int>((s / K) % H);
@@ -491,32 +475,16 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
   if (keep_logits) r.logits = cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
   if (T == 0) return r;
   const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), D = static_cast<int>(cfg.head_dim);
-  // Logits [T, H, E] = per head h: x[:, h*D:(h+1)*D] . gate[h*E:(h+1)*E]^T, in fp32 (the reference's fp32
-  // router). Column-major view: C_h (E x T, ldc H*E) = gate_h^T (gate_h: D x E, ld D) . x_h (D x T, ld H*D),
-  // batch stride E / D.
+  // Logits [T, H, E] = per head h: x[:, h*D:(h+1)*D] . gate[h*E:(h+1)*E]^T, in fp32 on the CUDA cores
+  // (the reference's fp32 router; the handle runs CUBLAS_DEFAULT_MATH: no TF32). Column-major view:
+  // C_h (E x T, ldc H*E) = gate_h^T (gate_h: D x E, ld D) . x_h (D x T, ld H*D), batch stride E / D.
+  // BF16 x is widened first (exact): cuBLAS multiplies equal input types only.
+  const Tensor xf = xt == Elt::F32 ? x : cast(dev, x, DType::F32);
   Tensor logits = keep_logits ? r.logits : cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
-  float* lp = static_cast<float*>(device_ptr(logits));
-  if (xt == Elt::F32) {
-    // The fp32 parity mode: SGEMM on the CUDA cores (CUBLAS_DEFAULT_MATH: no TF32).
-    const float one = 1.0f, zero = 0.0f;
-    AVDIT_CUBLAS_CHECK(cublasSgemmStridedBatched(dev.blas(), CUBLAS_OP_T, CUBLAS_OP_N, E, static_cast<int>(T), D, &one,
-                                                 cptr<float>(gate), D, int64_t(E) * D, cptr<float>(x), H * D, D,
-                                                 &zero, lp, H * E, E, H));
-  } else {
-    // BF16 x: the gate split into three bf16 parts (split_bf16x3_kernel), three tensor-core GEMMs
-    // accumulating into the fp32 logits (beta 0, 1, 1): ~8x the SGEMM's rate, and x is read as bf16.
-    const int64_t n = cfg.heads * cfg.experts * cfg.head_dim;
-    Tensor parts = cuda_empty(dev, {3, cfg.heads * cfg.experts, cfg.head_dim}, DType::BF16);
-    auto* pp = static_cast<__nv_bfloat16*>(device_ptr(parts));
-    split_bf16x3_kernel<<<grid_for(n), kThreads, 0, dev.stream()>>>(cptr<float>(gate), n, pp);
-    AVDIT_CUDA_CHECK_LAUNCH();
-    const float one = 1.0f, zero = 0.0f;
-    for (int p = 0; p < 3; ++p)
-      AVDIT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          dev.blas(), CUBLAS_OP_T, CUBLAS_OP_N, E, static_cast<int>(T), D, &one, pp + p * n, CUDA_R_16BF, D,
-          int64_t(E) * D, x.raw(), CUDA_R_16BF, H * D, D, p == 0 ? &zero : &one, lp, CUDA_R_32F, H * E, E, H,
-          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
+  const float one = 1.0f, zero = 0.0f;
+  AVDIT_CUBLAS_CHECK(cublasSgemmStridedBatched(dev.blas(), CUBLAS_OP_T, CUBLAS_OP_N, E, static_cast<int>(T), D, &one,
+                                               cptr<float>(gate), D, int64_t(E) * D, cptr<float>(xf), H * D, D,
+                                               &zero, static_cast<float*>(device_ptr(logits)), H * E, E, H));
   const int64_t pairs = T * cfg.heads;
   topk_kernel<<<static_cast<unsigned>((pairs + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, dev.stream()>>>(
       cptr<float>(logits), cptr<float>(bias), pairs, H, E, static_cast<int>(cfg.top_k), cfg.softmax, cfg.route_norm,
