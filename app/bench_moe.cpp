@@ -51,7 +51,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  int grouped_kernel = 0;  // --path grouped: GroupedOptions::kernel (0 h from registers, 1 staged in smem)
+  int grouped_kernel = 1;  // --path grouped: GroupedOptions::kernel (0 h from registers, 1 staged in smem)
 };
 
 }  // namespace
@@ -132,7 +132,7 @@ struct Layer {
   std::vector<int64_t> counts;
   moe::ExpertPath path = moe::ExpertPath::Auto;
   const moe::GroupedWeights* grouped = nullptr;  // --path grouped: the weights packed once, before timing
-  int grouped_kernel = 0;
+  int grouped_kernel = 1;
 
   void norm(Activations& a) const {
     a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
@@ -455,7 +455,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: 0 h stored from registers (default), 1 h staged through shared memory (16-byte stores)");
+                  "--path grouped: 0 h stored from registers, 1 (default) h staged through shared memory (16-byte stores)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA
