@@ -323,9 +323,8 @@ int run(const Options& o) {
   cuda::Device dev;
   moe::ExpertPath path = moe::ExpertPath::Auto;
   if (o.path == "simt") path = moe::ExpertPath::Simt;
-  else if (o.path == "fused") path = moe::ExpertPath::Fused;
   else if (o.path == "grouped") path = moe::ExpertPath::Grouped;
-  else AVDIT_REQUIRE(o.path == "auto", "--path: auto, simt, fused or grouped, got '{}'", o.path);
+  else AVDIT_REQUIRE(o.path == "auto", "--path: auto, simt or grouped, got '{}'", o.path);
   if (!o.dump_check.empty()) {
     dump_check(dev, o.dump_check, path);  // the peer then checks the path that will be timed
     return 0;
@@ -451,7 +450,9 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--warmup", opt->warmup, "untimed runs per stage");
   cmd->add_option("--iters", opt->iters, "timed runs per stage (median reported)");
   cmd->add_option("--json", opt->json, "also write the rows as JSON here");
-  cmd->add_option("--path", opt->path, "expert kernels: auto (fused tensor-core kernel on sm_90), simt, fused or grouped (CUTLASS sm90 grouped GEMMs)");
+  cmd->add_option("--path", opt->path,
+                  "expert kernels: auto (grouped where it runs, packing the weights per call), simt, or grouped "
+                  "(CUTLASS sm90 grouped GEMMs on weights packed once)");
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,

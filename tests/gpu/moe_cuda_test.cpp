@@ -5,7 +5,7 @@
 // - the routed experts against the CPU oracle's own algorithm (moe.cpp run_experts: ops::matmul per
 //   expert, models::magi2::swiglu7_split with its bf16 Rounding, the per-(token, head) sum in ascending
 //   expert order): F32 NMSE <= 1e-10, BF16 within a bf16 bound; both kernel paths (SIMT reference and
-//   the fused tensor-core kernel where the GPU has it), both weight layouts ([in, out] and K-major);
+//   the grouped tensor-core GEMMs where the GPU has them), both weight layouts ([in, out] and K-major);
 // - small odd shapes and the real MAGI-2 widths (12 heads x 256 experts, top-6, D 256, De 1280),
 //   skewed expert loads with empty groups, determinism (two runs, same bits);
 // - the grouped path (grouped.h: CUTLASS sm90 grouped GEMMs, swiglu7 and the weight in the epilogues)
@@ -355,15 +355,13 @@ DeviceProblem upload(Device& dev, const Problem& p, DType xd, bool with_k_major)
   return d;
 }
 
-bool has_fused(Device& dev) { return dev.props().major == 9; }
 
 void check_experts(Device& dev, const Problem& p, DType dt, bool with_k_major, const std::string& what) {
   const bool bf16 = dt == DType::BF16;
   const Tensor ref = ref_experts(p, bf16);
   const DeviceProblem d = upload(dev, p, dt, with_k_major);
   std::vector<std::pair<ExpertPath, const char*>> paths = {{ExpertPath::Simt, "simt"}};
-  if (bf16 && has_fused(dev) && p.c.head_dim % 64 == 0 && p.De % 64 == 0 && p.c.head_dim <= 256)
-    paths.push_back({ExpertPath::Fused, "fused"});
+  if (grouped_supported(dev, d.x, p.c, p.De, dt)) paths.push_back({ExpertPath::Grouped, "grouped"});
   for (auto [path, pname] : paths) {
     for (bool km : {false, true}) {
       if (km && !with_k_major) continue;
@@ -432,12 +430,12 @@ TEST(CudaMoe, RouteThenExpertsRealWidths) {
   const Tensor ref = ref_experts(p, true);
   const ExpertWeights ew{to_device(dev, p.gate), to_device(dev, p.up), to_device(dev, p.down)};
   std::vector<ExpertPath> paths = {ExpertPath::Simt};
-  if (has_fused(dev)) paths.push_back(ExpertPath::Fused);
+  if (grouped_supported(dev, xd, c, p.De, DType::BF16)) paths.push_back(ExpertPath::Grouped);
   for (ExpertPath path : paths) {
     const Tensor got = routed_experts(dev, xd, r, ew, c, DType::BF16, path);
     const double e = nmse(to_host(dev, got), ref);
     std::printf("  route+experts T%ld 12x256 top-6 BF16 %-5s nmse %.2e (bound %.0e)\n", long(T),
-                path == ExpertPath::Simt ? "simt" : "fused", e, kNmseBf16);
+                path == ExpertPath::Simt ? "simt" : "grouped", e, kNmseBf16);
     EXPECT_LE(e, kNmseBf16);
   }
 }

@@ -1,6 +1,7 @@
 // The MAGI-2 multi-head MoE on the GPU (moe.h): the router (cuBLAS fp32 logits, a warp-per-(token, head)
-// top-K kernel), the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The tensor-core expert kernel lives in
-// moe_fused_sm90.cu. CPU oracle: src/models/magi2/moe.cpp (route, run_experts).
+// top-K kernel), the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The
+// tensor-core expert path is grouped.h (CUTLASS sm90 grouped GEMMs). CPU oracle: src/models/magi2/moe.cpp
+// (route, run_experts).
 #include <cub/cub.cuh>
 
 #include <cmath>
@@ -438,9 +439,6 @@ void check_routing(const Routing& r, const RouterConfig& cfg, int64_t T) {
   check_shape(r.weights, {T, cfg.heads, cfg.top_k}, "moe routing.weights");
 }
 
-// Auto -> Fused switched on after moe_cuda_test passed on the H200 (see bench/NOTES.md).
-constexpr bool kAutoFused = false;
-
 }  // namespace
 
 void check_config(const RouterConfig& cfg) {
@@ -580,27 +578,20 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
   AVDIT_REQUIRE(perm.tile_rows == kSimtBM && perm.sorted_slot.defined() && perm.sorted_slot.numel() == T * cfg.heads * cfg.top_k,
                 "moe experts: the permutation does not match the routing (tile_rows {}, need {})", perm.tile_rows, kSimtBM);
   const int64_t S = T * cfg.heads * cfg.top_k, D = cfg.head_dim, De = expert_inter(w);
-  Tensor rows = cuda_empty(dev, {S, D}, out);
-  if (S == 0) return rows;
-  if (path == ExpertPath::Grouped) {
-    AVDIT_REQUIRE(grouped_supported(dev, x, cfg, De, out),
+  if (S == 0) return cuda_empty(dev, {S, D}, out);
+  const bool grouped_ok = grouped_supported(dev, x, cfg, De, out);
+  if (path == ExpertPath::Grouped)
+    AVDIT_REQUIRE(grouped_ok,
                   "moe experts: the grouped path needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim "
                   "{} and expert width {} multiples of 8", D, De);
+  if (path == ExpertPath::Grouped || (path == ExpertPath::Auto && grouped_ok)) {
     // Packs the weights for this call (a full pass over them): callers with fixed weights pack once and
     // call routed_experts(.., GroupedWeights, ..) (grouped.h), as the MAGI-2 model does.
     return grouped_expert_rows(dev, x, routing, perm, w, cfg, out);
   }
-  const bool fused_ok = fused_supported(dev, x, w, cfg, out);
-  if (path == ExpertPath::Fused)
-    AVDIT_REQUIRE(fused_ok, "moe experts: the fused path needs an sm_90 GPU, BF16 x, weights and out, head_dim and "
-                            "the expert width multiples of 64 (head_dim {} <= 256)", D);
-  // Auto takes the fused kernel only once it has passed its device test (kAutoFused).
-  if (path == ExpertPath::Fused || (path == ExpertPath::Auto && kAutoFused && fused_ok)) {
-    fused_expert_rows(dev, x, routing, perm, w, cfg, rows);
-    return rows;
-  }
   // Reference path: hbuf [S, De] holds swiglu7(gate, up) in the output precision (BF16: the
   // reference's bf16 cast of the activation).
+  Tensor rows = cuda_empty(dev, {S, D}, out);
   Tensor hbuf = cuda_empty(dev, {S, De}, out);
   SimtArgs a{};
   a.x = x.raw();

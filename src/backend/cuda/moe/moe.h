@@ -71,10 +71,8 @@ struct Permutation {
 Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows = 64);
 
 enum class ExpertPath {
-  Auto,   // Fused when its conditions hold (sm_90, BF16 x, weights and out; D in {64,128,256}, De % 64 == 0)
-          // and it has passed its device test (moe.cu kAutoFused), else Simt
+  Auto,   // Grouped where its conditions hold, else Simt
   Simt,   // reference kernels: fp32 SIMT tiles, gate/up+swiglu7 then down (any dtype; the F32 parity path)
-  Fused,  // one tensor-core kernel per row tile: gather -> gate/up -> swiglu7 -> down -> weight
   // Two CUTLASS sm90 grouped GEMMs (TMA + wgmma, warp-specialised), grouped.h: gather -> gate/up with
   // swiglu7 in the epilogue -> h [rows, De] bf16 in memory -> down with the weight in the epilogue.
   // Conditions: CUTLASS build, sm_90, BF16 x, weights and out, D and De multiples of 8. Rounding: the

@@ -1,4 +1,4 @@
-// Pieces shared by the MoE kernel files (moe.cu, moe_fused_sm90.cu); not part of the interface.
+// Pieces shared by the MoE kernel files (moe.cu, grouped.cu); not part of the interface.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,11 +28,5 @@ inline const T* cptr(const Tensor& t) {
 void check_config(const RouterConfig& cfg);
 void check_weights(const ExpertWeights& w, const RouterConfig& cfg);
 int64_t expert_inter(const ExpertWeights& w);
-
-// The tensor-core path (moe_fused_sm90.cu): whether it can run these operands on this device, and
-// the kernel itself, writing rows [S, D] BF16.
-bool fused_supported(Device& dev, const Tensor& x, const ExpertWeights& w, const RouterConfig& cfg, DType out);
-void fused_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
-                       const ExpertWeights& w, const RouterConfig& cfg, Tensor& rows);
 
 }  // namespace avdit::cuda::moe
