@@ -361,7 +361,7 @@ void check_experts(Device& dev, const Problem& p, DType dt, bool with_k_major, c
   const Tensor ref = ref_experts(p, bf16);
   const DeviceProblem d = upload(dev, p, dt, with_k_major);
   std::vector<std::pair<ExpertPath, const char*>> paths = {{ExpertPath::Simt, "simt"}};
-  if (grouped_supported(dev, d.x, p.c, p.De, dt)) paths.push_back({ExpertPath::Grouped, "grouped"});
+  if (grouped_supported(dev, dt, p.c, p.De, dt)) paths.push_back({ExpertPath::Grouped, "grouped"});
   for (auto [path, pname] : paths) {
     for (bool km : {false, true}) {
       if (km && !with_k_major) continue;
@@ -409,28 +409,46 @@ TEST(CudaMoe, ExpertsRealWidths) {
   }
 }
 
-// Router -> permutation -> experts -> combine as the model runs it, at the real widths with T in
-// the thousands, against the reference fed the GPU's own routing (so routing flips cannot blur the
-// expert check; the router has its own tests above).
-TEST(CudaMoe, RouteThenExpertsRealWidths) {
-  Device dev;
-  std::mt19937 gen(21);
-  const int64_t T = 2048, H = 12, E = 256, K = 6, D = 256, De = 1280;
-  RouterConfig c{H, E, K, D, false, true, 4.9f};
-  Problem p = make_problem(1, H, E, K, D, De, DType::BF16, 9);  // weights only; x and routing below
+// A real-width problem (12 x 256 experts, top-6, D 256, De 1280, bf16) at T tokens whose routing is the
+// GPU router's own on random x: the reference is then fed that routing, so routing flips cannot blur
+// an expert check (the router has its own tests). xd, r: the device x and routing.
+struct RoutedProblem {
+  Problem p;
+  Tensor xd;
+  Routing r;
+};
+RoutedProblem routed_real_widths(Device& dev, int64_t T, uint32_t x_seed, uint32_t weight_seed) {
+  std::mt19937 gen(x_seed);
+  const int64_t H = 12, E = 256, K = 6, D = 256, De = 1280;
+  const RouterConfig c{H, E, K, D, false, true, 4.9f};
+  RoutedProblem rp{make_problem(1, H, E, K, D, De, DType::BF16, weight_seed), {}, {}};  // weights only
+  Problem& p = rp.p;
   p.c = c;
   p.T = T;
   p.x = normal(gen, {T, H * D}).to(DType::BF16).to_f32();
   const Tensor gate = normal(gen, {H * E, D}, 1.0f / 16), bias = normal(gen, {H * E}, 0.05f);
-  const Tensor xd = to_device(dev, p.x.to(DType::BF16));
-  const Routing r = route(dev, xd, to_device(dev, gate), to_device(dev, bias), c);
-  const Tensor idx = to_host(dev, r.indices), w = to_host(dev, r.weights);
+  rp.xd = to_device(dev, p.x.to(DType::BF16));
+  rp.r = route(dev, rp.xd, to_device(dev, gate), to_device(dev, bias), c);
+  const Tensor idx = to_host(dev, rp.r.indices), w = to_host(dev, rp.r.weights);
   p.idx.assign(idx.data<int32_t>(), idx.data<int32_t>() + idx.numel());
   p.w.assign(w.f32(), w.f32() + w.numel());
+  return rp;
+}
+
+// Router -> permutation -> experts -> combine as the model runs it, at the real widths with T in
+// the thousands, against the reference fed the GPU's own routing.
+TEST(CudaMoe, RouteThenExpertsRealWidths) {
+  Device dev;
+  const int64_t T = 2048;
+  const RoutedProblem rp = routed_real_widths(dev, T, 21, 9);
+  const Problem& p = rp.p;
+  const RouterConfig& c = p.c;
+  const Tensor& xd = rp.xd;
+  const Routing& r = rp.r;
   const Tensor ref = ref_experts(p, true);
   const ExpertWeights ew{to_device(dev, p.gate), to_device(dev, p.up), to_device(dev, p.down)};
   std::vector<ExpertPath> paths = {ExpertPath::Simt};
-  if (grouped_supported(dev, xd, c, p.De, DType::BF16)) paths.push_back(ExpertPath::Grouped);
+  if (grouped_supported(dev, DType::BF16, c, p.De, DType::BF16)) paths.push_back(ExpertPath::Grouped);
   for (ExpertPath path : paths) {
     const Tensor got = routed_experts(dev, xd, r, ew, c, DType::BF16, path);
     const double e = nmse(to_host(dev, got), ref);
@@ -476,8 +494,7 @@ void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::
 }
 
 bool has_grouped(Device& dev, const RouterConfig& c, int64_t De) {
-  const Tensor probe = cuda_empty(dev, {1, c.heads * c.head_dim}, DType::BF16);
-  return grouped_supported(dev, probe, c, De, DType::BF16);
+  return grouped_supported(dev, DType::BF16, c, De, DType::BF16);
 }
 
 TEST(CudaMoe, ExpertsGroupedSmallShapes) {
@@ -507,19 +524,11 @@ TEST(CudaMoe, ExpertsGroupedRealWidths) {
     check_grouped(dev, p, false, "T400 12x256 top-6 D256 De1280 BF16");
   }
   for (const int64_t T : {int64_t{2048}, int64_t{4096}}) {
-    std::mt19937 gen(uint32_t(21 + T));
-    const int64_t H = 12, E = 256, K = 6, D = 256, De = 1280;
-    RouterConfig c{H, E, K, D, false, true, 4.9f};
-    Problem p = make_problem(1, H, E, K, D, De, DType::BF16, uint32_t(9 + T));  // weights only
-    p.c = c;
-    p.T = T;
-    p.x = normal(gen, {T, H * D}).to(DType::BF16).to_f32();
-    const Tensor gate = normal(gen, {H * E, D}, 1.0f / 16), bias = normal(gen, {H * E}, 0.05f);
-    const Tensor xd = to_device(dev, p.x.to(DType::BF16));
-    const Routing r = route(dev, xd, to_device(dev, gate), to_device(dev, bias), c);
-    const Tensor idx = to_host(dev, r.indices), w = to_host(dev, r.weights);
-    p.idx.assign(idx.data<int32_t>(), idx.data<int32_t>() + idx.numel());
-    p.w.assign(w.f32(), w.f32() + w.numel());
+    const RoutedProblem rp = routed_real_widths(dev, T, uint32_t(21 + T), uint32_t(9 + T));
+    const Problem& p = rp.p;
+    const RouterConfig& c = p.c;
+    const Tensor& xd = rp.xd;
+    const Routing& r = rp.r;
     const Tensor ref = ref_experts(p, true);
     const ExpertWeights ew{to_device(dev, p.gate), to_device(dev, p.up), to_device(dev, p.down)};
     const GroupedWeights gw = pack_grouped_weights(dev, ew, c);

@@ -26,14 +26,14 @@
 #include "models/magi2/api.h"
 #include "models/magi2/weights.h"
 #include "quant/nvfp4.h"
+#include "testing/compare.h"
+#include "testing/nvfp4_fake.h"
 
 namespace avdit::cuda {
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
-}
+using test_util::fake_quantised;
+using test_util::same_bits;
 
 // Gaussian weights [G, K, N] in bf16 (the checkpoint's dtype), a different spread per expert so the
 // global scales differ.
@@ -82,7 +82,7 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   std::vector<Case> cases = {{moe::ExpertPath::Simt, DType::F32, "simt fp32"},
                              {moe::ExpertPath::Simt, DType::BF16, "simt bf16"},
                              {moe::ExpertPath::Auto, DType::BF16, "auto bf16"}};
-  if (moe::grouped_supported(dev, x16, rc, De, DType::BF16))
+  if (moe::grouped_supported(dev, DType::BF16, rc, De, DType::BF16))
     cases.push_back({moe::ExpertPath::Grouped, DType::BF16, "grouped bf16"});
   int64_t compared = 0;
   for (const Case& c : cases) {
@@ -143,17 +143,6 @@ TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
   EXPECT_THROW(dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
                                      to_device(dev, qg.global_scales), 0, G, inter, 2, 2),
                BadInput);
-}
-
-// The fake-quantised twin of loaded weights (as the CPU test builds it).
-models::magi2::Magi2Weights fake_quantised(models::magi2::Magi2Weights w) {
-  for (models::magi2::LayerWeights& L : w.layers)
-    for (models::magi2::MoeHeadExperts& h : L.moe_mlp.heads) {
-      h.W_gate = quant::fake_quantize_nvfp4(h.W_gate);
-      h.W_up = quant::fake_quantize_nvfp4(h.W_up);
-      h.W_down = quant::fake_quantize_nvfp4(h.W_down);
-    }
-  return w;
 }
 
 TEST(Nvfp4MoeCuda, GoldenTinyFakeEqualsPackedModel) {

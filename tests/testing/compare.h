@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,6 +31,12 @@ inline double rel_max_diff(const Tensor& got, const Tensor& want, const std::str
   const double rel = ref > 0 ? diff / ref : diff;
   std::printf("  %-30s max abs %.3e  of max %.3e\n", what.c_str(), diff, rel);
   return rel;
+}
+
+// Same dtype, shape and bytes.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
 // Router outputs [.., K]: the number of (token, head) rows whose chosen expert SET differs (the order

@@ -21,32 +21,20 @@
 #include "models/magi2/weights.h"
 #include "quant/nvfp4.h"
 #include "quant/nvfp4_checkpoint.h"
+#include "testing/compare.h"
+#include "testing/nvfp4_fake.h"
 
 namespace avdit::models::magi2 {
 namespace {
 
 namespace fs = std::filesystem;
+using test_util::fake_quantised;
+using test_util::same_bits;
 
 fs::path temp_dir(const std::string& tag) {
   const fs::path p = fs::temp_directory_path() / fmt::format("avdit_nvfp4_{}_{}", tag, ::getpid());
   fs::remove_all(p);
   return p;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
-}
-
-// The fake-quantised twin of loaded weights: each head's W_* replaced by bf16 fake_quantize_nvfp4(W_*).
-Magi2Weights fake_quantised(Magi2Weights w) {
-  for (LayerWeights& L : w.layers)
-    for (MoeHeadExperts& h : L.moe_mlp.heads) {
-      h.W_gate = quant::fake_quantize_nvfp4(h.W_gate);
-      h.W_up = quant::fake_quantize_nvfp4(h.W_up);
-      h.W_down = quant::fake_quantize_nvfp4(h.W_down);
-    }
-  return w;
 }
 
 nlohmann::json moe_config() {

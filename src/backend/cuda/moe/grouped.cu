@@ -90,8 +90,8 @@ GroupedWeights pack_grouped_weights(Device& dev, const ExpertWeights& w, const R
   return p;
 }
 
-bool grouped_supported(Device& dev, const Tensor& x, const RouterConfig& cfg, int64_t inter, DType out) {
-  return grouped_gemm_built() && dev.props().major == 9 && x.dtype() == DType::BF16 && out == DType::BF16 &&
+bool grouped_supported(Device& dev, DType x, const RouterConfig& cfg, int64_t inter, DType out) {
+  return grouped_gemm_built() && dev.props().major == 9 && x == DType::BF16 && out == DType::BF16 &&
          cfg.head_dim > 0 && cfg.head_dim % 8 == 0 && inter > 0 && inter % 8 == 0;
 }
 
@@ -126,7 +126,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   AVDIT_REQUIRE(w.gate_up.shape() == Shape({G, 2 * De, D}) && w.down.shape() == Shape({G, D, De}),
                 "moe grouped weights: gate_up {} / down {} do not match {} groups, D {}, De {}", w.gate_up.shape_str(),
                 w.down.shape_str(), G, D, De);
-  AVDIT_REQUIRE(grouped_supported(dev, x, cfg, De, out),
+  AVDIT_REQUIRE(grouped_supported(dev, x.dtype(), cfg, De, out),
                 "moe grouped experts: needs a CUTLASS build, an sm_90 GPU, BF16 x and out, head_dim ({}) and expert "
                 "width ({}) multiples of 8",
                 D, De);
@@ -168,7 +168,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const GroupedWeights& w,
                       const RouterConfig& cfg, DType out) {
-  AVDIT_REQUIRE(grouped_supported(dev, x, cfg, w.inter, out),
+  AVDIT_REQUIRE(grouped_supported(dev, x.dtype(), cfg, w.inter, out),
                 "moe routed_experts (grouped): needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim {} "
                 "and expert width {} multiples of 8", cfg.head_dim, w.inter);
   const Permutation perm = permute(dev, routing, cfg);

@@ -34,7 +34,7 @@ GroupedWeights pack_grouped_weights(Device& dev, const ExpertWeights& w, const R
 
 // Whether the grouped path can run here: built with CUTLASS, an sm_90 GPU, BF16 x and out, head_dim and
 // the expert width multiples of 8 (16-byte TMA rows).
-bool grouped_supported(Device& dev, const Tensor& x, const RouterConfig& cfg, int64_t inter, DType out);
+bool grouped_supported(Device& dev, DType x, const RouterConfig& cfg, int64_t inter, DType out);
 
 // Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] BF16 - what expert_rows returns.
 // perm: any permute() output (only sorted_slot and offsets are read). scratch_bytes bounds the

@@ -579,7 +579,7 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
                 "moe experts: the permutation does not match the routing (tile_rows {}, need {})", perm.tile_rows, kSimtBM);
   const int64_t S = T * cfg.heads * cfg.top_k, D = cfg.head_dim, De = expert_inter(w);
   if (S == 0) return cuda_empty(dev, {S, D}, out);
-  const bool grouped_ok = grouped_supported(dev, x, cfg, De, out);
+  const bool grouped_ok = grouped_supported(dev, x.dtype(), cfg, De, out);
   if (path == ExpertPath::Grouped)
     AVDIT_REQUIRE(grouped_ok,
                   "moe experts: the grouped path needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim "

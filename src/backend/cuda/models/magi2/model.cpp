@@ -27,6 +27,18 @@ using models::magi2::Magi2Config;
 using models::magi2::PackedSequence;
 using models::magi2::TokenLayout;
 
+moe::RouterConfig router_config(const Magi2Config& c) {
+  moe::RouterConfig rc;
+  rc.heads = c.moe.num_heads;
+  rc.experts = c.moe.num_experts;
+  rc.top_k = c.moe.top_k;
+  rc.head_dim = c.moe_head_dim;
+  rc.softmax = c.moe.score_func == "softmax";
+  rc.route_norm = c.moe.route_norm;
+  rc.route_scale = static_cast<float>(c.moe.route_scale);
+  return rc;
+}
+
 Tensor upload_i32(Device& dev, const std::vector<int32_t>& v) {
   return to_device(dev, Tensor::from_data({static_cast<int64_t>(v.size())}, DType::I32, v.data()));
 }
@@ -43,7 +55,22 @@ struct Magi2CudaModel::Step {
 };
 
 Magi2CudaModel::Magi2CudaModel(Device& dev, const models::magi2::Magi2Weights& weights, bool bf16)
-    : dev_(dev), bf16_(bf16), w_(upload_weights(dev, weights, bf16)) {}
+    : dev_(dev), bf16_(bf16), w_(upload_weights(dev, weights, bf16)) {
+  // Where the grouped Hopper GEMMs run, bf16 routed experts are packed for them here, once, and the
+  // unpacked copy is released (one resident copy). NVFP4 experts are expanded per call (routed_experts).
+  const moe::RouterConfig rc = router_config(w_.config);
+  const int64_t De = w_.config.moe.expert_intermediate_size;
+  grouped_.resize(w_.layers.size());
+  if (!moe::grouped_supported(dev_, w_.gemm_dtype, rc, De, w_.gemm_dtype)) return;
+  for (size_t i = 0; i < w_.layers.size(); ++i) {
+    DeviceLayer& lw = w_.layers[i];
+    if (!lw.moe || lw.packed_gate) continue;
+    const int64_t before = lw.experts.gate.nbytes() + lw.experts.up.nbytes() + lw.experts.down.nbytes();
+    grouped_[i] = moe::pack_grouped_weights(dev_, lw.experts, rc);
+    lw.experts = {};
+    w_.bytes += grouped_[i]->gate_up.nbytes() + grouped_[i]->down.nbytes() - before;
+  }
+}
 
 Tensor Magi2CudaModel::forward_device(const PackedSequence& p, const CudaForwardOptions& options, TensorMap* dumps) {
   const Magi2Config& c = w_.config;
@@ -267,14 +294,7 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
     const int64_t Hm = c.moe.num_heads;
     const Tensor xn = norm(mlp_in, lw.mlp_pre_norm, &st.group, act);  // always the three modality rows
     const Tensor split = linear(xn, lw.split_linear, 1);               // [L, W]
-    moe::RouterConfig rc;
-    rc.heads = Hm;
-    rc.experts = c.moe.num_experts;
-    rc.top_k = c.moe.top_k;
-    rc.head_dim = c.moe_head_dim;
-    rc.softmax = c.moe.score_func == "softmax";
-    rc.route_norm = c.moe.route_norm;
-    rc.route_scale = static_cast<float>(c.moe.route_scale);
+    const moe::RouterConfig rc = router_config(c);
     const moe::Routing routing = moe::route(dev_, split, lw.router_gate, lw.expert_bias, rc, dump);
     ++counts_.moe_calls;
     hold(routing.indices);
@@ -351,39 +371,31 @@ moe::ExpertWeights Magi2CudaModel::expert_weights(const DeviceLayer& lw) {
 
 Tensor Magi2CudaModel::routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing,
                                       const moe::RouterConfig& rc) {
-  DeviceLayer& lw = w_.layers[i];
+  const DeviceLayer& lw = w_.layers[i];
   const DType act = w_.gemm_dtype;
   const int64_t De = w_.config.moe.expert_intermediate_size;
-  if (!moe::grouped_supported(dev_, split, rc, De, act))
+  if (grouped_[i]) return moe::routed_experts(dev_, split, routing, *grouped_[i], rc, act);
+  if (!moe::grouped_supported(dev_, split.dtype(), rc, De, act))
     return moe::routed_experts(dev_, split, routing, expert_weights(lw), rc, act);
-  if (lw.packed_gate) {
-    // NVFP4: gate into the even rows and up into the odd rows of one [G, 2 De, D] scratch (the grouped
-    // GEMMs' interleaved layout, no extra pass), down as [G, D, De].
-    const Tensor& v = lw.packed_gate->values;  // [G, De, D/2]
-    const int64_t G = v.size(0), D = 2 * v.size(2);
-    moe::GroupedWeights& g = nvfp4_grouped_;
-    if (!g.gate_up.defined() || g.gate_up.shape() != Shape{G, 2 * De, D}) {
-      g.gate_up = cuda_empty(dev_, {G, 2 * De, D}, DType::BF16);
-      g.down = cuda_empty(dev_, {G, D, De}, DType::BF16);
-      g.inter = De;
-    }
-    const DeviceLayer::PackedExperts* parts[3] = {&*lw.packed_gate, &*lw.packed_up, &*lw.packed_down};
-    for (int m = 0; m < 2; ++m)
-      dequantize_nvfp4_bf16(dev_, parts[m]->values, parts[m]->block_scales, parts[m]->global_scales, 0, G,
-                            g.gate_up, 2, m);
-    dequantize_nvfp4_bf16(dev_, parts[2]->values, parts[2]->block_scales, parts[2]->global_scales, 0, G, g.down);
-    counts_.kernels += 3;
-    return moe::routed_experts(dev_, split, routing, g, rc, act);
+  // The constructor packed every bf16 MoE layer where the grouped path runs: what is left are NVFP4 experts.
+  AVDIT_CHECK(lw.packed_gate.has_value(), "magi2 cuda: layer {} has neither packed nor NVFP4 experts", i);
+  // NVFP4: gate into the even rows and up into the odd rows of one [G, 2 De, D] scratch (the grouped
+  // GEMMs' interleaved layout, no extra pass), down as [G, D, De].
+  const Tensor& v = lw.packed_gate->values;  // [G, De, D/2]
+  const int64_t G = v.size(0), D = 2 * v.size(2);
+  moe::GroupedWeights& g = nvfp4_grouped_;
+  if (!g.gate_up.defined() || g.gate_up.shape() != Shape{G, 2 * De, D}) {
+    g.gate_up = cuda_empty(dev_, {G, 2 * De, D}, DType::BF16);
+    g.down = cuda_empty(dev_, {G, D, De}, DType::BF16);
+    g.inter = De;
   }
-  if (grouped_.size() != w_.layers.size()) grouped_.resize(w_.layers.size());
-  if (!grouped_[i]) {
-    const int64_t before = lw.experts.gate.nbytes() + lw.experts.up.nbytes() + lw.experts.down.nbytes();
-    grouped_[i] = moe::pack_grouped_weights(dev_, lw.experts, rc);
-    ++counts_.kernels;
-    lw.experts = {};  // one resident copy: the packed one
-    w_.bytes += grouped_[i]->gate_up.nbytes() + grouped_[i]->down.nbytes() - before;
-  }
-  return moe::routed_experts(dev_, split, routing, *grouped_[i], rc, act);
+  const DeviceLayer::PackedExperts* parts[3] = {&*lw.packed_gate, &*lw.packed_up, &*lw.packed_down};
+  for (int m = 0; m < 2; ++m)
+    dequantize_nvfp4_bf16(dev_, parts[m]->values, parts[m]->block_scales, parts[m]->global_scales, 0, G,
+                          g.gate_up, 2, m);
+  dequantize_nvfp4_bf16(dev_, parts[2]->values, parts[2]->block_scales, parts[2]->global_scales, 0, G, g.down);
+  counts_.kernels += 3;
+  return moe::routed_experts(dev_, split, routing, g, rc, act);
 }
 
 TensorMap Magi2CudaModel::forward(const PackedSequence& packed, const CudaForwardOptions& options) {

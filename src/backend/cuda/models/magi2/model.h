@@ -63,9 +63,9 @@ class Magi2CudaModel {
   // reused scratch (bf16, K-major; F32 copies in the fp32 mode).
   moe::ExpertWeights expert_weights(const DeviceLayer& lw);
   // Layer i's routed experts on `split`. Where the grouped Hopper GEMMs run (moe/grouped.h: bf16 mode,
-  // sm_90, CUTLASS), on weights packed for them: bf16 experts once, at the layer's first call (the
-  // unpacked copy is then released), NVFP4 experts dequantised straight into the packed layout of a
-  // reused scratch per call. Otherwise moe::routed_experts' Auto path on expert_weights().
+  // sm_90, CUTLASS), on weights packed for them: bf16 experts packed once by the constructor, NVFP4
+  // experts dequantised straight into the packed layout of a reused scratch per call. Otherwise
+  // moe::routed_experts' Auto path on expert_weights().
   Tensor routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing, const moe::RouterConfig& rc);
 
   Device& dev_;
@@ -73,7 +73,7 @@ class Magi2CudaModel {
   DeviceWeights w_;
   Tensor nvfp4_scratch_[3];  // gate, up, down dequantised (largest layer's size; reused by every layer)
   moe::GroupedWeights nvfp4_grouped_;  // the same for the grouped GEMMs (gate/up interleaved)
-  std::vector<std::optional<moe::GroupedWeights>> grouped_;  // per layer, bf16 experts packed at first use
+  std::vector<std::optional<moe::GroupedWeights>> grouped_;  // per layer, bf16 experts packed by the constructor
   LaunchCounts counts_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
