@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <functional>
+
 #include "core/error.h"
 #include "core/log.h"
 
 #if AVDIT_HAVE_CUDA
+#include "backend/cuda/gpu_activity.h"
 #include "backend/cuda/models/h3/model_cuda.h"
 #include "backend/cuda/models/magi2/model.h"
 #include "backend/cuda/sample_cuda.h"
@@ -51,6 +55,59 @@ TensorMap forward_on_cuda(const Checkpoint& ckpt, const std::string& family, con
 
 namespace {
 
+// The launch-overhead figures of steps 2..N (the first step carries one-off work: kernel loading, cuDNN
+// graph builds): what the GPU executed (CUPTI) and how much of the wall time it was busy. Installed
+// as a wrapper of the pipeline's progress callback; synchronises the device after steps 1 and N.
+class StepActivity {
+ public:
+  explicit StepActivity(cuda::Device& dev) : dev_(dev) {}
+  void wrap(std::function<void(int, int, double)>& progress) {
+    progress = [this, inner = progress](int done, int total, double seconds) {
+      on_step(done, total);
+      if (inner) inner(done, total, seconds);
+    };
+  }
+  std::string line() const {
+    if (!cuda::GpuActivityProbe::available()) return "; no GPU launch counts (built without CUPTI)";
+    if (!error_.empty()) return "; no GPU launch counts: " + error_;
+    if (steps_ == 0) return "";
+    const double n = steps_;
+    return fmt::format(
+        "; steps 2-{}: {:.0f} launches per step ({:.0f} kernels, {:.0f} memsets, {:.0f} copies), GPU busy "
+        "{:.2f} of {:.2f} ms per step ({:.0f}%)",
+        steps_ + 1, got_.launches() / n, got_.kernels / n, got_.memsets / n, got_.memcpys / n, got_.busy_ms() / n,
+        wall_ms_ / n, wall_ms_ > 0 ? 100.0 * got_.busy_ms() / wall_ms_ : 0.0);
+  }
+
+ private:
+  void on_step(int done, int total) {
+    if (!cuda::GpuActivityProbe::available() || total < 2) return;
+    if (done == 1) {
+      dev_.synchronize();
+      try {
+        probe_ = std::make_unique<cuda::GpuActivityProbe>();
+      } catch (const std::exception& e) {  // the figures are optional: say why they are missing, go on
+        error_ = e.what();
+        return;
+      }
+      t0_ = std::chrono::steady_clock::now();
+    } else if (done == total && probe_) {
+      dev_.synchronize();
+      wall_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+      got_ = probe_->take();
+      probe_.reset();
+      steps_ = total - 1;
+    }
+  }
+  cuda::Device& dev_;
+  std::unique_ptr<cuda::GpuActivityProbe> probe_;
+  std::chrono::steady_clock::time_point t0_;
+  cuda::GpuActivity got_;
+  double wall_ms_ = 0;
+  int steps_ = 0;
+  std::string error_;
+};
+
 class Magi2Run final : public CudaGenerate {
  public:
   Magi2Run(const Checkpoint& ckpt, bool bf16, const models::magi2::LoadOptions& load)
@@ -59,10 +116,11 @@ class Magi2Run final : public CudaGenerate {
   cuda::Device dev_;
   models::magi2::Magi2Weights weights_;
   cuda::magi2::Magi2CudaModel model_;
+  StepActivity activity_{dev_};
   std::string summary() const override {
-    return fmt::format("cuda {}: weights {}, peak activations {}, {} launches per forward",
+    return fmt::format("cuda {}: weights {}, peak activations {}, {} launches per forward (counted in the model){}",
                        model_.bf16() ? "bf16" : "fp32", gib(model_.weight_bytes()),
-                       gib(model_.peak_activation_bytes()), model_.launches().total());
+                       gib(model_.peak_activation_bytes()), model_.launches().total(), activity_.line());
   }
 };
 
@@ -74,9 +132,10 @@ class H3Run final : public CudaGenerate {
   cuda::Device dev_;
   models::h3::H3Model host_;
   cuda::h3::H3CudaModel model_;
+  StepActivity activity_{dev_};
   std::string summary() const override {
-    return fmt::format("cuda {}: weights {}, peak activations {}", cuda::h3::precision_name(model_.precision()),
-                       gib(model_.weight_bytes()), gib(model_.peak_activation_bytes()));
+    return fmt::format("cuda {}: weights {}, peak activations {}{}", cuda::h3::precision_name(model_.precision()),
+                       gib(model_.weight_bytes()), gib(model_.peak_activation_bytes()), activity_.line());
   }
 };
 
@@ -87,6 +146,7 @@ std::unique_ptr<CudaGenerate> use_cuda(const Checkpoint& ckpt, pipeline::Magi2Ge
   Magi2Run* r = run.get();
   o.forward = [r](const models::magi2::PackedSequence& packed) { return r->model_.forward(packed); };
   o.run.backend = cuda::sampler_backend(r->dev_);
+  r->activity_.wrap(o.run.progress);
   return run;
 }
 
@@ -94,6 +154,7 @@ std::unique_ptr<CudaGenerate> use_cuda(const Checkpoint& ckpt, pipeline::H3Gener
   auto run = std::make_unique<H3Run>(ckpt, bf16);
   o.model = &run->model_;
   o.run.backend = cuda::sampler_backend(run->dev_);
+  run->activity_.wrap(o.run.progress);
   return run;
 }
 
