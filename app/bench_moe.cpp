@@ -51,7 +51,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  int grouped_kernel = 1;  // --path grouped: GroupedOptions::kernel (0 h from registers, 1 staged in smem)
+  int grouped_kernel = 2;  // --path grouped: GroupedOptions::kernel (grouped.h)
 };
 
 }  // namespace
@@ -132,7 +132,7 @@ struct Layer {
   std::vector<int64_t> counts;
   moe::ExpertPath path = moe::ExpertPath::Auto;
   const moe::GroupedWeights* grouped = nullptr;  // --path grouped: the weights packed once, before timing
-  int grouped_kernel = 1;
+  int grouped_kernel = 2;
 
   void norm(Activations& a) const {
     a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
@@ -314,7 +314,7 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
       const double tf = fl > 0 ? fl / (msv * 1e-3) / 1e12 : 0.0;
       rep.set("TFLOP/s", tf, 1);
       rep.set("of 770", tf / kCeilingTflops, 3);
-      rep.set("path", o.path + (o.grouped_kernel ? " (h staged)" : " (h from registers)"));
+      rep.set("path", o.path + " (kernel " + std::to_string(o.grouped_kernel) + ")");
     }
   }
 }
@@ -456,7 +456,9 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: 0 h stored from registers, 1 (default) h staged through shared memory (16-byte stores)");
+                  "--path grouped: GroupedOptions::kernel (moe/grouped_gemm_sm90.h): 0 h stored from registers, 1 h "
+                  "staged through shared memory, 2 (default) = 1 with the fast swiglu7, 3 = 2 on ping-pong 64x256 tiles, 4 = 2 on "
+                  "ping-pong 128x128 tiles");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

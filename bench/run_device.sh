@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, every `gpu` test, then each benchmark next to its PyTorch
 # peer (same call, same card: TARGETS.md protocol). Run from the repo root there, carrying .carry
-# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention]   (default: all, in this order)
+# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention] [variants]
+# (default: the first four, in this order; variants: every grouped-GEMM kernel of moe/grouped_gemm_sm90.h
+# at T = 65,536, each checked against the peer at a small T first)
 # Logs and JSON go to $OUT (at most 8 files come back: build and ctest logs, generate.md (both tiny
 # models on the GPU), one markdown log per benchmark, and json.tar with every JSON report).
 set -uo pipefail
@@ -49,10 +51,21 @@ if has moe; then
     timeout 120 $A bench moe --tokens 4096 --path grouped --dump-check /tmp/moe_check.safetensors &&
       timeout 120 python3 bench/peers/moe_peer.py --check /tmp/moe_check.safetensors
     timeout 150 $A bench moe --tokens 16384,65536,131072 --path grouped --nvfp4 --json "$out/json/avdit_moe.json"
-    # The grouped kernel storing h from registers (GroupedOptions::kernel 0; the default 1 stages it).
-    timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel 0 --json "$out/json/avdit_moe_k0.json"
+    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 2 has the fast one).
+    timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel 1 --json "$out/json/avdit_moe_k1.json"
     timeout 100 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
   } >"$out/moe.md" 2>&1
+fi
+if has variants; then
+  {
+    for k in ${VARIANTS:-0 1 2 3 4}; do
+      echo "### grouped kernel $k"
+      timeout 60 $A bench moe --tokens 4096 --path grouped --grouped-kernel $k --dump-check /tmp/moe_check_$k.safetensors &&
+        timeout 60 python3 bench/peers/moe_peer.py --check /tmp/moe_check_$k.safetensors | tail -n 1
+      timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel $k --json "$out/json/avdit_moe_k$k.json" |
+        grep -E "experts|gate/up|down|ROUTED|SUB-LAYER"
+    done
+  } >"$out/variants.md" 2>&1
 fi
 if has h3; then
   {

@@ -1,6 +1,13 @@
 // The CUTLASS pieces of the grouped expert GEMMs (grouped.h), shared by the translation units that
-// instantiate a kernel (grouped_sm90.cu: cooperative 128 x 256 tiles, h stored from registers;
-// grouped_staged_sm90.cu: the same tiles, h staged through shared memory for 16-byte stores).
+// instantiate a kernel, one variant each so that they compile in parallel (GroupedOptions::kernel
+// picks one):
+//   0 grouped_sm90.cu                cooperative 128 x 256 tiles, h stored from registers
+//   1 grouped_staged_sm90.cu         cooperative 128 x 256, h staged through shared memory for 16-byte stores
+//   2 grouped_fast_sm90.cu           1 with the fast swiglu7 (swiglu7_fast_f)
+//   3 grouped_pingpong_sm90.cu       2 on ping-pong consumers with 64 x 256 tiles: one warp group's
+//                                    epilogue runs while the other's MMAs do
+//   4 grouped_pingpong128_sm90.cu    the same with 128 x 128 tiles (fewer operand bytes per FLOP)
+// (2 x 1 and 2 x 2 clusters with TMA multicast were tried on kernel 2 and gained nothing: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once
 
@@ -47,7 +54,9 @@ struct MoeEpilogueArgs {  // the run-time arguments, one type for every instance
   const float* slot_weight = nullptr; // down only
 };
 
-template <bool kStaged>
+// kFast: swiglu7_fast_f (moe_internal.h) instead of the accurate swiglu7_f. kTileM x kTileN: the tile
+// one epilogue call stores (the whole CTA tile on cooperative consumers, one warp group's on ping-pong).
+template <bool kStaged, bool kFast = false, int kTileM = 128, int kTileN = 256>
 struct MoeEpilogueT {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -66,10 +75,12 @@ struct MoeEpilogueT {
   // Only for GemmUniversalAdapter's type aliases; the arithmetic is in operator() below.
   using ThreadEpilogueOp = cutlass::epilogue::thread::LinearCombination<ElementD, 1, float, float>;
 
-  // kStaged: the 128 x 128 h tile of the gate/up GEMM in bf16 (32 KB), unpadded; the 16-byte chunk j of
-  // row r sits at chunk j ^ (r % 8) of the row, so the 8 rows of one warp's fragment stores land in
-  // distinct banks and 16-byte reads stay aligned.
-  static constexpr int kStageRows = 128, kStageCols = 128, kStageLd = kStageCols;
+  // kStaged: the kTileM x kTileN / 2 h tile of the gate/up GEMM in bf16 (32 KB for 128 x 256), unpadded;
+  // the 16-byte chunk j of row r sits at chunk j ^ (r % 8) of the row, so the 8 rows of one warp's
+  // fragment stores land in distinct banks and 16-byte reads stay aligned. Ping-pong warp groups run
+  // their epilogues one after the other (CUTLASS orders them), so one buffer serves both.
+  static constexpr int kStageRows = kTileM, kStageCols = kTileN / 2, kStageLd = kStageCols;
+  static_assert(kStageCols % 64 == 0, "staged epilogue: whole 8-chunk swizzle groups per row");
   CUTLASS_DEVICE static int staged_at(int r, int c) { return r * kStageLd + ((((c >> 3) ^ r) & 7) | (c >> 3 & ~7)) * 8 + (c & 7); }
   struct StagedStorage {
     alignas(128) bf16 h[kStageRows * kStageLd];
@@ -100,6 +111,13 @@ struct MoeEpilogueT {
   }
 
   CUTLASS_HOST_DEVICE explicit MoeEpilogueT(Params const& p) : params(p) {}
+
+  CUTLASS_DEVICE static float act(float g, float u) {
+    if constexpr (kFast)
+      return swiglu7_fast_f(g, u);
+    else
+      return swiglu7_f(g, u);
+  }
 
   CUTLASS_DEVICE bool is_source_needed() { return false; }
 
@@ -134,7 +152,7 @@ struct MoeEpilogueT {
       for (int i = 0; i < size(acc); i += 2) {
         const int m = get<0>(tCcD(i)), n = get<1>(tCcD(i));
         if (m < M && n + 1 < N)
-          out[(row0 + m) * ldo + (n >> 1)] = __float2bfloat16_rn(swiglu7_f(acc(i), acc(i + 1)));
+          out[(row0 + m) * ldo + (n >> 1)] = __float2bfloat16_rn(act(acc(i), acc(i + 1)));
       }
     } else {
       // wgmma gives each thread two rows of a 64-row warp-group tile (r and r + 8): their weights are
@@ -162,7 +180,8 @@ struct MoeEpilogueT {
   // thread stores whole 16-byte pieces of h rows (a warp writes two full 256-byte row segments per
   // store instead of 8-byte pieces of 8 rows: ~16x fewer L2 write requests for the 12 GB of h at
   // T = 65,536). A second barrier keeps the next tile's writes behind this tile's reads. Both
-  // consumer warp groups run the epilogue of the same tile together (cooperative kernel).
+  // consumer warp groups run the epilogue of the same tile together (cooperative kernel), or each warp
+  // group its own tile in turn (ping-pong; kThreadsE is then one warp group).
   template <class BlockShapeMNK, class FrgEngine, class FrgLayout, class TiledMma>
   CUTLASS_DEVICE void store_staged(int M, int N, int m_coord, int n_coord, BlockShapeMNK blk_shape_MNK,
                                    cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, int thread_idx,
@@ -170,14 +189,14 @@ struct MoeEpilogueT {
     using namespace cute;
     constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
     constexpr int kThreadsE = decltype(size(tiled_mma))::value;
-    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: 128 x 256 tiles");
+    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: the tile it was declared for");
     bf16* sh = reinterpret_cast<StagedStorage*>(smem)->h;
     cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
     cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
       const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
-      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(swiglu7_f(acc(i), acc(i + 1)));
+      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(act(acc(i), acc(i + 1)));
     }
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
     const int rows = min(kBM, M - m_coord * kBM);
@@ -200,7 +219,7 @@ using ElementAB = cutlass::bfloat16_t;
 using LayoutA = cutlass::layout::RowMajor;     // A [M, K], K contiguous
 using LayoutB = cutlass::layout::ColumnMajor;  // B stored [N, K], K contiguous ("TN")
 constexpr int kAlign = 8;                      // 16 bytes of bf16
-using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+using Cluster1x1 = cute::Shape<cute::_1, cute::_1, cute::_1>;
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
 using Shape3 = typename ProblemShape::UnderlyingProblemShape;
 using StrideA = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (lda, 1, -)
@@ -230,11 +249,13 @@ class StagedAdapter : public cutlass::epilogue::collective::detail::Sm90TmaWarpS
   CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
 };
 
-template <class TileShape, class Schedule, bool kStaged>
+template <class TileShape, class Schedule, bool kStaged, class ClusterShape = Cluster1x1, bool kFast = false>
 struct GroupedGemm {
+  static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
+  static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
   using Epilogue = cute::conditional_t<
-      kStaged, StagedAdapter<MoeEpilogueT<true>>,
-      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<false>>>;
+      kStaged, StagedAdapter<MoeEpilogueT<true, kFast, kTileM, kTileN>>,
+      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<false, kFast, kTileM, kTileN>>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
       float, TileShape, ClusterShape,
@@ -274,8 +295,19 @@ struct GroupedGemm {
   }
 };
 
-// The staged instance lives in its own translation unit (compiled in parallel).
-void run_gemm_staged(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
-                       StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace);
+using Tile128x256 = cute::Shape<cute::_128, cute::_256, cute::_64>;
+using Tile64x256 = cute::Shape<cute::_64, cute::_256, cute::_64>;
+using Tile128x128 = cute::Shape<cute::_128, cute::_128, cute::_64>;
+using CooperativeSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+using PingpongSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+
+// The other variants' instances, each in its own translation unit (see the top of this file).
+#define AVDIT_GROUPED_GEMM_RUN(name)                                                                           \
+  void name(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b, \
+            StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace)
+AVDIT_GROUPED_GEMM_RUN(run_gemm_staged);         // 1
+AVDIT_GROUPED_GEMM_RUN(run_gemm_fast);           // 2
+AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong);       // 3
+AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong128);    // 4
 
 }  // namespace avdit::cuda::moe::grouped_detail

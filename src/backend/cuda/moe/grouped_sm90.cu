@@ -25,8 +25,7 @@ namespace {
 using namespace grouped_detail;
 // 128 x 256 output tiles (two consumer warp groups of 64 x 256), 64-deep K stages: the down GEMM's
 // N = D = 256 is one tile wide; gate/up's 2 De = 2560 is ten.
-using Cooperative = GroupedGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
-                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, false>;
+using Cooperative = GroupedGemm<Tile128x256, CooperativeSchedule, false>;
 
 // Per-group GEMM arguments of both GEMMs, on the device.
 struct GroupArrays {
@@ -122,12 +121,16 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
                                                r.a_buf, r.h_buf, r.wgu, r.wd);
   AVDIT_CUDA_CHECK_LAUNCH();
   Tensor workspace;
+  // The variant of grouped_gemm_sm90.h's table (one GEMM type for both GEMMs).
   auto gemm = [&](int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b, StrideB* sb,
                   const MoeEpilogue::Arguments& e) {
-    if (r.kernel == 1)
-      run_gemm_staged(dev, groups, shapes, a, sa, b, sb, e, workspace);
-    else
-      Cooperative::run(dev, groups, shapes, a, sa, b, sb, e, workspace);
+    switch (r.kernel) {
+      case 0: Cooperative::run(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+      case 1: run_gemm_staged(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+      case 2: run_gemm_fast(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+      case 3: run_gemm_pingpong(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+      default: run_gemm_pingpong128(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+    }
   };
   // Optional per-stage timing (benchmarks): events between the stages, summed over the chunks.
   cudaEvent_t ev[4] = {};

@@ -7,12 +7,8 @@
 
 namespace avdit::cuda::moe::grouped_detail {
 
-using Staged = GroupedGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
-                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, true>;
-
-void run_gemm_staged(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
-                     StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace) {
-  Staged::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
+AVDIT_GROUPED_GEMM_RUN(run_gemm_staged) {
+  GroupedGemm<Tile128x256, CooperativeSchedule, true>::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 
 }  // namespace avdit::cuda::moe::grouped_detail
