@@ -2,6 +2,9 @@
 // accumulation, no TF32, no reduced-precision reductions). The checkpoint's row-major [N, K]
 // weight is column-major [K, N], so the call is D = op(A)·B with A = w transposed, B = x.
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "backend/cuda/ops_cuda.h"
 
@@ -44,6 +47,31 @@ template <class T>
 void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, T value) {
   AVDIT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
+
+// cuBLASLt's heuristic query costs tens of microseconds of host time per call, more than the
+// launch itself: on a tiny model it was a large share of a step. Its answer depends only on the
+// problem (sizes, types, epilogue, alignments, workspace, GPU), so it is asked once per problem and
+// kept: the same algorithm as before, without the query.
+struct AlgoKey {
+  int ordinal;
+  int64_t M, N, K;
+  DType in, out;
+  bool bias;
+  uint32_t align_a, align_b, align_c;
+  uint64_t workspace;
+  auto tie() const { return std::tie(ordinal, M, N, K, in, out, bias, align_a, align_b, align_c, workspace); }
+  bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
+};
+struct AlgoChoice {
+  bool found = false;
+  cublasLtMatmulAlgo_t algo{};
+};
+std::mutex algo_mu;
+std::map<AlgoKey, AlgoChoice>& algo_cache() {
+  static std::map<AlgoKey, AlgoChoice> cache;
+  return cache;
+}
+constexpr size_t kAlgoCacheMax = 4096;  // distinct problems kept (cleared when full)
 
 }  // namespace
 
@@ -100,19 +128,38 @@ Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias,
     AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, cuda_type(in), uK, uN, K));  // w as [K, N] col-major
     AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, cuda_type(in), uK, uM, K));  // x as [K, M] col-major
     AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.c, cuda_type(gemm_out), uN, uM, N));  // y as [N, M]
-    AVDIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
-    set_pref<uint64_t>(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, dev.workspace_bytes());
-    set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(wa.raw()));
-    set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(xa.raw()));
-    set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(y.raw()));
-    set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(y.raw()));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(dev.lt(), call.op, call.a, call.b, call.c, call.c, call.pref, 1, &result, &found);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;  // "no algorithm" comes back either way
-    else AVDIT_CUBLAS_CHECK(st);
-    if (found == 0) {
+    const AlgoKey key{dev.ordinal(), M, N, K, in, gemm_out, bias != nullptr, alignment_of(wa.raw()),
+                      alignment_of(xa.raw()), alignment_of(y.raw()), static_cast<uint64_t>(dev.workspace_bytes())};
+    AlgoChoice choice;
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(algo_mu);
+      const auto it = algo_cache().find(key);
+      if (it != algo_cache().end()) {
+        choice = it->second;
+        known = true;
+      }
+    }
+    if (!known) {
+      AVDIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+      set_pref<uint64_t>(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace);
+      set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
+      set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
+      set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+      set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev.lt(), call.op, call.a, call.b, call.c, call.c,
+                                                               call.pref, 1, &result, &found);
+      if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;  // "no algorithm" comes back either way
+      else AVDIT_CUBLAS_CHECK(st);
+      choice.found = found > 0;
+      choice.algo = result.algo;
+      std::lock_guard<std::mutex> lock(algo_mu);
+      if (algo_cache().size() >= kAlgoCacheMax) algo_cache().clear();
+      algo_cache().emplace(key, choice);
+    }
+    if (!choice.found) {
       // No cuBLASLt kernel for these sizes / alignments (odd K with half types can do this):
       // cublasGemmEx takes any leading dimension. fp32 result, then the bias and the output cast
       // in one pass.
@@ -126,7 +173,7 @@ Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias,
     }
     const float alpha = 1.f, beta = 0.f;
     AVDIT_CUBLAS_CHECK(cublasLtMatmul(dev.lt(), call.op, &alpha, wa.raw(), call.a, xa.raw(), call.b, &beta, y.raw(),
-                                      call.c, device_ptr(y), call.c, &result.algo, dev.workspace(),
+                                      call.c, device_ptr(y), call.c, &choice.algo, dev.workspace(),
                                       dev.workspace_bytes(), dev.stream()));
   }
   return gemm_out == out ? y : cast(dev, y, out);
