@@ -171,6 +171,29 @@ TEST_P(H3Cuda, DeterministicBytes) {
 INSTANTIATE_TEST_SUITE_P(Cases, H3Cuda, ::testing::Values("t2va", "fl2va"),
                          [](const auto& info) { return std::string(info.param); });
 
+// The model keeps the layout-only part of prepare() (attention plan, RoPE tables, row indices) while
+// the layout repeats: one model alternating between the two fixture layouts (t2va, then fl2va with
+// its keyframe rows, then t2va again) must give, at every call, the bytes a fresh model gives.
+TEST(H3CudaLayoutCache, AlternatingLayoutsMatchFreshModels) {
+  Device dev;
+  const Checkpoint ckpt = Checkpoint::open(kFixture);
+  const mh::H3Model cpu(ckpt);
+  for (Precision prec : {Precision::F32, Precision::BF16}) {
+    H3CudaModel reused(dev, cpu.config(), cpu.weights(), prec);
+    for (const char* c : {"t2va", "fl2va", "t2va", "fl2va"}) {
+      const TensorMap inputs = read_all(kFixture / inputs_file(c));
+      const TensorMap got = mh::forward_from_inputs(reused, inputs, false);
+      H3CudaModel fresh(dev, cpu.config(), cpu.weights(), prec);
+      const TensorMap want = mh::forward_from_inputs(fresh, inputs, false);
+      for (const char* name : {"video_out", "audio_out"}) {
+        ASSERT_EQ(got.at(name).nbytes(), want.at(name).nbytes()) << c << " " << name;
+        EXPECT_EQ(std::memcmp(got.at(name).raw(), want.at(name).raw(), got.at(name).nbytes()), 0)
+            << precision_name(prec) << " " << c << " " << name << ": the reused model differs from a fresh one";
+      }
+    }
+  }
+}
+
 // The flash kernel alone vs cuda::attention (fp32 math on the same bf16 inputs).
 TEST(H3CudaFlash, MatchesOpSetAttention) {
   Device dev;

@@ -311,20 +311,49 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
   p.inverse_host = ts.inverse;
   p.mod_rows = to_device(dev_, i32_host(p.mod_rows_host));
   p.inverse = to_device(dev_, i32_host(ts.inverse));
-  p.attention = plan_attention(dev_, l.cu_seqlens, resolve_layout(l.cu_seqlens));
+  const AttentionLayout planned = resolve_layout(l.cu_seqlens);
   if (gemm_candidates_ > 0 && precision_ == Precision::BF16 && S >= kTuneMinRows) tune_gemms(S);
-  // 4. RoPE tables from the float32-cast positions and the stored inv_freq (fp32 island); the
-  // bf16 reference casts its cos / sin cache to bf16.
-  const mh::RopeTables rope = mh::rope_tables(l.positions, w_.rope_inv_freq_host);
-  const models::Rounding rnd{precision_ == Precision::BF16};
-  p.rope_cos = to_device(dev_, rnd(rope.cos.clone()));
-  p.rope_sin = to_device(dev_, rnd(rope.sin.clone()));
-  p.text_pos = to_device(dev_, i32_host(l.text_pos));
-  p.img_pos = to_device(dev_, i32_host(l.img_pos));
-  p.audio_pos = to_device(dev_, i32_host(l.audio_pos));
-  p.update_mask = to_device(dev_, u8_host(l.update_mask));
-  p.update_audio_mask = to_device(dev_, u8_host(l.update_audio_mask));
+  if (!layout_parts_ || !layout_parts_->matches(l, planned)) {
+    layout_parts_.reset();  // release the old tables first
+    LayoutParts c;
+    c.cu_seqlens = l.cu_seqlens;
+    c.text_pos = l.text_pos;
+    c.img_pos = l.img_pos;
+    c.audio_pos = l.audio_pos;
+    c.positions = l.positions;
+    c.update_mask = l.update_mask;
+    c.update_audio_mask = l.update_audio_mask;
+    c.planned = planned;
+    c.attention = plan_attention(dev_, l.cu_seqlens, planned);
+    // 4. RoPE tables from the float32-cast positions and the stored inv_freq (fp32 island); the
+    // bf16 reference casts its cos / sin cache to bf16.
+    const mh::RopeTables rope = mh::rope_tables(l.positions, w_.rope_inv_freq_host);
+    const models::Rounding rnd{precision_ == Precision::BF16};
+    c.rope_cos = to_device(dev_, rnd(rope.cos.clone()));
+    c.rope_sin = to_device(dev_, rnd(rope.sin.clone()));
+    c.text_pos_d = to_device(dev_, i32_host(l.text_pos));
+    c.img_pos_d = to_device(dev_, i32_host(l.img_pos));
+    c.audio_pos_d = to_device(dev_, i32_host(l.audio_pos));
+    c.update_mask_d = to_device(dev_, u8_host(l.update_mask));
+    c.update_audio_mask_d = to_device(dev_, u8_host(l.update_audio_mask));
+    layout_parts_ = std::move(c);
+  }
+  const LayoutParts& c = *layout_parts_;
+  p.attention = c.attention;
+  p.rope_cos = c.rope_cos;
+  p.rope_sin = c.rope_sin;
+  p.text_pos = c.text_pos_d;
+  p.img_pos = c.img_pos_d;
+  p.audio_pos = c.audio_pos_d;
+  p.update_mask = c.update_mask_d;
+  p.update_audio_mask = c.update_audio_mask_d;
   return p;
+}
+
+bool H3CudaModel::LayoutParts::matches(const mh::PackedLayout& l, AttentionLayout planned_layout) const {
+  return planned == planned_layout && cu_seqlens == l.cu_seqlens && positions == l.positions &&
+         text_pos == l.text_pos && img_pos == l.img_pos && audio_pos == l.audio_pos &&
+         update_mask == l.update_mask && update_audio_mask == l.update_audio_mask;
 }
 
 void H3CudaModel::tune_gemms(int64_t S) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,20 @@ class H3CudaModel : public models::h3::H3Forward {
   int64_t off_x_ = 0, off_h_ = 0, off_t_ = 0, off_core_ = 0, off_big_ = 0, off_heads_ = 0;
   std::map<std::vector<uint32_t>, Tables> tables_;
   int64_t table_bytes_ = 0;
+  // The layout-only part of the last prepare() (attention plan, RoPE tables, row indices, masks):
+  // a sampler calls forward with one layout every step, and rebuilding these cost host time (RoPE
+  // on the host) and about ten small synchronous uploads per step. Reused when the layout's
+  // vectors and the planned attention layout are equal.
+  struct LayoutParts {
+    std::vector<int64_t> cu_seqlens, text_pos, img_pos, audio_pos;
+    std::vector<double> positions;
+    std::vector<uint8_t> update_mask, update_audio_mask;
+    AttentionLayout planned = AttentionLayout::Split;
+    AttentionPlan attention;
+    Tensor rope_cos, rope_sin, text_pos_d, img_pos_d, audio_pos_d, update_mask_d, update_audio_mask_d;
+    bool matches(const models::h3::PackedLayout& l, AttentionLayout planned_layout) const;
+  };
+  std::optional<LayoutParts> layout_parts_;
 };
 
 }  // namespace avdit::cuda::h3
