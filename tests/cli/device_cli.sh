@@ -6,10 +6,7 @@
 # CPU is refused with the command that emulates it.
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -uo pipefail
-avdit=$1 shared=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
 g=$shared/golden/h3-tiny
 
 "$avdit" forward --model "$g" --inputs "$g/inputs.safetensors" --out "$tmp/a.st" --device gpu 2>"$tmp/err"

@@ -4,12 +4,7 @@
 # but stays close (H3: 5e-2 of max; MAGI-2: 2e-1 of its bf16_reference), and bad input exits 2 with nothing written.
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
-avdit=$1 shared=$2 src=$3
-py=$src/.venv/bin/python
-[ -x "$py" ] || { echo "FAIL: $py missing: run scripts/setup.sh"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
 
 g=$shared/golden/magi2-tiny
 "$avdit" forward --model "$g" --inputs "$g/inputs.safetensors" --out "$tmp/m.safetensors" --dump

@@ -2,10 +2,7 @@
 # `avdit inspect` on the golden checkpoints and the official configs, and its exit codes on bad
 # input. Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
-avdit=$1 shared=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
 
 out=$("$avdit" inspect "$shared/golden/magi2-tiny")
 grep -q "detected: magi2-preview" <<<"$out" || fail "magi2-tiny family"

@@ -7,12 +7,7 @@
 # bad usage exits 2 and leaves nothing behind.
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
-avdit=$1 shared=$2 src=$3
-py=$src/.venv/bin/python
-[ -x "$py" ] || { echo "FAIL: $py missing: run scripts/setup.sh"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
 
 g=$shared/golden/magi2-tiny
 "$avdit" quantize --nvfp4 experts "$g" "$tmp/q" 2>"$tmp/quantize.log" || { cat "$tmp/quantize.log"; fail "quantize"; }
