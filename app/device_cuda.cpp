@@ -21,11 +21,11 @@
 
 namespace avdit::app {
 
+#if AVDIT_HAVE_CUDA
+
 namespace {
 std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30)); }
 }  // namespace
-
-#if AVDIT_HAVE_CUDA
 
 void check_device(const std::string& device) {
   AVDIT_REQUIRE(device == "cpu" || device == "cuda", "--device {}: expected cpu or cuda", device);

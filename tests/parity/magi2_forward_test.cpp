@@ -56,8 +56,9 @@ class Magi2Parity : public ::testing::Test {
         if (name == "modality_group_sizes") {
           auto it = got.find(name);
           EXPECT_NE(it, got.end());
-          if (it != got.end())
+          if (it != got.end()) {
             for (int m = 0; m < 3; ++m) EXPECT_EQ(it->second.data<int32_t>()[m], ref.data<int32_t>()[m]);
+          }
           continue;
         }
         auto it = got.find(name);
