@@ -456,9 +456,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: GroupedOptions::kernel (moe/grouped_gemm_sm90.h): 0 h stored from registers, 1 h "
-                  "staged through shared memory, 2 (default) = 1 with the fast swiglu7, 3 = 2 on ping-pong 64x256 tiles, 4 = 2 on "
-                  "ping-pong 128x128 tiles");
+                  "--path grouped: the expert-GEMM variant 0-4 (GroupedOptions::kernel in moe/grouped.h; default 2)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

@@ -48,10 +48,10 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
   AVDIT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
-// cuBLASLt's heuristic query costs tens of microseconds of host time per call, more than the
-// launch itself: on a tiny model it was a large share of a step. Its answer depends only on the
-// problem (sizes, types, epilogue, alignments, workspace, GPU), so it is asked once per problem and
-// kept: the same algorithm as before, without the query.
+// cuBLASLt's heuristic query is host work on every call (a search of its kernel catalogue), and its
+// answer depends only on the problem (sizes, types, epilogue, alignments, workspace, GPU): asked once
+// per problem and kept, the same algorithm without the query. (On the tiny models' steps the saving
+// was inside the run-to-run noise on the H200: bench/NOTES.md, session 4.)
 struct AlgoKey {
   int ordinal;
   int64_t M, N, K;

@@ -298,7 +298,27 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
                 "H3 CUDA: layout of {} rows with {} timestep rows, {} tags, {} positions", S, ts.inverse.size(),
                 l.token_tags.size(), l.positions.size() / 3);
   AVDIT_REQUIRE(S < (int64_t{1} << 31), "H3 CUDA: {} rows exceed the 32-bit row indices", S);
-  DeviceProblem p;
+  const AttentionLayout planned = resolve_layout(l.cu_seqlens);
+  if (gemm_candidates_ > 0 && precision_ == Precision::BF16 && S >= kTuneMinRows) tune_gemms(S);
+  if (!layout_parts_ || !layout_parts_->matches(l, planned)) {
+    layout_parts_.reset();  // release the old tables first
+    LayoutParts c{l, planned, {}};
+    DeviceProblem& d = c.device;
+    d.attention = plan_attention(dev_, l.cu_seqlens, planned);
+    // 4. RoPE tables from the float32-cast positions and the stored inv_freq (fp32 island); the
+    // bf16 reference casts its cos / sin cache to bf16.
+    const mh::RopeTables rope = mh::rope_tables(l.positions, w_.rope_inv_freq_host);
+    const models::Rounding rnd{precision_ == Precision::BF16};
+    d.rope_cos = to_device(dev_, rnd(rope.cos.clone()));
+    d.rope_sin = to_device(dev_, rnd(rope.sin.clone()));
+    d.text_pos = to_device(dev_, i32_host(l.text_pos));
+    d.img_pos = to_device(dev_, i32_host(l.img_pos));
+    d.audio_pos = to_device(dev_, i32_host(l.audio_pos));
+    d.update_mask = to_device(dev_, u8_host(l.update_mask));
+    d.update_audio_mask = to_device(dev_, u8_host(l.update_audio_mask));
+    layout_parts_ = std::move(c);
+  }
+  DeviceProblem p = layout_parts_->device;  // the layout's device tensors (shared handles), then per call:
   p.seq_len = S;
   p.used_len = l.used_len;
   p.text_len = l.text_len;
@@ -311,49 +331,13 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
   p.inverse_host = ts.inverse;
   p.mod_rows = to_device(dev_, i32_host(p.mod_rows_host));
   p.inverse = to_device(dev_, i32_host(ts.inverse));
-  const AttentionLayout planned = resolve_layout(l.cu_seqlens);
-  if (gemm_candidates_ > 0 && precision_ == Precision::BF16 && S >= kTuneMinRows) tune_gemms(S);
-  if (!layout_parts_ || !layout_parts_->matches(l, planned)) {
-    layout_parts_.reset();  // release the old tables first
-    LayoutParts c;
-    c.cu_seqlens = l.cu_seqlens;
-    c.text_pos = l.text_pos;
-    c.img_pos = l.img_pos;
-    c.audio_pos = l.audio_pos;
-    c.positions = l.positions;
-    c.update_mask = l.update_mask;
-    c.update_audio_mask = l.update_audio_mask;
-    c.planned = planned;
-    c.attention = plan_attention(dev_, l.cu_seqlens, planned);
-    // 4. RoPE tables from the float32-cast positions and the stored inv_freq (fp32 island); the
-    // bf16 reference casts its cos / sin cache to bf16.
-    const mh::RopeTables rope = mh::rope_tables(l.positions, w_.rope_inv_freq_host);
-    const models::Rounding rnd{precision_ == Precision::BF16};
-    c.rope_cos = to_device(dev_, rnd(rope.cos.clone()));
-    c.rope_sin = to_device(dev_, rnd(rope.sin.clone()));
-    c.text_pos_d = to_device(dev_, i32_host(l.text_pos));
-    c.img_pos_d = to_device(dev_, i32_host(l.img_pos));
-    c.audio_pos_d = to_device(dev_, i32_host(l.audio_pos));
-    c.update_mask_d = to_device(dev_, u8_host(l.update_mask));
-    c.update_audio_mask_d = to_device(dev_, u8_host(l.update_audio_mask));
-    layout_parts_ = std::move(c);
-  }
-  const LayoutParts& c = *layout_parts_;
-  p.attention = c.attention;
-  p.rope_cos = c.rope_cos;
-  p.rope_sin = c.rope_sin;
-  p.text_pos = c.text_pos_d;
-  p.img_pos = c.img_pos_d;
-  p.audio_pos = c.audio_pos_d;
-  p.update_mask = c.update_mask_d;
-  p.update_audio_mask = c.update_audio_mask_d;
   return p;
 }
 
 bool H3CudaModel::LayoutParts::matches(const mh::PackedLayout& l, AttentionLayout planned_layout) const {
-  return planned == planned_layout && cu_seqlens == l.cu_seqlens && positions == l.positions &&
-         text_pos == l.text_pos && img_pos == l.img_pos && audio_pos == l.audio_pos &&
-         update_mask == l.update_mask && update_audio_mask == l.update_audio_mask;
+  return planned == planned_layout && layout.cu_seqlens == l.cu_seqlens && layout.positions == l.positions &&
+         layout.text_pos == l.text_pos && layout.img_pos == l.img_pos && layout.audio_pos == l.audio_pos &&
+         layout.update_mask == l.update_mask && layout.update_audio_mask == l.update_audio_mask;
 }
 
 void H3CudaModel::tune_gemms(int64_t S) {

@@ -228,12 +228,9 @@ class H3CudaModel : public models::h3::H3Forward {
   // on the host) and about ten small synchronous uploads per step. Reused when the layout's
   // vectors and the planned attention layout are equal.
   struct LayoutParts {
-    std::vector<int64_t> cu_seqlens, text_pos, img_pos, audio_pos;
-    std::vector<double> positions;
-    std::vector<uint8_t> update_mask, update_audio_mask;
+    models::h3::PackedLayout layout;  // the key (matches() compares what the device part is built from)
     AttentionLayout planned = AttentionLayout::Split;
-    AttentionPlan attention;
-    Tensor rope_cos, rope_sin, text_pos_d, img_pos_d, audio_pos_d, update_mask_d, update_audio_mask_d;
+    DeviceProblem device;  // only attention, rope_*, *_pos and the masks are set
     bool matches(const models::h3::PackedLayout& l, AttentionLayout planned_layout) const;
   };
   std::optional<LayoutParts> layout_parts_;
