@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 
 #include "core/error.h"
@@ -69,6 +70,7 @@ class StepActivity {
   }
   std::string line() const {
     if (!cuda::GpuActivityProbe::available()) return "; no GPU launch counts (built without CUPTI)";
+    if (off()) return "; no GPU launch counts (AVDIT_LAUNCH_COUNTS=0: step times without CUPTI's host cost)";
     if (!error_.empty()) return "; no GPU launch counts: " + error_;
     if (steps_ == 0) return "";
     const double n = steps_;
@@ -80,8 +82,14 @@ class StepActivity {
   }
 
  private:
+  // AVDIT_LAUNCH_COUNTS=0 leaves CUPTI out, so that the step-time line measures the steps as they run
+  // without it (the probe adds host time to every launch it records).
+  static bool off() {
+    const char* v = std::getenv("AVDIT_LAUNCH_COUNTS");
+    return v != nullptr && std::string(v) == "0";
+  }
   void on_step(int done, int total) {
-    if (!cuda::GpuActivityProbe::available() || total < 2) return;
+    if (!cuda::GpuActivityProbe::available() || total < 2 || off()) return;
     if (done == 1) {
       dev_.synchronize();
       try {
@@ -134,8 +142,14 @@ class H3Run final : public CudaGenerate {
   cuda::h3::H3CudaModel model_;
   StepActivity activity_{dev_};
   std::string summary() const override {
-    return fmt::format("cuda {}: weights {}, peak activations {}{}", cuda::h3::precision_name(model_.precision()),
-                       gib(model_.weight_bytes()), gib(model_.peak_activation_bytes()), activity_.line());
+    const cuda::h3::H3CudaModel::GraphStats& g = model_.graph_stats();
+    const std::string graphs =
+        g.replays > 0 ? fmt::format("; forward replayed from a CUDA graph ({} nodes; {} captures, {} replays: the launch "
+                                    "counts below are the graph's kernels, launched by one host call)",
+                                    g.nodes, g.captures, g.replays)
+                      : std::string("; forward launched op by op (no CUDA graph in this mode)");
+    return fmt::format("cuda {}: weights {}, peak activations {}{}{}", cuda::h3::precision_name(model_.precision()),
+                       gib(model_.weight_bytes()), gib(model_.peak_activation_bytes()), graphs, activity_.line());
   }
 };
 

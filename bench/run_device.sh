@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, every `gpu` test, then each benchmark next to its PyTorch
 # peer (same call, same card: TARGETS.md protocol). Run from the repo root there, carrying .carry
-# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention] [variants]
+# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention] [variants] [profile]
 # (default: the first four, in this order; variants: every grouped-GEMM kernel of moe/grouped_gemm_sm90.h
-# at T = 65,536, each checked against the peer at a small T first)
+# at T = 65,536, each checked against the peer at a small T first; profile: Nsight Compute on the expert GEMMs)
 # Logs and JSON go to $OUT (at most 8 files come back: build and ctest logs, generate.md (both tiny
 # models on the GPU), one markdown log per benchmark, and json.tar with every JSON report).
 set -uo pipefail
@@ -43,6 +43,12 @@ if has tests; then
     done
     timeout 60 $A generate --model $m --text $m/sampler.safetensors --negative $m/sampler.safetensors \
       --noise $m/sampler.safetensors --steps 4 --device cuda --precision bf16 --nvfp4-experts
+    # The step time without CUPTI's host cost (the busy shares above are against probed steps).
+    echo "### bf16 step times without the CUPTI probe, 8 steps"
+    AVDIT_LAUNCH_COUNTS=0 timeout 60 $A generate --model $m --text $m/sampler.safetensors \
+      --negative $m/sampler.safetensors --noise $m/sampler.safetensors --steps 8 --device cuda --precision bf16
+    AVDIT_LAUNCH_COUNTS=0 timeout 60 $A generate --model $h --text $h/inputs.safetensors \
+      --noise $h/sampler.safetensors --steps 8 --device cuda --precision bf16
   } >"$out/generate.md" 2>&1
 fi
 
@@ -66,6 +72,18 @@ if has variants; then
         grep -E "experts|gate/up|down|ROUTED|SUB-LAYER"
     done
   } >"$out/variants.md" 2>&1
+fi
+# Nsight Compute on the first two grouped-GEMM launches of one T = 65,536 MoE call (gate/up and down of the
+# first head chunk): tensor-pipe use, stall reasons, memory throughput - what limits the expert GEMMs.
+if has profile; then
+  {
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    echo "ncu: ${NCU:-not found}"
+    [ -n "$NCU" ] && timeout 300 "$NCU" --kernel-name regex:device_kernel --launch-count 2 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+      $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:-2} --iters 1 --warmup 0
+  } >"$out/profile.md" 2>&1
 fi
 if has h3; then
   {

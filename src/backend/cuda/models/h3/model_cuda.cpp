@@ -235,6 +235,7 @@ void H3CudaModel::ensure_arena(int64_t S) {
   arena_ = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
   arena_rows_ = S;
   arena_bytes_ = off;
+  ++arena_generation_;
 }
 
 Tensor H3CudaModel::slice(int64_t offset_bytes, Shape shape, DType dtype) const {
@@ -248,10 +249,7 @@ const H3CudaModel::Tables& H3CudaModel::tables_for(const std::vector<float>& uni
   auto it = tables_.find(key);
   if (it != tables_.end()) return it->second;
   if (tables_.size() >= 8) {  // a sampler walks new timesteps: keep the cache small
-    for (auto& [k, t] : tables_) {
-      for (auto& b : t.block) table_bytes_ -= b.nbytes();
-      table_bytes_ -= t.final.nbytes();
-    }
+    for (auto& [k, t] : tables_) table_bytes_ -= t.storage.nbytes();
     tables_.clear();
   }
   const mh::H3Config& c = config_;
@@ -274,16 +272,31 @@ const H3CudaModel::Tables& H3CudaModel::tables_for(const std::vector<float>& uni
   }
   // silu(t_emb) is cast to the activation dtype before the adaLN linears.
   const Tensor in = act_dtype() == DType::F32 ? t.adaln_input : cast(dev_, t.adaln_input, act_dtype());
-  for (const DeviceBlock& b : w_.blocks) {
-    Tensor mod = cuda_empty(dev_, {M, c.adaln_out_features}, act_dtype());
-    gemm_.run(mat(in), mat(b.adaln_weight), b.adaln_bias.raw(), device_ptr(mod), act_dtype());
-    table_bytes_ += mod.nbytes();
-    t.block.push_back(mod);
+  const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
+  const Tables views =
+      table_views(cuda_empty(dev_, {M * (n_blocks * c.adaln_out_features + c.final_adaln_out_features)}, act_dtype()), M);
+  t.storage = views.storage;
+  t.block = views.block;
+  t.final = views.final;
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const DeviceBlock& b = w_.blocks[i];
+    gemm_.run(mat(in), mat(b.adaln_weight), b.adaln_bias.raw(), device_ptr(t.block[i]), act_dtype());
   }
-  t.final = cuda_empty(dev_, {M, c.final_adaln_out_features}, act_dtype());
   gemm_.run(mat(in), mat(w_.final_adaln_weight), w_.final_adaln_bias.raw(), device_ptr(t.final), act_dtype());
-  table_bytes_ += t.final.nbytes();
+  table_bytes_ += t.storage.nbytes();
   return tables_.emplace(std::move(key), std::move(t)).first->second;
+}
+
+H3CudaModel::Tables H3CudaModel::table_views(const Tensor& storage, int64_t M) const {
+  const int64_t A = config_.adaln_out_features, Af = config_.final_adaln_out_features;
+  const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
+  AVDIT_REQUIRE(storage.numel() == M * (n_blocks * A + Af), "H3 CUDA: adaLN table storage of {} elements for {} rows",
+                storage.numel(), M);
+  Tables t;
+  t.storage = storage;
+  for (int64_t i = 0; i < n_blocks; ++i) t.block.push_back(storage.slice_rows(i * M * A, (i + 1) * M * A).reshape({M, A}));
+  t.final = storage.slice_rows(n_blocks * M * A, storage.numel()).reshape({M, Af});
+  return t;
 }
 
 void H3CudaModel::clear_adaln_cache() {
@@ -292,12 +305,40 @@ void H3CudaModel::clear_adaln_cache() {
 }
 
 DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTimesteps& ts) {
+  DeviceProblem p = describe(l, ts);
+  p.mod_rows = to_device(dev_, i32_host(p.mod_rows_host));
+  p.inverse = to_device(dev_, i32_host(ts.inverse));
+  return p;
+}
+
+DeviceProblem H3CudaModel::describe(const mh::PackedLayout& l, const mh::PackedTimesteps& ts) {
   const int64_t S = l.seq_len;
   AVDIT_REQUIRE(static_cast<int64_t>(ts.inverse.size()) == S && static_cast<int64_t>(l.token_tags.size()) == S &&
                     static_cast<int64_t>(l.positions.size()) == 3 * S,
                 "H3 CUDA: layout of {} rows with {} timestep rows, {} tags, {} positions", S, ts.inverse.size(),
                 l.token_tags.size(), l.positions.size() / 3);
   AVDIT_REQUIRE(S < (int64_t{1} << 31), "H3 CUDA: {} rows exceed the 32-bit row indices", S);
+  DeviceProblem p = layout_device_part(l);  // the layout's device tensors (shared handles), then per call:
+  p.seq_len = S;
+  p.used_len = l.used_len;
+  p.text_len = l.text_len;
+  p.n_img = static_cast<int64_t>(l.img_pos.size());
+  p.n_audio = static_cast<int64_t>(l.audio_pos.size());
+  p.unique_timesteps = ts.unique;
+  p.mod_rows_host = mod_rows_of(l, ts);
+  p.inverse_host = ts.inverse;
+  return p;
+}
+
+std::vector<int64_t> H3CudaModel::mod_rows_of(const mh::PackedLayout& l, const mh::PackedTimesteps& ts) {
+  std::vector<int64_t> rows(static_cast<size_t>(l.seq_len));
+  for (int64_t r = 0; r < l.seq_len; ++r)
+    rows[r] = ts.inverse[r] * mh::kModalities + std::max<int64_t>(l.token_tags[r], 0);
+  return rows;
+}
+
+const DeviceProblem& H3CudaModel::layout_device_part(const mh::PackedLayout& l) {
+  const int64_t S = l.seq_len;
   const AttentionLayout planned = resolve_layout(l.cu_seqlens);
   if (gemm_candidates_ > 0 && precision_ == Precision::BF16 && S >= kTuneMinRows) tune_gemms(S);
   if (!layout_parts_ || !layout_parts_->matches(l, planned)) {
@@ -317,21 +358,9 @@ DeviceProblem H3CudaModel::prepare(const mh::PackedLayout& l, const mh::PackedTi
     d.update_mask = to_device(dev_, u8_host(l.update_mask));
     d.update_audio_mask = to_device(dev_, u8_host(l.update_audio_mask));
     layout_parts_ = std::move(c);
+    ++layout_generation_;
   }
-  DeviceProblem p = layout_parts_->device;  // the layout's device tensors (shared handles), then per call:
-  p.seq_len = S;
-  p.used_len = l.used_len;
-  p.text_len = l.text_len;
-  p.n_img = static_cast<int64_t>(l.img_pos.size());
-  p.n_audio = static_cast<int64_t>(l.audio_pos.size());
-  p.unique_timesteps = ts.unique;
-  p.mod_rows_host.resize(S);
-  for (int64_t r = 0; r < S; ++r)
-    p.mod_rows_host[r] = ts.inverse[r] * mh::kModalities + std::max<int64_t>(l.token_tags[r], 0);
-  p.inverse_host = ts.inverse;
-  p.mod_rows = to_device(dev_, i32_host(p.mod_rows_host));
-  p.inverse = to_device(dev_, i32_host(ts.inverse));
-  return p;
+  return layout_parts_->device;
 }
 
 bool H3CudaModel::LayoutParts::matches(const mh::PackedLayout& l, AttentionLayout planned_layout) const {
@@ -484,8 +513,7 @@ Tensor H3CudaModel::attend(const Tensor& q, const Tensor& k, const Tensor& v, co
 DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& text_refined, const Tensor& video_rows,
                                          const Tensor& audio_rows, TensorMap* dump, BlockProfile* profile) {
   const mh::H3Config& c = config_;
-  const int64_t S = p.seq_len, H = c.hidden_size, I = c.inner_dim(), F = c.ffn_hidden_size;
-  const int64_t heads = c.num_attention_heads, dh = c.attention_head_dim;
+  const int64_t S = p.seq_len, H = c.hidden_size;
   require_cuda(text_refined, "H3 forward text_refined");
   require_cuda(video_rows, "H3 forward video_rows");
   require_cuda(audio_rows, "H3 forward audio_rows");
@@ -503,6 +531,20 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
                 dtype_name(audio_rows.dtype()), audio_rows.shape_str());
   const Tables& tab = tables_for(p.unique_timesteps);
   ensure_arena(S);
+  DeviceOutput o{cuda_empty(dev_, {p.n_img, c.video_patch_dim()}, DType::F32),
+                 cuda_empty(dev_, {p.n_audio, c.audio_latents_dim}, DType::F32)};
+  enqueue_forward(p, tab, text_refined.raw(), text_refined.dtype() == act_dtype(), video_rows.raw(), audio_rows.raw(),
+                  static_cast<float*>(device_ptr(o.video_out)), static_cast<float*>(device_ptr(o.audio_out)), dump,
+                  profile);
+  return o;
+}
+
+void H3CudaModel::enqueue_forward(const DeviceProblem& p, const Tables& tab, const void* text, bool text_act,
+                                  const void* video, const void* audio, float* video_out, float* audio_out,
+                                  TensorMap* dump, BlockProfile* profile) {
+  const mh::H3Config& c = config_;
+  const int64_t S = p.seq_len, H = c.hidden_size, I = c.inner_dim(), F = c.ffn_hidden_size;
+  const int64_t heads = c.num_attention_heads, dh = c.attention_head_dim;
   const bool bf = precision_ == Precision::BF16;
   const DType act = act_dtype();
   const cudaStream_t st = dev_.stream();
@@ -512,11 +554,12 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
   // 2. Packed input: text rows, fp32 patch projections (rounded to the activation dtype when
   // written into the sequence); pad rows zero.
   AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(x), 0, static_cast<size_t>(x.nbytes()), st));
-  scatter_rows(st, bf, text_refined.raw(), text_refined.dtype() == act, std::as_const(p.text_pos).data<int32_t>(), device_ptr(x),
-               p.text_len, H);
-  gemm_.run(mat(video_rows), mat(w_.video_patch_proj_weight), w_.video_patch_proj_bias.raw(), big, DType::F32);
+  scatter_rows(st, bf, text, text_act, std::as_const(p.text_pos).data<int32_t>(), device_ptr(x), p.text_len, H);
+  gemm_.run(mat(video, p.n_img, c.video_patch_dim(), DType::F32), mat(w_.video_patch_proj_weight),
+            w_.video_patch_proj_bias.raw(), big, DType::F32);
   scatter_rows(st, bf, big, false, std::as_const(p.img_pos).data<int32_t>(), device_ptr(x), p.n_img, H);
-  gemm_.run(mat(audio_rows), mat(w_.audio_patch_proj_weight), w_.audio_patch_proj_bias.raw(), big, DType::F32);
+  gemm_.run(mat(audio, p.n_audio, c.audio_latents_dim, DType::F32), mat(w_.audio_patch_proj_weight),
+            w_.audio_patch_proj_bias.raw(), big, DType::F32);
   scatter_rows(st, bf, big, false, std::as_const(p.audio_pos).data<int32_t>(), device_ptr(x), p.n_audio, H);
   AVDIT_CUDA_CHECK_LAUNCH();
   put(dump, dev_, "hidden_embed", x);
@@ -718,13 +761,11 @@ DeviceOutput H3CudaModel::forward_device(const DeviceProblem& p, const Tensor& t
     put(dump, dev_, "final_video_all", Tensor::wrap(arena_, video_all, {S, Vd}, DType::F32, avdit::Device::CUDA));
     put(dump, dev_, "final_audio_all", Tensor::wrap(arena_, audio_all, {S, Ad}, DType::F32, avdit::Device::CUDA));
   }
-  DeviceOutput o{cuda_empty(dev_, {p.n_img, Vd}, DType::F32), cuda_empty(dev_, {p.n_audio, Ad}, DType::F32)};
-  gather_rows_masked(st, video_all, std::as_const(p.img_pos).data<int32_t>(), std::as_const(p.update_mask).data<uint8_t>(),
-                     static_cast<float*>(device_ptr(o.video_out)), p.n_img, Vd);
-  gather_rows_masked(st, audio_all, std::as_const(p.audio_pos).data<int32_t>(), std::as_const(p.update_audio_mask).data<uint8_t>(),
-                     static_cast<float*>(device_ptr(o.audio_out)), p.n_audio, Ad);
+  gather_rows_masked(st, video_all, std::as_const(p.img_pos).data<int32_t>(),
+                     std::as_const(p.update_mask).data<uint8_t>(), video_out, p.n_img, Vd);
+  gather_rows_masked(st, audio_all, std::as_const(p.audio_pos).data<int32_t>(),
+                     std::as_const(p.update_audio_mask).data<uint8_t>(), audio_out, p.n_audio, Ad);
   AVDIT_CUDA_CHECK_LAUNCH();
-  return o;
 }
 
 Tensor H3CudaModel::refine_text(const Tensor& text_embeds_any, TensorMap* dump) {
@@ -797,6 +838,8 @@ Tensor H3CudaModel::refine_text(const Tensor& text_embeds_any, TensorMap* dump) 
 mh::PackedOutput H3CudaModel::forward(const mh::PackedLayout& layout, const mh::PackedTimesteps& timesteps,
                                       const Tensor& text_refined, const Tensor& video_rows, const Tensor& audio_rows,
                                       TensorMap* dump) {
+  if (!dump && graphs_ && precision_ == Precision::BF16 && attention_ == AttentionImpl::Flash)
+    return forward_graphed(layout, timesteps, text_refined, video_rows, audio_rows);
   const DeviceProblem p = prepare(layout, timesteps);
   // The host text is F32 (refine_text returns bf16-valued F32 in the bf16 mode): exact as act.
   const Tensor text = to_device(dev_, text_refined.to_f32().to(act_dtype()));

@@ -149,6 +149,20 @@ class H3CudaModel : public models::h3::H3Forward {
     float ms;
   };
   const std::vector<LayoutTiming>& layout_timings() const { return layout_timings_; }
+  // CUDA graphs for the host forward() (default on; bf16 mode with the flash core, no dumps): the
+  // whole forward of a packed layout is captured once into a graph over fixed device buffers and
+  // replayed every step, so a step costs one graph launch, one upload of its inputs (text, patch
+  // rows, adaLN row indices, packed into one pinned buffer), one copy of its adaLN tables when the
+  // timesteps changed, and one download, instead of ~65 launches and ~10 synchronous copies. A new
+  // layout, a new number of distinct timesteps or a grown arena captures again. Off: every call
+  // enqueues the kernels one by one (the F32 mode and the other attention cores always do).
+  void set_cuda_graphs(bool on) { graphs_ = on; }
+  bool cuda_graphs() const { return graphs_; }
+  struct GraphStats {
+    int64_t captures = 0, replays = 0;
+    size_t nodes = 0;  // kernels, copies and memsets in the last captured graph
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
 
   // --- host tensors in / out (CLI, tests, samplers) ----------------------------------------------
   // The H3Forward interface (what models::h3::forward_from_inputs / velocity and pipeline/generate_h3
@@ -187,11 +201,31 @@ class H3CudaModel : public models::h3::H3Forward {
  private:
   H3CudaModel(Device& dev, const models::h3::H3Config& config, Precision precision);
   struct Tables {
-    std::vector<Tensor> block;  // per block [M, 18 H] act dtype
-    Tensor final;               // [M, 2 H] act dtype
+    Tensor storage;             // every block table, then the final one, in one allocation (one copy
+                                // moves them into a graph's buffer)
+    std::vector<Tensor> block;  // per block [M, 18 H] act dtype, views of storage
+    Tensor final;               // [M, 2 H] act dtype, a view of storage
     Tensor t_emb, adaln_input;  // F32 [M, Dt] (t_emb undefined for the curve variant)
   };
   const Tables& tables_for(const std::vector<float>& unique);
+  // Views of the block and final tables inside `storage` ([n_blocks M 18 H + M 2 H] act dtype).
+  Tables table_views(const Tensor& storage, int64_t M) const;
+  // forward_device's body: enqueues the forward of p with the given tables and inputs (text in the
+  // activation dtype when text_act, else F32) into caller-owned outputs [n_img, 96], [n_audio, 32] F32.
+  // Allocates nothing and never synchronises unless dump: what a graph capture records.
+  void enqueue_forward(const DeviceProblem& p, const Tables& tab, const void* text, bool text_act, const void* video,
+                       const void* audio, float* video_out, float* audio_out, TensorMap* dump, BlockProfile* profile);
+  // The host forward through a captured graph (set_cuda_graphs).
+  models::h3::PackedOutput forward_graphed(const models::h3::PackedLayout& layout,
+                                           const models::h3::PackedTimesteps& timesteps, const Tensor& text_refined,
+                                           const Tensor& video_rows, const Tensor& audio_rows);
+  // The adaLN row of every packed row: inverse * 3 + modality.
+  static std::vector<int64_t> mod_rows_of(const models::h3::PackedLayout& l, const models::h3::PackedTimesteps& ts);
+  // prepare() without the two per-call uploads (mod_rows, inverse left undefined): checks the layout,
+  // takes its cached device part and fills the per-call host fields.
+  DeviceProblem describe(const models::h3::PackedLayout& l, const models::h3::PackedTimesteps& ts);
+  // The layout-only device part, rebuilt when the layout changes (see layout_parts_).
+  const DeviceProblem& layout_device_part(const models::h3::PackedLayout& l);
   void ensure_arena(int64_t S);
   Tensor upload(const Tensor& host, bool keep_f32);
   Tensor slice(int64_t offset_bytes, Shape shape, DType dtype) const;
@@ -234,6 +268,14 @@ class H3CudaModel : public models::h3::H3Forward {
     bool matches(const models::h3::PackedLayout& l, AttentionLayout planned_layout) const;
   };
   std::optional<LayoutParts> layout_parts_;
+  uint64_t layout_generation_ = 0, arena_generation_ = 0;  // bumped when layout_parts_ / arena_ are rebuilt
+  bool graphs_ = true;
+  struct Graph;  // model_cuda_graph.cpp
+  struct GraphDeleter {  // defined where Graph is complete (the constructors need a complete deleter)
+    void operator()(Graph* g) const;
+  };
+  std::unique_ptr<Graph, GraphDeleter> graph_;
+  GraphStats graph_stats_;
 };
 
 }  // namespace avdit::cuda::h3
