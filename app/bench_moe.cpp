@@ -51,7 +51,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  int grouped_kernel = 2;  // --path grouped: GroupedOptions::kernel (grouped.h)
+  int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
 };
 
 }  // namespace
@@ -132,7 +132,7 @@ struct Layer {
   std::vector<int64_t> counts;
   moe::ExpertPath path = moe::ExpertPath::Auto;
   const moe::GroupedWeights* grouped = nullptr;  // --path grouped: the weights packed once, before timing
-  int grouped_kernel = 2;
+  int grouped_kernel = -1;  // -1: GroupedOptions' default
 
   void norm(Activations& a) const {
     a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
@@ -143,7 +143,7 @@ struct Layer {
   void experts(Activations& a) const {
     if (grouped) {
       moe::GroupedOptions opt;
-      opt.kernel = grouped_kernel;
+      if (grouped_kernel >= 0) opt.kernel = grouped_kernel;
       a.rows = moe::grouped_expert_rows(dev, a.split, a.r, a.p, *grouped, s.router(), DType::BF16, opt);
     }
     else
@@ -289,7 +289,7 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
     const moe::Permutation& p = which ? few_p : a.p;
     const std::string tag = which ? " [72 groups of T rows]" : " [bench routing]";
     moe::GroupedOptions opt;
-    opt.kernel = o.grouped_kernel;
+    if (o.grouped_kernel >= 0) opt.kernel = o.grouped_kernel;
     Tensor rows;
     const bench::Timing t = time_on_stream(dev, [&] {
       rows = moe::grouped_expert_rows(dev, a.split, r, p, gw, s.router(), DType::BF16, opt);
@@ -314,7 +314,7 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
       const double tf = fl > 0 ? fl / (msv * 1e-3) / 1e12 : 0.0;
       rep.set("TFLOP/s", tf, 1);
       rep.set("of 770", tf / kCeilingTflops, 3);
-      rep.set("path", o.path + " (kernel " + std::to_string(o.grouped_kernel) + ")");
+      rep.set("path", o.path + " (kernel " + std::to_string(opt.kernel) + ")");
     }
   }
 }
@@ -456,7 +456,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: the expert-GEMM variant 0-4 (GroupedOptions::kernel in moe/grouped.h; default 2)");
+                  "--path grouped: the expert-GEMM variant 0-5 (GroupedOptions::kernel in moe/grouped.h; default 5)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

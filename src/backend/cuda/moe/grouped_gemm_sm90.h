@@ -7,7 +7,9 @@
 //   3 grouped_pingpong_sm90.cu       2 on ping-pong consumers with 64 x 256 tiles: one warp group's
 //                                    epilogue runs while the other's MMAs do
 //   4 grouped_pingpong128_sm90.cu    the same with 128 x 128 tiles (fewer operand bytes per FLOP)
-// (2 x 1 and 2 x 2 clusters with TMA multicast were tried on kernel 2 and gained nothing: bench/NOTES.md.)
+//   5 grouped_lean_sm90.cu           2 with the lean swiglu7 (swiglu7_lean_f: 12 instead of 16 instructions
+//                                    per h value), the default
+// (2 x 1 and 2 x 2 clusters, BK = 128, and 4 with the lean swiglu7 were measured and removed: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once
 
@@ -54,9 +56,12 @@ struct MoeEpilogueArgs {  // the run-time arguments, one type for every instance
   const float* slot_weight = nullptr; // down only
 };
 
-// kFast: swiglu7_fast_f (moe_internal.h) instead of the accurate swiglu7_f. kTileM x kTileN: the tile
+// The gate/up epilogue's swiglu7 (moe_internal.h): accurate swiglu7_f, swiglu7_fast_f, or swiglu7_lean_f.
+enum SwigluForm : int { kSwigluAccurate = 0, kSwigluFast = 1, kSwigluLean = 2 };
+
+// kFast: the SwigluForm of the gate/up epilogue. kTileM x kTileN: the tile
 // one epilogue call stores (the whole CTA tile on cooperative consumers, one warp group's on ping-pong).
-template <bool kStaged, bool kFast = false, int kTileM = 128, int kTileN = 256>
+template <bool kStaged, int kFast = kSwigluAccurate, int kTileM = 128, int kTileN = 256>
 struct MoeEpilogueT {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -113,7 +118,9 @@ struct MoeEpilogueT {
   CUTLASS_HOST_DEVICE explicit MoeEpilogueT(Params const& p) : params(p) {}
 
   CUTLASS_DEVICE static float act(float g, float u) {
-    if constexpr (kFast)
+    if constexpr (kFast == kSwigluLean)
+      return swiglu7_lean_f(g, u);
+    else if constexpr (kFast == kSwigluFast)
       return swiglu7_fast_f(g, u);
     else
       return swiglu7_f(g, u);
@@ -249,7 +256,7 @@ class StagedAdapter : public cutlass::epilogue::collective::detail::Sm90TmaWarpS
   CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
 };
 
-template <class TileShape, class Schedule, bool kStaged, class ClusterShape = Cluster1x1, bool kFast = false>
+template <class TileShape, class Schedule, bool kStaged, class ClusterShape = Cluster1x1, int kFast = kSwigluAccurate>
 struct GroupedGemm {
   static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
   static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
@@ -309,5 +316,6 @@ AVDIT_GROUPED_GEMM_RUN(run_gemm_staged);         // 1
 AVDIT_GROUPED_GEMM_RUN(run_gemm_fast);           // 2
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong);       // 3
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong128);    // 4
+AVDIT_GROUPED_GEMM_RUN(run_gemm_lean);           // 5
 
 }  // namespace avdit::cuda::moe::grouped_detail

@@ -7,8 +7,8 @@
 namespace avdit::cuda::moe::grouped_detail {
 
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong128) {
-  GroupedGemm<Tile128x128, PingpongSchedule, true, Cluster1x1, true>::run(dev, groups, shapes, a, sa, b, sb, epi,
-                                                                       workspace);
+  using Gemm = GroupedGemm<Tile128x128, PingpongSchedule, true, Cluster1x1, kSwigluFast>;
+  Gemm::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 
 }  // namespace avdit::cuda::moe::grouped_detail

@@ -8,8 +8,8 @@
 namespace avdit::cuda::moe::grouped_detail {
 
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong) {
-  GroupedGemm<Tile64x256, PingpongSchedule, true, Cluster1x1, true>::run(dev, groups, shapes, a, sa, b, sb, epi,
-                                                                       workspace);
+  using Gemm = GroupedGemm<Tile64x256, PingpongSchedule, true, Cluster1x1, kSwigluFast>;
+  Gemm::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 
 }  // namespace avdit::cuda::moe::grouped_detail
