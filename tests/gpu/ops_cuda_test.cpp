@@ -4,6 +4,7 @@
 // Like ggml's test-backend-ops: one harness, a tolerance declared per op and dtype (NMSE).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -231,6 +232,70 @@ TEST(CudaOps, UnaryAndBinary) {
       EXPECT_CLOSE(dev, acc, ops::add(a, b), kNmseF32Pointwise, name("add_", s, dt));
     }
   }
+}
+
+// add and mul take a 16-byte vector kernel when every operand is F32 / BF16 and 16-byte aligned (plus
+// the scalar kernel for the tail), else the scalar kernel alone. Both must give the same bits: the same
+// values are added once from fresh (aligned) allocations and once from views one element in (every
+// pointer misaligned), in every dtype mix, at a length with a tail.
+TEST(CudaOps, BinaryVectorPathMatchesScalarPath) {
+  Device dev;
+  Rng rng(17);
+  const int64_t n = 3 * 3072 + 5;
+  for (DType at : {DType::F32, DType::BF16})
+    for (DType bt : {DType::F32, DType::BF16}) {
+      const Tensor a = rng.host({n + 1}, at, 3.f), b = rng.host({n + 1}, bt);
+      // Aligned: a[1:], b[1:] as fresh allocations. Misaligned: views at element 1 of a, b.
+      const Tensor a_al = up(dev, a.slice_rows(1, n + 1).clone(), at), b_al = up(dev, b.slice_rows(1, n + 1).clone(), bt);
+      const Tensor a_mis = up(dev, a, at).slice_rows(1, n + 1), b_mis = up(dev, b, bt).slice_rows(1, n + 1);
+      const std::string what = std::string(dtype_name(at)) + " + " + std::string(dtype_name(bt));
+      for (int op = 0; op < 3; ++op) {
+        Tensor got_al, got_mis;
+        if (op == 0) {
+          got_al = to_host(dev, add(dev, a_al, b_al));
+          got_mis = to_host(dev, add(dev, a_mis, b_mis));
+        } else if (op == 1) {
+          got_al = to_host(dev, mul(dev, a_al, b_al));
+          got_mis = to_host(dev, mul(dev, a_mis, b_mis));
+        } else {  // in place, a F32 accumulator as the residual stream keeps it
+          Tensor acc_al = up(dev, a.slice_rows(1, n + 1).clone(), DType::F32);
+          Tensor acc_mis = up(dev, a, DType::F32).slice_rows(1, n + 1);
+          add_(dev, acc_al, b_al);
+          add_(dev, acc_mis, b_mis);
+          got_al = to_host(dev, acc_al);
+          got_mis = to_host(dev, acc_mis);
+        }
+        ASSERT_EQ(got_al.nbytes(), got_mis.nbytes());
+        EXPECT_EQ(std::memcmp(got_al.raw(), got_mis.raw(), got_al.nbytes()), 0)
+            << what << (op == 0 ? " add" : op == 1 ? " mul" : " add_") << ": vector and scalar paths differ";
+        // And both against the CPU op (the values, not only the paths' agreement).
+        const Tensor ref = op == 1 ? ops::mul(a.slice_rows(1, n + 1).to_f32(), b.slice_rows(1, n + 1).to_f32())
+                                   : ops::add(a.slice_rows(1, n + 1).to_f32(), b.slice_rows(1, n + 1).to_f32());
+        const Tensor g = got_al.to_f32();
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i)
+          worst = std::max(worst, std::fabs(double(g.f32()[i]) - ref.f32()[i]) / (std::fabs(ref.f32()[i]) + 1e-3));
+        const bool bf16_out = op == 2 ? false : at == DType::BF16;
+        EXPECT_LE(worst, bf16_out ? 1.0 / 256 : 1e-6) << what << " op " << op;
+      }
+    }
+}
+
+// swiglu7 on interleaved pairs takes a vector kernel for aligned BF16 input and output with a multiple
+// of 8 outputs: the same bits as the scalar kernel, which runs on a view one pair in (misaligned).
+TEST(CudaOps, Swiglu7InterleavedVectorPathMatchesScalarPath) {
+  Device dev;
+  Rng rng(18);
+  const int64_t rows = 9, width = 1280;
+  const Tensor u = rng.host({rows * 2 * width + 2}, DType::BF16, 2.f);
+  const Tensor u_al = up(dev, u.slice_rows(2, u.numel()).clone(), DType::BF16).reshape({rows, 2 * width});
+  const Tensor u_mis = up(dev, u, DType::BF16).slice_rows(2, u.numel()).reshape({rows, 2 * width});
+  const Tensor got_al = to_host(dev, swiglu7_interleaved(dev, u_al));
+  const Tensor got_mis = to_host(dev, swiglu7_interleaved(dev, u_mis));
+  ASSERT_EQ(got_al.nbytes(), got_mis.nbytes());
+  EXPECT_EQ(std::memcmp(got_al.raw(), got_mis.raw(), got_al.nbytes()), 0) << "vector and scalar paths differ";
+  const Tensor ref = models::magi2::swiglu7_interleaved(u.slice_rows(2, u.numel()).clone().reshape({rows, 2 * width}));
+  EXPECT_CLOSE(dev, to_device(dev, got_al), ref, tol(DType::BF16, false), "swiglu7_interleaved vector path");
 }
 
 TEST(CudaOps, GatedActivations) {
