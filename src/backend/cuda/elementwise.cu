@@ -1,7 +1,9 @@
 // Element-wise kernels: silu, sigmoid, add, mul, and the gated activations of both DiTs (SwiGLU
 // with the gate first for H3; swiglu7 interleaved and split for MAGI-2). fp32 math on any float
 // storage; one thread per output element in a grid-stride loop, except add and mul on F32 / BF16
-// operands aligned to 16 bytes: 8 elements per thread with 16-byte loads (binary_vec_kernel).
+// operands aligned to 16 bytes and swiglu7 on interleaved BF16 pairs: 8 elements per thread with
+// 16-byte loads (binary_vec_kernel, swiglu7_interleaved_vec_kernel). An add / mul whose length is not a
+// multiple of 8 launches twice (vector kernel, then the scalar kernel on the tail).
 #include <cstdint>
 #include <type_traits>
 
