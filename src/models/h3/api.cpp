@@ -107,10 +107,7 @@ TensorMap packing_tensors(const PackedLayout& l, const PackedTimesteps& ts) {
   m["input_ids"] = ints(l.input_ids);
   m["inverse_indices"] = ints(ts.inverse);
   m["unique_timesteps"] = Tensor::from_floats(ts.unique, {static_cast<int64_t>(ts.unique.size())});
-  std::vector<int64_t> combined(l.seq_len);
-  for (int64_t r = 0; r < l.seq_len; ++r)
-    combined[r] = ts.inverse[r] * kModalities + std::max<int64_t>(l.token_tags[r], 0);
-  m["combined_indices"] = ints(combined);
+  m["combined_indices"] = ints(adaln_rows(l, ts));
   m["cu_seqlens"] = ints(l.cu_seqlens, DType::I32);
   m["refiner_cu_seqlens"] = ints(l.refiner_cu_seqlens, DType::I32);
   m["img_pos"] = ints(l.img_pos);

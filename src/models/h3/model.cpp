@@ -136,10 +136,7 @@ PackedOutput H3Model::forward(const PackedLayout& layout, const PackedTimesteps&
   const RopeTables rope = rope_tables(layout.positions, w.rope_inv_freq);
   out.put("rope_cos_sin_cache", rope_cos_sin_cache(rope));
 
-  // adaLN row of each packed row: timestep index * 3 + modality (pad rows use video).
-  std::vector<int64_t> mod_rows(S);
-  for (int64_t r = 0; r < S; ++r)
-    mod_rows[r] = timesteps.inverse[r] * kModalities + std::max<int64_t>(layout.token_tags[r], 0);
+  const std::vector<int64_t> mod_rows = adaln_rows(layout, timesteps);
 
   // 5. Blocks.
   const float eps = static_cast<float>(c.norm_eps);

@@ -166,6 +166,15 @@ PackedTimesteps pack_timesteps(const PackedLayout& p, float t_video, float t_aud
   return ts;
 }
 
+std::vector<int64_t> adaln_rows(const PackedLayout& layout, const PackedTimesteps& timesteps) {
+  AVDIT_CHECK(timesteps.inverse.size() == layout.token_tags.size(), "H3: {} timestep rows for {} tagged rows",
+              timesteps.inverse.size(), layout.token_tags.size());
+  std::vector<int64_t> rows(layout.token_tags.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    rows[r] = timesteps.inverse[r] * kModalities + std::max<int64_t>(layout.token_tags[r], 0);
+  return rows;
+}
+
 Tensor patchify_video(const Tensor& latent) {
   AVDIT_REQUIRE(latent.ndim() == 5 && latent.size(0) == 1 && latent.size(3) % 2 == 0 &&
                     latent.size(4) % 2 == 0,

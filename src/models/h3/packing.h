@@ -49,6 +49,10 @@ struct PackedTimesteps {
 };
 PackedTimesteps pack_timesteps(const PackedLayout& layout, float t_video, float t_audio);
 
+// The adaLN table row of each packed row: timestep index * kModalities + modality tag (pad rows, tag
+// -1, use the video row 0). [S]; the reference's combined_indices.
+std::vector<int64_t> adaln_rows(const PackedLayout& layout, const PackedTimesteps& timesteps);
+
 // t = float32(1 - sigma), as the reference computes it from a float32 sigma.
 float timestep_from_sigma(float sigma);
 

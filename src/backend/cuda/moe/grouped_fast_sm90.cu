@@ -6,7 +6,7 @@
 namespace avdit::cuda::moe::grouped_detail {
 
 AVDIT_GROUPED_GEMM_RUN(run_gemm_fast) {
-  using Gemm = GroupedGemm<Tile128x256, CooperativeSchedule, true, Cluster1x1, kSwigluFast>;
+  using Gemm = GroupedGemm<Tile128x256, CooperativeSchedule, true, kSwigluFast>;
   Gemm::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 

@@ -59,9 +59,9 @@ struct MoeEpilogueArgs {  // the run-time arguments, one type for every instance
 // The gate/up epilogue's swiglu7 (moe_internal.h): accurate swiglu7_f, swiglu7_fast_f, or swiglu7_lean_f.
 enum SwigluForm : int { kSwigluAccurate = 0, kSwigluFast = 1, kSwigluLean = 2 };
 
-// kFast: the SwigluForm of the gate/up epilogue. kTileM x kTileN: the tile
-// one epilogue call stores (the whole CTA tile on cooperative consumers, one warp group's on ping-pong).
-template <bool kStaged, int kFast = kSwigluAccurate, int kTileM = 128, int kTileN = 256>
+// kSwiglu: the gate/up epilogue's swiglu7. kTileM x kTileN: the tile one epilogue call stores (the whole
+// CTA tile on cooperative consumers, one warp group's on ping-pong).
+template <bool kStaged, SwigluForm kSwiglu = kSwigluAccurate, int kTileM = 128, int kTileN = 256>
 struct MoeEpilogueT {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -118,9 +118,9 @@ struct MoeEpilogueT {
   CUTLASS_HOST_DEVICE explicit MoeEpilogueT(Params const& p) : params(p) {}
 
   CUTLASS_DEVICE static float act(float g, float u) {
-    if constexpr (kFast == kSwigluLean)
+    if constexpr (kSwiglu == kSwigluLean)
       return swiglu7_lean_f(g, u);
-    else if constexpr (kFast == kSwigluFast)
+    else if constexpr (kSwiglu == kSwigluFast)
       return swiglu7_fast_f(g, u);
     else
       return swiglu7_f(g, u);
@@ -256,16 +256,17 @@ class StagedAdapter : public cutlass::epilogue::collective::detail::Sm90TmaWarpS
   CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
 };
 
-template <class TileShape, class Schedule, bool kStaged, class ClusterShape = Cluster1x1, int kFast = kSwigluAccurate>
+// One CTA per cluster: 2 x 1 and 2 x 2 clusters with TMA multicast gained nothing (bench/NOTES.md).
+template <class TileShape, class Schedule, bool kStaged, SwigluForm kSwiglu = kSwigluAccurate>
 struct GroupedGemm {
   static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
   static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
   using Epilogue = cute::conditional_t<
-      kStaged, StagedAdapter<MoeEpilogueT<true, kFast, kTileM, kTileN>>,
-      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<false, kFast, kTileM, kTileN>>>;
+      kStaged, StagedAdapter<MoeEpilogueT<true, kSwiglu, kTileM, kTileN>>,
+      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<false, kSwiglu, kTileM, kTileN>>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
-      float, TileShape, ClusterShape,
+      float, TileShape, Cluster1x1,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       Schedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;

@@ -6,7 +6,7 @@
 namespace avdit::cuda::moe::grouped_detail {
 
 AVDIT_GROUPED_GEMM_RUN(run_gemm_lean) {
-  using Gemm = GroupedGemm<Tile128x256, CooperativeSchedule, true, Cluster1x1, kSwigluLean>;
+  using Gemm = GroupedGemm<Tile128x256, CooperativeSchedule, true, kSwigluLean>;
   Gemm::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 

@@ -7,7 +7,7 @@
 namespace avdit::cuda::moe::grouped_detail {
 
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong128) {
-  using Gemm = GroupedGemm<Tile128x128, PingpongSchedule, true, Cluster1x1, kSwigluFast>;
+  using Gemm = GroupedGemm<Tile128x128, PingpongSchedule, true, kSwigluFast>;
   Gemm::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 

@@ -8,7 +8,7 @@
 namespace avdit::cuda::moe::grouped_detail {
 
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong) {
-  using Gemm = GroupedGemm<Tile64x256, PingpongSchedule, true, Cluster1x1, kSwigluFast>;
+  using Gemm = GroupedGemm<Tile64x256, PingpongSchedule, true, kSwigluFast>;
   Gemm::run(dev, groups, shapes, a, sa, b, sb, epi, workspace);
 }
 

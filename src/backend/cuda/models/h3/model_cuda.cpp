@@ -254,7 +254,9 @@ const H3CudaModel::Tables& H3CudaModel::tables_for(const std::vector<float>& uni
   }
   const mh::H3Config& c = config_;
   const auto M = static_cast<int64_t>(unique.size());
-  Tables t;
+  const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
+  Tables t = table_views(
+      cuda_empty(dev_, {M * (n_blocks * c.adaln_out_features + c.final_adaln_out_features)}, act_dtype()), M);
   // 3. Time embedding in fp32 (the reference's island), then silu -> adaLN input.
   if (c.curve_variant()) {
     mh::H3Weights hw;
@@ -272,12 +274,6 @@ const H3CudaModel::Tables& H3CudaModel::tables_for(const std::vector<float>& uni
   }
   // silu(t_emb) is cast to the activation dtype before the adaLN linears.
   const Tensor in = act_dtype() == DType::F32 ? t.adaln_input : cast(dev_, t.adaln_input, act_dtype());
-  const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
-  const Tables views =
-      table_views(cuda_empty(dev_, {M * (n_blocks * c.adaln_out_features + c.final_adaln_out_features)}, act_dtype()), M);
-  t.storage = views.storage;
-  t.block = views.block;
-  t.final = views.final;
   for (int64_t i = 0; i < n_blocks; ++i) {
     const DeviceBlock& b = w_.blocks[i];
     gemm_.run(mat(in), mat(b.adaln_weight), b.adaln_bias.raw(), device_ptr(t.block[i]), act_dtype());
@@ -325,16 +321,9 @@ DeviceProblem H3CudaModel::describe(const mh::PackedLayout& l, const mh::PackedT
   p.n_img = static_cast<int64_t>(l.img_pos.size());
   p.n_audio = static_cast<int64_t>(l.audio_pos.size());
   p.unique_timesteps = ts.unique;
-  p.mod_rows_host = mod_rows_of(l, ts);
+  p.mod_rows_host = mh::adaln_rows(l, ts);
   p.inverse_host = ts.inverse;
   return p;
-}
-
-std::vector<int64_t> H3CudaModel::mod_rows_of(const mh::PackedLayout& l, const mh::PackedTimesteps& ts) {
-  std::vector<int64_t> rows(static_cast<size_t>(l.seq_len));
-  for (int64_t r = 0; r < l.seq_len; ++r)
-    rows[r] = ts.inverse[r] * mh::kModalities + std::max<int64_t>(l.token_tags[r], 0);
-  return rows;
 }
 
 const DeviceProblem& H3CudaModel::layout_device_part(const mh::PackedLayout& l) {

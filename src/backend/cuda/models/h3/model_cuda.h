@@ -219,8 +219,6 @@ class H3CudaModel : public models::h3::H3Forward {
   models::h3::PackedOutput forward_graphed(const models::h3::PackedLayout& layout,
                                            const models::h3::PackedTimesteps& timesteps, const Tensor& text_refined,
                                            const Tensor& video_rows, const Tensor& audio_rows);
-  // The adaLN row of every packed row: inverse * 3 + modality.
-  static std::vector<int64_t> mod_rows_of(const models::h3::PackedLayout& l, const models::h3::PackedTimesteps& ts);
   // prepare() without the two per-call uploads (mod_rows, inverse left undefined): checks the layout,
   // takes its cached device part and fills the per-call host fields.
   DeviceProblem describe(const models::h3::PackedLayout& l, const models::h3::PackedTimesteps& ts);
