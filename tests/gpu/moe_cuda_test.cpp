@@ -20,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/moe/grouped.h"
@@ -171,6 +172,11 @@ void check_route(Device& dev, const Tensor& x_host, DType xd, const Tensor& gate
       max_dw = std::max(max_dw, std::fabs(w.f32()[p * K + k] - ref.w[p * K + k]));
     }
   }
+  // Writing the logits is the only difference between the two modes: the choices must not change.
+  const Routing r2 = route(dev, to_device(dev, xr.to(xd)), to_device(dev, gate), to_device(dev, bias), c, false);
+  const Tensor idx2 = to_host(dev, r2.indices), w2 = to_host(dev, r2.weights);
+  EXPECT_EQ(std::memcmp(idx.raw(), idx2.raw(), size_t(idx.nbytes())), 0) << what << " keep_logits changed the indices";
+  EXPECT_EQ(std::memcmp(w.raw(), w2.raw(), size_t(w.nbytes())), 0) << what << " keep_logits changed the weights";
   std::printf("  route %-46s pairs %ld near-ties %ld mismatches %ld  max|dw| %.2e  max rel dlogit %.2e\n", what,
               long(pairs), long(near_ties), long(mismatches), max_dw, max_dl);
   EXPECT_EQ(mismatches, 0) << what;
@@ -208,6 +214,30 @@ TEST(CudaMoe, RouterRealWidths) {
   const Tensor bias = normal(gen, {12 * 256}, 0.05f);
   check_route(dev, x, DType::BF16, gate, bias, c, "T1500 12x256 top-6 D256 bf16");
   check_route(dev, x, DType::F32, gate, bias, c, "T1500 12x256 top-6 D256 f32");
+}
+
+// The router kernel loads BF16 x 16 bytes at a time when head_dim % 8 == 0 and x is 16-byte aligned,
+// else element by element: the same x through both loaders (a fresh allocation, and a view one element
+// into a larger buffer) must give the same logits, indices and weights, bit for bit.
+TEST(CudaMoe, RouterVectorLoadsMatchElementLoads) {
+  Device dev;
+  std::mt19937 gen(14);
+  const RouterConfig c{3, 64, 6, 64, false, true, 4.9f};
+  const int64_t T = 201, W = c.heads * c.head_dim;
+  const Tensor x = normal(gen, {T * W + 1}).to(DType::BF16);
+  const Tensor gate = normal(gen, {c.heads * c.experts, c.head_dim}, 0.125f);
+  const Tensor bias = normal(gen, {c.heads * c.experts}, 0.05f);
+  const Tensor gd = to_device(dev, gate), bd = to_device(dev, bias);
+  const Tensor x_al = to_device(dev, x.slice_rows(1, T * W + 1).clone().reshape({T, W}));
+  const Tensor x_mis = to_device(dev, x).slice_rows(1, T * W + 1).reshape({T, W});
+  const Routing a = route(dev, x_al, gd, bd, c, true), b = route(dev, x_mis, gd, bd, c, true);
+  for (auto [ta, tb, name] : {std::tuple{a.indices, b.indices, "indices"}, std::tuple{a.weights, b.weights, "weights"},
+                              std::tuple{a.logits, b.logits, "logits"}}) {
+    const Tensor ha = to_host(dev, ta), hb = to_host(dev, tb);
+    EXPECT_EQ(std::memcmp(ha.raw(), hb.raw(), size_t(ha.nbytes())), 0) << name << ": vector and element loads differ";
+  }
+  check_route(dev, x.slice_rows(1, T * W + 1).clone().reshape({T, W}).to_f32(), DType::BF16, gate, bias, c,
+              "T201 H3 E64 K6 D64 bf16 (vector loads)");
 }
 
 // Equal biased scores: experts 2, 5, 9 have the same gate row and bias, far above the rest, so

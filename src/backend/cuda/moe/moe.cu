@@ -1,5 +1,5 @@
-// The MAGI-2 multi-head MoE on the GPU (moe.h): the router (cuBLAS fp32 logits, a warp-per-(token, head)
-// top-K kernel), the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The
+// The MAGI-2 multi-head MoE on the GPU (moe.h): the router's checks (its fused kernel is router.cu),
+// the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The
 // tensor-core expert path is grouped.h (CUTLASS sm90 grouped GEMMs). CPU oracle: src/models/magi2/moe.cpp
 // (route, run_experts).
 #include <cub/cub.cuh>
@@ -16,124 +16,6 @@
 
 namespace avdit::cuda::moe {
 namespace {
-
-// ---- router ------------------------------------------------------------------------------------
-// The fp32 logits come from cuBLAS (route(): one strided-batched SGEMM over the heads, CUDA-core fp32,
-// no TF32), written [T, heads, E] so that a (token, head)'s E logits are contiguous. This kernel takes
-// one warp per (token, head): the E <= 256 scores in registers (expert e = lane + 32 i in slot i),
-// score + bias as an order-preserving uint32 key, then K rounds of a warp arg-max (max key, then the
-// lowest expert among the lanes holding it: the CPU's tie rule, lower expert index first), weights
-// from the unbiased scores, L1 norm, route_scale.
-constexpr int kTopkWarps = 8;
-constexpr int kPer = kMaxExperts / 32;
-
-// A uint32 with the order of the float (for non-NaN values); the caller folds -0 into +0 so that
-// equal floats give equal keys. Key 0 (a NaN pattern) marks "no candidate".
-__device__ __forceinline__ unsigned order_key(float f) {
-  const unsigned u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, v);
-#else
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-#endif
-}
-
-__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-#endif
-}
-
-__global__ void __launch_bounds__(kTopkWarps * 32)
-topk_kernel(const float* logits, const float* bias, int64_t pairs, int H, int E, int K, bool softmax, bool norm,
-            float scale, int* idx_out, float* w_out) {
-  const unsigned full = 0xffffffffu;
-  const int lane = threadIdx.x % 32;
-  const int64_t p = int64_t{blockIdx.x} * kTopkWarps + threadIdx.x / 32;
-  if (p >= pairs) return;  // the whole warp leaves together
-  const int h = static_cast<int>(p % H);
-  const float* row = logits + p * E;
-  float sc[kPer];
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = lane + 32 * i;
-    sc[i] = e < E ? __ldcs(row + e) : -INFINITY;  // read once: streaming
-  }
-  float mx = 0.f;
-  if (softmax) {
-    mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) mx = fmaxf(mx, sc[i]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(full, mx, o));
-  }
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = lane + 32 * i;
-    const float l = sc[i];
-    sc[i] = 0.f;
-    if (e < E) {
-      sc[i] = softmax ? expf(l - mx) : 1.0f / (1.0f + expf(-l));
-      sum += sc[i];
-    }
-  }
-  if (softmax) {
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(full, sum, o);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) sc[i] /= sum;
-  }
-  unsigned key[kPer];
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = lane + 32 * i;
-    float b = e < E ? sc[i] + bias[int64_t(h) * E + e] : 0.f;
-    b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
-    key[i] = e < E ? order_key(b) : 0u;
-  }
-  unsigned taken = 0;  // bit i: expert lane + 32 i already chosen
-  int my_e = 0;        // lane k keeps the k-th choice
-  float my_s = 0.f, l1 = 0.f;
-  for (int k = 0; k < K; ++k) {
-    // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
-    unsigned kb = 0;
-    int eb = INT_MAX;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (!((taken >> i) & 1u) && key[i] > kb) {
-        kb = key[i];
-        eb = lane + 32 * i;
-      }
-    const unsigned m = warp_max_u32(kb);
-    int w = static_cast<int>(warp_min_u32(kb == m && kb != 0u ? static_cast<unsigned>(eb) : 0xffffffffu));
-    if (w < 0 || w >= E) w = 0;  // unreachable for K <= E (checked on the host)
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (w == lane + 32 * i) {
-        s = sc[i];
-        taken |= 1u << i;
-      }
-    s = __shfl_sync(full, s, w % 32);
-    l1 += fabsf(s);  // the CPU's order: k = 0, 1, ...
-    if (lane == k) {
-      my_e = w;
-      my_s = s;
-    }
-  }
-  if (lane < K) {
-    const float denom = norm ? fmaxf(l1, 1e-12f) : 1.0f;
-    idx_out[p * K + lane] = my_e;
-    w_out[p * K + lane] = (norm ? my_s / denom : my_s) * scale;
-  }
-}
 
 // ---- permutation -------------------------------------------------------------------------------
 __global__ void keys_kernel(const int* idx, int64_t S, int H, int E, int K, int* keys, int* vals) {
@@ -472,22 +354,9 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
   r.weights = cuda_empty(dev, {T, cfg.heads, cfg.top_k}, DType::F32);
   if (keep_logits) r.logits = cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
   if (T == 0) return r;
-  const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), D = static_cast<int>(cfg.head_dim);
-  // Logits [T, H, E] = per head h: x[:, h*D:(h+1)*D] . gate[h*E:(h+1)*E]^T, in fp32 on the CUDA cores
-  // (the reference's fp32 router; the handle runs CUBLAS_DEFAULT_MATH: no TF32). Column-major view:
-  // C_h (E x T, ldc H*E) = gate_h^T (gate_h: D x E, ld D) . x_h (D x T, ld H*D), batch stride E / D.
-  // BF16 x is widened first (exact): cuBLAS multiplies equal input types only.
-  const Tensor xf = xt == Elt::F32 ? x : cast(dev, x, DType::F32);
-  Tensor logits = keep_logits ? r.logits : cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
-  const float one = 1.0f, zero = 0.0f;
-  AVDIT_CUBLAS_CHECK(cublasSgemmStridedBatched(dev.blas(), CUBLAS_OP_T, CUBLAS_OP_N, E, static_cast<int>(T), D, &one,
-                                               cptr<float>(gate), D, int64_t(E) * D, cptr<float>(xf), H * D, D,
-                                               &zero, static_cast<float*>(device_ptr(logits)), H * E, E, H));
-  const int64_t pairs = T * cfg.heads;
-  topk_kernel<<<static_cast<unsigned>((pairs + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, dev.stream()>>>(
-      cptr<float>(logits), cptr<float>(bias), pairs, H, E, static_cast<int>(cfg.top_k), cfg.softmax, cfg.route_norm,
-      cfg.route_scale, static_cast<int*>(device_ptr(r.indices)), static_cast<float*>(device_ptr(r.weights)));
-  AVDIT_CUDA_CHECK_LAUNCH();
+  launch_router(dev, x, gate, bias, cfg, T, static_cast<int*>(device_ptr(r.indices)),
+                static_cast<float*>(device_ptr(r.weights)),
+                keep_logits ? static_cast<float*>(device_ptr(r.logits)) : nullptr);
   return r;
 }
 

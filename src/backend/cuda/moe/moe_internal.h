@@ -52,6 +52,10 @@ inline const T* cptr(const Tensor& t) {
 }
 
 void check_config(const RouterConfig& cfg);
+// The fused router kernel (router.cu) on checked operands: indices and weights [T, heads, K], and the
+// [T, heads, E] logits when `logits` is not null.
+void launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
+                   int64_t T, int* idx, float* w, float* logits);
 void check_weights(const ExpertWeights& w, const RouterConfig& cfg);
 int64_t expert_inter(const ExpertWeights& w);
 
