@@ -9,6 +9,7 @@
 //   4 grouped_pingpong128_sm90.cu    the same with 128 x 128 tiles (fewer operand bytes per FLOP)
 //   5 grouped_lean_sm90.cu           2 with the lean swiglu7 (swiglu7_lean_f: 12 instead of 16 instructions
 //                                    per h value), the default
+//   6 grouped_bulk_sm90.cu           5 with h leaving smem by bulk asynchronous copies, one per row (store_bulk)
 // (2 x 1 and 2 x 2 clusters, BK = 128, and 4 with the lean swiglu7 were measured and removed: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once
@@ -60,8 +61,9 @@ struct MoeEpilogueArgs {  // the run-time arguments, one type for every instance
 enum SwigluForm : int { kSwigluAccurate = 0, kSwigluFast = 1, kSwigluLean = 2 };
 
 // kSwiglu: the gate/up epilogue's swiglu7. kTileM x kTileN: the tile one epilogue call stores (the whole
-// CTA tile on cooperative consumers, one warp group's on ping-pong).
-template <bool kStaged, SwigluForm kSwiglu = kSwigluAccurate, int kTileM = 128, int kTileN = 256>
+// CTA tile on cooperative consumers, one warp group's on ping-pong). kBulk (staged, cooperative only):
+// h rows leave shared memory by bulk asynchronous copies (store_bulk) instead of the threads' stores.
+template <bool kStaged, SwigluForm kSwiglu = kSwigluAccurate, int kTileM = 128, int kTileN = 256, bool kBulk = false>
 struct MoeEpilogueT {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -84,9 +86,16 @@ struct MoeEpilogueT {
   // the 16-byte chunk j of row r sits at chunk j ^ (r % 8) of the row, so the 8 rows of one warp's
   // fragment stores land in distinct banks and 16-byte reads stay aligned. Ping-pong warp groups run
   // their epilogues one after the other (CUTLASS orders them), so one buffer serves both.
-  static constexpr int kStageRows = kTileM, kStageCols = kTileN / 2, kStageLd = kStageCols;
+  // kBulk: rows must be contiguous for the bulk copies, so no swizzle; instead each row is padded by 16
+  // bytes (272-byte rows for 128 x 256 tiles), which puts the 8 rows of a warp's stores 4 banks apart.
+  static constexpr int kStageRows = kTileM, kStageCols = kTileN / 2, kStageLd = kStageCols + (kBulk ? 8 : 0);
   static_assert(kStageCols % 64 == 0, "staged epilogue: whole 8-chunk swizzle groups per row");
-  CUTLASS_DEVICE static int staged_at(int r, int c) { return r * kStageLd + ((((c >> 3) ^ r) & 7) | (c >> 3 & ~7)) * 8 + (c & 7); }
+  CUTLASS_DEVICE static int staged_at(int r, int c) {
+    if constexpr (kBulk)
+      return r * kStageLd + c;
+    else
+      return r * kStageLd + ((((c >> 3) ^ r) & 7) | (c >> 3 & ~7)) * 8 + (c & 7);
+  }
   struct StagedStorage {
     alignas(128) bf16 h[kStageRows * kStageLd];
   };
@@ -147,7 +156,13 @@ struct MoeEpilogueT {
     const int64_t row0 = params.row_base[l_coord];
     bf16* out = params.out;
     const int64_t ldo = params.ldo;
-    if constexpr (kStaged) {
+    if constexpr (kStaged && kBulk) {
+      if (params.swiglu) {
+        store_bulk(M, N, static_cast<int>(m_coord), static_cast<int>(n_coord), blk_shape_MNK, acc, tiled_mma,
+                   thread_idx, row0, smem);
+        return;
+      }
+    } else if constexpr (kStaged) {
       if (params.swiglu) {
         store_staged(M, N, static_cast<int>(m_coord), static_cast<int>(n_coord), blk_shape_MNK, acc, tiled_mma,
                      thread_idx, row0, smem);
@@ -217,6 +232,46 @@ struct MoeEpilogueT {
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
   }
 
+  // The gate/up epilogue with bulk asynchronous stores: the consumer threads write their h values into the
+  // padded smem tile, meet at a named barrier, then thread r < rows issues one cp.async.bulk of row r
+  // (256 bytes) to global memory and goes on to the next tile's MMAs; the copy engine reads smem and
+  // writes h meanwhile. Before the next tile's writes, every thread waits until its own bulk copies have
+  // read smem (by then ~4k cycles of MMAs have passed) and all meet again. Replaces store_staged's loop
+  // of 16 16-byte loads and stores per thread (bench/NOTES.md, session 6: the h stores are ~2.5 ms of
+  // gate/up's 16 at T = 65,536). store_tail (StagedAdapter) waits for the last copies before the CTA ends.
+  template <class BlockShapeMNK, class FrgEngine, class FrgLayout, class TiledMma>
+  CUTLASS_DEVICE void store_bulk(int M, int N, int m_coord, int n_coord, BlockShapeMNK blk_shape_MNK,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, int thread_idx,
+                                 int64_t row0, char* smem) {
+    using namespace cute;
+    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
+    constexpr int kThreadsE = decltype(size(tiled_mma))::value;
+    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: the tile it was declared for");
+    static_assert(kStageRows <= kThreadsE, "bulk epilogue: one row per thread");
+    bf16* sh = reinterpret_cast<StagedStorage*>(smem)->h;
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the previous tile's copies read smem
+    cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
+    cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
+    cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
+      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(act(acc(i), acc(i + 1)));
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the copy engine sees the writes
+    cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
+    const int rows = min(kBM, M - m_coord * kBM);
+    const int cols = min(kStageCols, N / 2 - n_coord * kStageCols);  // h columns (multiples of 8: 16-byte sizes)
+    if (thread_idx < rows) {
+      bf16* dst = params.out + (row0 + int64_t(m_coord) * kBM + thread_idx) * params.ldo + int64_t(n_coord) * kStageCols;
+      const unsigned src = static_cast<unsigned>(__cvta_generic_to_shared(sh + thread_idx * kStageLd));
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+                   "r"(cols * 2)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+  }
+
   Params params;
 };
 
@@ -235,11 +290,17 @@ using StrideB = cute::Stride<int64_t, cute::_1, cute::_0>;  // per group: (ldb, 
 // CUTLASS's adapter for register epilogues uses the epilogue's SharedStorage twice, as tensor storage
 // and as TMA-descriptor storage; the staged epilogue's 32 KB must appear once, so its adapter declares
 // empty descriptor storage and the (no-op) descriptor hooks that take it.
-template <class Op>
+template <class Op, bool kBulk = false>
 class StagedAdapter : public cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Op> {
   using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Op>;
 
  public:
+  // The consumers' last call: the bulk epilogue's copies must be complete before the CTA (and its smem) ends.
+  template <class... Args>
+  CUTLASS_DEVICE auto store_tail(Args... args) {
+    if constexpr (kBulk) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    return Base::store_tail(args...);
+  }
   using TensorMapStorage = typename Op::EmptyStorage;
   using Base::Base;
 
@@ -257,12 +318,12 @@ class StagedAdapter : public cutlass::epilogue::collective::detail::Sm90TmaWarpS
 };
 
 // One CTA per cluster: 2 x 1 and 2 x 2 clusters with TMA multicast gained nothing (bench/NOTES.md).
-template <class TileShape, class Schedule, bool kStaged, SwigluForm kSwiglu = kSwigluAccurate>
+template <class TileShape, class Schedule, bool kStaged, SwigluForm kSwiglu = kSwigluAccurate, bool kBulk = false>
 struct GroupedGemm {
   static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
   static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
   using Epilogue = cute::conditional_t<
-      kStaged, StagedAdapter<MoeEpilogueT<true, kSwiglu, kTileM, kTileN>>,
+      kStaged, StagedAdapter<MoeEpilogueT<true, kSwiglu, kTileM, kTileN, kBulk>, kBulk>,
       cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<MoeEpilogueT<false, kSwiglu, kTileM, kTileN>>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
@@ -318,5 +379,6 @@ AVDIT_GROUPED_GEMM_RUN(run_gemm_fast);           // 2
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong);       // 3
 AVDIT_GROUPED_GEMM_RUN(run_gemm_pingpong128);    // 4
 AVDIT_GROUPED_GEMM_RUN(run_gemm_lean);           // 5
+AVDIT_GROUPED_GEMM_RUN(run_gemm_bulk);           // 6
 
 }  // namespace avdit::cuda::moe::grouped_detail

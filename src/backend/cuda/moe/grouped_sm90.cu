@@ -130,6 +130,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 2: run_gemm_fast(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 3: run_gemm_pingpong(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 4: run_gemm_pingpong128(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+      case 6: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
