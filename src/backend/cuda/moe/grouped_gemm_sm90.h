@@ -197,6 +197,22 @@ struct MoeEpilogueT {
     }
   }
 
+  // Both staged epilogues' first half: this thread's h values (one per accumulator pair) into the smem tile.
+  template <class BlockShapeMNK, class FrgEngine, class FrgLayout, class TiledMma>
+  CUTLASS_DEVICE static void stage_h(BlockShapeMNK blk_shape_MNK, cute::Tensor<FrgEngine, FrgLayout> const& acc,
+                                     TiledMma tiled_mma, int thread_idx, bf16* sh) {
+    using namespace cute;
+    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
+    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: the tile it was declared for");
+    cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
+    cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
+      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(act(acc(i), acc(i + 1)));
+    }
+  }
+
   // The gate/up epilogue through shared memory: each thread writes its h values (one per accumulator
   // pair) into the tile's smem copy, the 256 consumer threads meet at a named barrier, then every
   // thread stores whole 16-byte pieces of h rows (a warp writes two full 256-byte row segments per
@@ -209,17 +225,10 @@ struct MoeEpilogueT {
                                    cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, int thread_idx,
                                    int64_t row0, char* smem) {
     using namespace cute;
-    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
+    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value;
     constexpr int kThreadsE = decltype(size(tiled_mma))::value;
-    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: the tile it was declared for");
     bf16* sh = reinterpret_cast<StagedStorage*>(smem)->h;
-    cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
-    cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
-      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(act(acc(i), acc(i + 1)));
-    }
+    stage_h(blk_shape_MNK, acc, tiled_mma, thread_idx, sh);
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
     const int rows = min(kBM, M - m_coord * kBM);
     const int cols = min(kStageCols, N / 2 - n_coord * kStageCols);  // h columns (multiples of 8)
@@ -244,20 +253,13 @@ struct MoeEpilogueT {
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, int thread_idx,
                                  int64_t row0, char* smem) {
     using namespace cute;
-    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
+    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value;
     constexpr int kThreadsE = decltype(size(tiled_mma))::value;
-    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: the tile it was declared for");
     static_assert(kStageRows <= kThreadsE, "bulk epilogue: one row per thread");
     bf16* sh = reinterpret_cast<StagedStorage*>(smem)->h;
     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the previous tile's copies read smem
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
-    cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
-    cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int mt = get<0>(tCcT(i)), nt = get<1>(tCcT(i));
-      sh[staged_at(mt, nt >> 1)] = __float2bfloat16_rn(act(acc(i), acc(i + 1)));
-    }
+    stage_h(blk_shape_MNK, acc, tiled_mma, thread_idx, sh);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the copy engine sees the writes
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
     const int rows = min(kBM, M - m_coord * kBM);
