@@ -57,14 +57,14 @@ if has moe; then
     timeout 120 $A bench moe --tokens 4096 --path grouped --dump-check /tmp/moe_check.safetensors &&
       timeout 120 python3 bench/peers/moe_peer.py --check /tmp/moe_check.safetensors
     timeout 150 $A bench moe --tokens 16384,65536,131072 --path grouped --nvfp4 --json "$out/json/avdit_moe.json"
-    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 5 has the lean one).
+    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 6 has the lean one).
     timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel 1 --json "$out/json/avdit_moe_k1.json"
     timeout 100 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
   } >"$out/moe.md" 2>&1
 fi
 if has variants; then
   {
-    for k in ${VARIANTS:-0 1 2 3 4 5}; do
+    for k in ${VARIANTS:-0 1 2 3 4 5 6}; do
       echo "### grouped kernel $k"
       timeout 60 $A bench moe --tokens 4096 --path grouped --grouped-kernel $k --dump-check /tmp/moe_check_$k.safetensors &&
         timeout 60 python3 bench/peers/moe_peer.py --check /tmp/moe_check_$k.safetensors | tail -n 1
@@ -82,7 +82,7 @@ if has profile; then
     [ -n "$NCU" ] && timeout 300 "$NCU" --kernel-name regex:device_kernel --launch-count 2 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
-      $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:-5} --iters 1 --warmup 0
+      $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:--1} --iters 1 --warmup 0
   } >"$out/profile.md" 2>&1
 fi
 if has h3; then

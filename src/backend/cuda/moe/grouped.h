@@ -52,7 +52,8 @@ struct GroupedOptions {
   // ping-pong consumers (64 x 256, 128 x 128 tiles); 5: 2 with the lean swiglu7 (swiglu7_lean_f);
   // 6 (default): 5 with h stored by bulk asynchronous copies. H200, T = 65,536: experts 39.5 / 31.8 / 23.6 ms
   // with 0 / 1 / 2 (gate/up 31.7 / 24.5 / 16.3; session 4), 24.0 / 23.2 with 2 / 5 (gate/up 16.2 / 15.4; one
-  // call, session 5); all pass the same parity tests.
+  // call, session 5), 23.8 / 22.3 with 5 / 6 (gate/up 15.9 / 14.5; one call, session 6); all pass the same
+  // parity tests.
   int kernel = 6;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
