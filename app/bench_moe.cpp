@@ -456,7 +456,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: the expert-GEMM variant 0-6 (GroupedOptions::kernel in moe/grouped.h; default: its default)");
+                  "--path grouped: the expert-GEMM variant 0-7 (GroupedOptions::kernel in moe/grouped.h; default: its default)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

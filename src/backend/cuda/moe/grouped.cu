@@ -105,8 +105,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 6,
-                "moe grouped: kernel {} does not exist (0-6: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
+  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 7,
+                "moe grouped: kernel {} does not exist (0-7: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",

@@ -24,9 +24,26 @@ struct GroupedRun {
   int64_t T;
   int H, E, K, D, De;
   int heads_per_chunk;
-  int kernel = 0;            // 0: h stored from registers; 1: h staged through smem (grouped.h)
+  int kernel = 0;            // GroupedOptions::kernel (grouped.h)
   float* stage_ms = nullptr; // host [3]: gather, gate/up, down ms summed over chunks (synchronises)
 };
+
+// Kernel 7's gate/up GEMM (grouped_gateup_sm90.cu) over one chunk of heads, all pointers on the device.
+struct GateUpRun {
+  const __nv_bfloat16* a;    // gathered rows of the chunk [a_rows, D]
+  int64_t a_rows;
+  const __nv_bfloat16* wgu;  // every group's packed gate/up weight [w_rows = G * 2 De, D]
+  int64_t w_rows;
+  const int* offsets;        // Permutation::offsets at the chunk's first group
+  int groups;                // groups in the chunk
+  int64_t chunk_row0;        // sorted row of the chunk's first row
+  int64_t b_row0;            // weight row of the chunk's first group
+  int64_t D, De;
+  __nv_bfloat16* h;          // [a_rows, De] out
+};
+// Whether kernel 7's gate/up kernel takes these widths (head_dim <= 256; both multiples of 8).
+bool gateup_own_supported(int64_t D, int64_t De);
+void gateup_own_sm90(Device& dev, const GateUpRun& r);
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();

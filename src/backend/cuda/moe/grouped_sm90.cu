@@ -130,10 +130,14 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 2: run_gemm_fast(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 3: run_gemm_pingpong(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 4: run_gemm_pingpong128(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
-      case 6: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
+      case 6:
+      case 7: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
+  // Kernel 7: our own gate/up kernel (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for both
+  // where the widths are outside what it takes.
+  const bool own_gateup = r.kernel == 7 && gateup_own_supported(r.D, r.De);
   // Optional per-stage timing (benchmarks): events between the stages, summed over the chunks.
   cudaEvent_t ev[4] = {};
   if (r.stage_ms) {
@@ -166,7 +170,23 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
     e1.row_base = ga.base1 + g0;
     e1.ldo = r.De;
     e1.swiglu = 1;
-    gemm(groups, ga.shape1 + g0, ga.a1 + g0, ga.sa1 + g0, ga.b1 + g0, ga.sb1 + g0, e1);
+    if (own_gateup) {
+      GateUpRun g{};
+      g.a = r.a_buf;
+      g.a_rows = nrows;
+      g.wgu = r.wgu;
+      g.w_rows = int64_t(G) * 2 * r.De;
+      g.offsets = r.offsets + g0;
+      g.groups = groups;
+      g.chunk_row0 = row0;
+      g.b_row0 = int64_t(g0) * 2 * r.De;
+      g.D = r.D;
+      g.De = r.De;
+      g.h = r.h_buf;
+      gateup_own_sm90(dev, g);
+    } else {
+      gemm(groups, ga.shape1 + g0, ga.a1 + g0, ga.sa1 + g0, ga.b1 + g0, ga.sb1 + g0, e1);
+    }
     mark(2);
     MoeEpilogue::Arguments e2{};
     e2.out = r.rows;
