@@ -632,7 +632,9 @@ TEST(CudaMoe, RouterIntegerLogitsExactTies) {
           double s = 0;
           for (int64_t k = 0; k < D; ++k) s += double(x.f32()[t * H * D + h * D + k]) * gate.f32()[(h * E + e) * D + k];
           const float l = lg.f32()[p * E + e];
-          if (double(l) != s) ++bad_logits;
+          if (double(l) != s && ++bad_logits <= 5)  // the first few, to say what went wrong
+            std::printf("  bad logit: token %ld head %ld expert %ld: %.9g, want %.9g\n", long(t), long(h), long(e),
+                        double(l), s);
           score[e] = 1.0f / (1.0f + std::exp(-l));
           biased[e] = score[e] + bias.f32()[h * E + e];
         }
