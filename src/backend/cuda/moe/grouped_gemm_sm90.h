@@ -8,8 +8,10 @@
 //                                    epilogue runs while the other's MMAs do
 //   4 grouped_pingpong128_sm90.cu    the same with 128 x 128 tiles (fewer operand bytes per FLOP)
 //   5 grouped_lean_sm90.cu           2 with the lean swiglu7 (swiglu7_lean_f: 12 instead of 16 instructions
-//                                    per h value), the default
+//                                    per h value)
 //   6 grouped_bulk_sm90.cu           5 with h leaving smem by bulk asynchronous copies, one per row (store_bulk)
+//   7 (the default) gate/up: grouped_gateup_sm90.cu, our own kernel (no CUTLASS kernel; its epilogue runs
+//                                    beside the next tile's wgmmas); down: 6
 // (2 x 1 and 2 x 2 clusters, BK = 128, and 4 with the lean swiglu7 were measured and removed: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once
