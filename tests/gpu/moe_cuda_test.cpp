@@ -609,7 +609,9 @@ TEST(CudaMoe, RouterIntegerLogitsExactTies) {
   std::mt19937 gen(31);
   std::uniform_int_distribution<int> tern(-1, 1);
   Tensor x = Tensor::empty({T, H * D}, DType::F32), gate = Tensor::empty({H * E, D}, DType::F32);
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(tern(gen) * (1 + (gen() % 2)));  // -2 .. 2
+  // -2 .. 2. (gen() is unsigned and 64-bit: without the int cast, -1 * (1 + gen() % 2) wrapped to ~2^64, and
+  // the "integer" logits were sums of +-2^64 and +-1 that only an in-order summation reproduced exactly.)
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(tern(gen) * (1 + int(gen() % 2)));
   for (int64_t i = 0; i < gate.numel(); ++i) gate.f32()[i] = float(tern(gen));
   Tensor bias = Tensor::empty({H * E}, DType::F32);
   for (int64_t i = 0; i < H * E; ++i) bias.f32()[i] = 0.125f * float(int(gen() % 3) - 1);  // three classes
