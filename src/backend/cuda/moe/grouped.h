@@ -46,7 +46,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 // Kernel choice and measurement hooks (benchmarks).
 struct GroupedOptions {
   int64_t scratch_bytes = int64_t{3} << 30;
-  // The variants of grouped_gemm_sm90.h. 0: cooperative 128 x 256 tiles, the gate/up epilogue stores
+  // The variants (the table at the top of grouped_gemm_sm90.h). 0: cooperative 128 x 256 tiles, the gate/up epilogue stores
   // h from registers (2-byte stores, 8 bytes per row per warp store); 1: it stages the h tile in shared
   // memory and stores 16-byte pieces of whole rows; 2: 1 with the fast swiglu7; 3, 4: 2 on
   // ping-pong consumers (64 x 256, 128 x 128 tiles); 5: 2 with the lean swiglu7 (swiglu7_lean_f);
