@@ -733,4 +733,129 @@ TEST(CudaMoe, CombineBitExact) {
 }
 
 }  // namespace
+
+// ---- the router's tensor-core kernel against its SIMT kernel -----------------------------------------
+// router.cu computes BF16 x's logits on sm_80+ with bf16 MMAs on an exact three-way bf16 split of the gate
+// (router_mma_kernel), else with fp32 FMA chains (router_kernel). launch_router (moe_internal.h; declared
+// here so that these tests stay at the end of the file) can be told not to use the tensor cores and says
+// whether it did.
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
+                   int64_t T, int* idx, float* w, float* logits, bool allow_tensor_cores);
+
+namespace {
+
+struct RouterRun {
+  Tensor idx, w, logits;  // on the host
+  bool tensor_cores = false;
+};
+
+RouterRun run_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& c,
+                     bool allow_tensor_cores) {
+  const int64_t T = x.size(0);
+  const Tensor idx = cuda_empty(dev, {T, c.heads, c.top_k}, DType::I32);
+  const Tensor w = cuda_empty(dev, {T, c.heads, c.top_k}, DType::F32);
+  const Tensor lg = cuda_empty(dev, {T, c.heads, c.experts}, DType::F32);
+  RouterRun r;
+  r.tensor_cores = launch_router(dev, x, gate, bias, c, T, static_cast<int*>(device_ptr(idx)),
+                                 static_cast<float*>(device_ptr(w)), static_cast<float*>(device_ptr(lg)),
+                                 allow_tensor_cores);
+  r.idx = to_host(dev, idx);
+  r.w = to_host(dev, w);
+  r.logits = to_host(dev, lg);
+  return r;
+}
+
+// Both kernels on the same random BF16 x: the real widths, an odd small shape (E 33: one and a bit warp
+// tiles of experts, the rest zero columns; D 40: a zero-padded k stage; T 77: a tail block; K 5) and one
+// with element loads of x (D 19 is not a multiple of 8) and softmax scores. Logits: |tc - simt| <=
+// bound x max(1, |float64 logit|), bound 2e-6 for D <= 64 and 1e-5 at D 256. Each kernel rounds in its own
+// way: the fma chain to nearest once per k, the MMAs toward zero once per 16 k and plane (48 times at
+// D 256, a bias). A float64 model of both (products exact, one truncation per MMA) gives max |tc - simt|
+// 8e-7 at D 19 and 40 and 5.5e-6 at D 256 (over 2e5 logits; each kernel alone ~4e-6 off float64 at D 256,
+// as the measured 2.5e-6 of the fma chain in bench/NOTES.md), and 1.2e-5 for a kernel that drops the lo
+// plane: the small shapes catch that (6x over their bound), D 256 cannot (its own rounding is as large);
+// a dropped mid plane, a wrong k, expert or token are >= 1e-3. The tensor-core logits are also held to
+// check_route's 1e-5 against float64. Indices: identical wherever the float64 biased scores are not within
+// 1e-5 of a tie; weights within 1e-6 x route_scale.
+TEST(CudaMoe, RouterTensorCoresMatchSimt) {
+  Device dev;
+  std::mt19937 gen(51);
+  struct Case { int64_t T, H, E, K, D; bool softmax; float scale; };
+  for (const Case& cs : {Case{1000, 12, 256, 6, 256, false, 4.9f}, Case{77, 3, 33, 5, 40, false, 2.5f},
+                         Case{130, 2, 100, 4, 19, true, 1.f}}) {
+    const RouterConfig c{cs.H, cs.E, cs.K, cs.D, cs.softmax, true, cs.scale};
+    const Tensor xb = normal(gen, {cs.T, cs.H * cs.D}).to(DType::BF16);
+    const Tensor gate = normal(gen, {cs.H * cs.E, cs.D}, 1.0f / std::sqrt(float(cs.D)));
+    const Tensor bias = normal(gen, {cs.H * cs.E}, cs.softmax ? 0.01f : 0.05f);
+    const Tensor xd = to_device(dev, xb), gd = to_device(dev, gate), bd = to_device(dev, bias);
+    const RouterRun tc = run_router(dev, xd, gd, bd, c, true);
+    if (!tc.tensor_cores) GTEST_SKIP() << "no tensor-core router on this GPU (sm_80+ with 104 KB of shared memory)";
+    const RouterRun simt = run_router(dev, xd, gd, bd, c, false);
+    EXPECT_FALSE(simt.tensor_cores);
+    const RefRoute ref = ref_route(xb.to_f32(), gate, bias, c);
+    const int64_t pairs = cs.T * cs.H, K = cs.K;
+    double max_dl = 0, max_dl_tc = 0, max_dl_simt = 0, max_dw = 0;
+    for (int64_t i = 0; i < pairs * cs.E; ++i) {
+      const double lt = tc.logits.f32()[i], ls = simt.logits.f32()[i], lr = ref.logits[i], n = std::max(1.0, std::fabs(lr));
+      max_dl = std::max(max_dl, std::fabs(lt - ls) / n);
+      max_dl_tc = std::max(max_dl_tc, std::fabs(lt - lr) / n);
+      max_dl_simt = std::max(max_dl_simt, std::fabs(ls - lr) / n);
+    }
+    int64_t near_ties = 0, mismatches = 0;
+    for (int64_t p = 0; p < pairs; ++p) {
+      if (ref.gap[p] < 1e-5 * ref.top[p]) {
+        ++near_ties;
+        continue;
+      }
+      for (int64_t k = 0; k < K; ++k) {
+        if (tc.idx.data<int32_t>()[p * K + k] != simt.idx.data<int32_t>()[p * K + k]) {
+          ++mismatches;
+          break;
+        }
+        max_dw = std::max(max_dw, double(std::fabs(tc.w.f32()[p * K + k] - simt.w.f32()[p * K + k])));
+      }
+    }
+    const std::string what = "T" + std::to_string(cs.T) + " H" + std::to_string(cs.H) + " E" + std::to_string(cs.E) +
+                             " K" + std::to_string(cs.K) + " D" + std::to_string(cs.D) + (cs.softmax ? " softmax" : " sigmoid");
+    std::printf("  router tc vs simt %-32s pairs %ld near-ties %ld mismatches %ld  max|dw| %.2e  max rel dlogit %.2e"
+                " (tc vs f64 %.2e, simt vs f64 %.2e)\n", what.c_str(), long(pairs), long(near_ties), long(mismatches),
+                max_dw, max_dl, max_dl_tc, max_dl_simt);
+    EXPECT_EQ(mismatches, 0) << what;
+    EXPECT_LE(near_ties, pairs / 100 + 1) << what;
+    EXPECT_LE(max_dw, 1e-6 * std::max(1.0f, cs.scale)) << what;
+    EXPECT_LE(max_dl, cs.D <= 64 ? 2e-6 : 1e-5) << what;
+    EXPECT_LE(max_dl_tc, 1e-5) << what;
+  }
+}
+
+// RouterTieRule on the tensor-core kernel (that test's x is F32, which takes the SIMT kernel): experts 2, 37
+// and 200 (computed by warps 0, 1 and 6) share a gate row and a bias far above the rest, so their logits
+// must be the same bits and every token must pick 2, 37, 200 in that order.
+TEST(CudaMoe, RouterTensorCoresTieRule) {
+  Device dev;
+  std::mt19937 gen(52);
+  const int64_t T = 70, H = 2, E = 256, D = 64;
+  const RouterConfig c{H, E, 3, D, false, true, 1.f};
+  const Tensor xb = normal(gen, {T, H * D}).to(DType::BF16);
+  Tensor gate = normal(gen, {H * E, D}, 0.125f);
+  Tensor bias = normal(gen, {H * E}, 0.01f);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t e : {37, 200}) std::memcpy(gate.f32() + (h * E + e) * D, gate.f32() + (h * E + 2) * D, D * sizeof(float));
+    for (int64_t e : {2, 37, 200}) bias.f32()[h * E + e] = 10.0f;
+  }
+  const RouterRun r = run_router(dev, to_device(dev, xb), to_device(dev, gate), to_device(dev, bias), c, true);
+  if (!r.tensor_cores) GTEST_SKIP() << "no tensor-core router on this GPU (sm_80+ with 104 KB of shared memory)";
+  int64_t unequal = 0;
+  for (int64_t p = 0; p < T * H; ++p) {
+    const float* l = r.logits.f32() + p * E;
+    unequal += std::memcmp(&l[2], &l[37], sizeof(float)) != 0 || std::memcmp(&l[2], &l[200], sizeof(float)) != 0;
+    EXPECT_EQ(r.idx.data<int32_t>()[p * 3 + 0], 2);
+    EXPECT_EQ(r.idx.data<int32_t>()[p * 3 + 1], 37);
+    EXPECT_EQ(r.idx.data<int32_t>()[p * 3 + 2], 200);
+    EXPECT_FLOAT_EQ(r.w.f32()[p * 3], 1.0f / 3);
+  }
+  EXPECT_EQ(unequal, 0);
+}
+
+}  // namespace
 }  // namespace avdit::cuda::moe

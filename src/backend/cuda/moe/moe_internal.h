@@ -53,9 +53,10 @@ inline const T* cptr(const Tensor& t) {
 
 void check_config(const RouterConfig& cfg);
 // The fused router kernel (router.cu) on checked operands: indices and weights [T, heads, K], and the
-// [T, heads, E] logits when `logits` is not null.
-void launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
-                   int64_t T, int* idx, float* w, float* logits);
+// [T, heads, E] logits when `logits` is not null. BF16 x on sm_80+ takes the tensor-core kernel unless
+// `allow_tensor_cores` is false (the tests compare the two); returns whether it did.
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
+                   int64_t T, int* idx, float* w, float* logits, bool allow_tensor_cores = true);
 void check_weights(const ExpertWeights& w, const RouterConfig& cfg);
 int64_t expert_inter(const ExpertWeights& w);
 

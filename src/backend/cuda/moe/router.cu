@@ -1,12 +1,38 @@
 // The MAGI-2 router in one kernel (moe.h route()): per block 64 tokens of one head, the fp32 logits
-// x_h · gate_h^T on the CUDA cores (x widened from bf16 in registers, exact), kept in registers, then
-// the scores (sigmoid or softmax), score + bias, the top-K with the CPU's tie rule, the weights.
-// It replaces cuBLAS's strided-batched SGEMM, the bf16 -> fp32 cast of x before it and a separate
-// top-K kernel that read the [T, heads, E] logits back (at T = 65,536 the logits are 805 MB each way;
-// bench/NOTES.md, session 6). CPU oracle: src/models/magi2/moe.cpp route.
+// x_h · gate_h^T, then the scores (sigmoid or softmax), score + bias, the top-K with the CPU's tie rule,
+// the weights. It replaces cuBLAS's strided-batched SGEMM, the bf16 -> fp32 cast of x before it and a
+// separate top-K kernel that read the [T, heads, E] logits back (at T = 65,536 the logits are 805 MB each
+// way; bench/NOTES.md, session 6). CPU oracle: src/models/magi2/moe.cpp route. Two kernels compute the
+// logits, and share the scoring and top-K code (select_top_k):
+// - router_mma_kernel, for BF16 x on sm_80+ (the model's path): bf16 tensor-core MMAs (mma.sync m16n8k16,
+//   fp32 accumulation) on an exact three-way bf16 split of the fp32 gate; logits staged in shared memory;
+// - router_kernel, for F32 x and older GPUs: fp32 FMA chains on the CUDA cores (x widened from bf16 in
+//   registers, exact), logits kept in registers.
 //
-// Arithmetic: each logit is one fp32 fma chain over k = 0 .. D-1 in order (no split, no tensor
-// cores), so integer inputs give exact logits and the rest differs from the CPU only by fp32 rounding.
+// Arithmetic. router_kernel: each logit is one fp32 fma chain over k = 0 .. D-1 in order (no split), so
+// integer inputs give exact logits and the rest differs from the CPU only by fp32 rounding.
+// router_mma_kernel: the gate is split per call into hi = bf16(g), mid = bf16(g - hi), lo = bf16(g - hi - mid),
+// and g == hi + mid + lo exactly (24 significand bits = 3 x 8; each residual is exact in fp32 and the last
+// one fits bf16), for |g| in fp32's normal range. x is bf16, so every product x·hi, x·mid, x·lo is exact in
+// fp32; per 16 values of k the MMAs add x·lo, then x·mid, then x·hi (the smallest first) into one fp32
+// accumulator. Only the tensor cores' fp32 summation (16 products and the accumulator per MMA, truncating
+// rather than rounding to nearest) differs from an fma chain: integer inputs still give exact logits (every
+// partial sum is a small integer), equal gate rows give equal bits (every column goes through the same
+// sequence of MMAs), and the rest is ~1e-6 relative off the float64 logits, at most ~4e-6 at D 256 (a float64
+// model of one truncation per MMA; the fma chain measured 2.5e-6), inside the tests' 1e-5.
+//
+// Prediction for router_mma_kernel at T = 65,536 (12 heads x 256 experts, D 256, top-6) on an H200:
+// 12,288 blocks of 256 threads, 2 per SM (104 KB of shared memory and <= 128 registers each), 93 per SM.
+// - tensor pipe: 3 x 103.1 = 309 GFLOP of bf16 m16n8k16; mma.sync (not wgmma) at ~500-650 TFLOP/s (50-65%
+//   of the 989 TFLOP/s dense peak) -> 0.48-0.62 ms;
+// - L2 -> shared memory: per block the head's three gate planes (3 x 256 x 256 x 2 B = 384 KB) and its x tile
+//   (32 KB): 12,288 x 416 KB = 5.1 GB, 0.55-0.75 ms at 7-9 TB/s, beside the MMAs (cp.async double buffer);
+//   128-token blocks would halve it, but then one block per SM runs its top-K with the tensor cores idle;
+// - issue: per block the main loop (SASS: 240 instructions per warp and 32 k, of them 96 HMMA and 20 LDSM) is
+//   8 warps x 8 x 240 = 15.4k warp instructions, select_top_k ~600 per token (bench/NOTES.md, session 6) =
+//   38.4k: ~54k / 4 schedulers x 93 blocks = 1.26M cycles = 0.64 ms at 1.98 GHz; the top-K of one block
+//   runs beside the other block's MMAs;
+// total ~0.9 ms (0.75-1.1; all three near 0.6 ms and imperfectly overlapped), from 3.45-3.74 ms.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -24,6 +50,21 @@ constexpr int kBK = 32;          // head_dim per shared-memory stage
 constexpr int kEP = kMaxExperts; // experts computed per block (E <= 256; the rest are zero columns)
 constexpr int kRouterThreads = 256;    // 8 warps: warp w owns tokens 8w .. 8w+7 for the logits and the top-K
 constexpr int kSmemBytes = 2 * (kBK * kBT + kBK * kEP) * int(sizeof(float));  // two stages of A and B: 80 KB
+
+// router_mma_kernel's shared memory: kMmaStages stages of the x tile (64 tokens) and the three gate planes
+// (3 x 256 experts), each row kBK bf16 = 64 bytes, k contiguous. The 16-byte chunk c of row r sits at
+// chunk c ^ ((r / 2) % 4) of its row, so the 8 rows an ldmatrix reads (one chunk each) fall in 8 different
+// 16-byte bank groups. After the MMAs the same memory holds the fp32 logits tile [64][kLogitStride]: the
+// stride's 8 extra floats put the rows of a warp's float2 stores 8 banks apart.
+constexpr int kMmaStages = 2;
+constexpr int kPlanes = 3;                                   // hi, mid, lo
+constexpr int kRowBytes = kBK * 2;                           // 64
+constexpr int kXStageBytes = kBT * kRowBytes;                // 4 KB
+constexpr int kStageBytes = kXStageBytes + kPlanes * kEP * kRowBytes;  // 52 KB
+constexpr int kLogitStride = kEP + 8;
+constexpr int kMmaSmemBytes = kMmaStages * kStageBytes;     // 104 KB
+static_assert(kBT * kLogitStride * int(sizeof(float)) <= kMmaSmemBytes, "the logits tile reuses the stages");
+static_assert(kBK % 16 == 0 && kRowBytes == 64, "the swizzle assumes four 16-byte chunks per row");
 
 // Lane l holds experts 4l .. 4l+3 (slots 0-3) and 128 + 4l .. 128 + 4l + 3 (slots 4-7): its shared-memory
 // reads of a B row are two 16-byte pieces, the warp's 512 contiguous bytes each, without bank conflicts.
@@ -44,6 +85,25 @@ __global__ void transpose_gate_kernel(const float* gate, int H, int E, int D, in
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int e = static_cast<int>(i % kEP), k = static_cast<int>((i / kEP) % Dp), h = static_cast<int>(i / (int64_t(kEP) * Dp));
     gt[i] = (k < D && e < E) ? gate[(int64_t(h) * E + e) * D + k] : 0.f;
+  }
+}
+
+// gate [H*E, D] fp32 -> gp [H, 3, 256, Dp] bf16, planes hi, mid, lo with g == hi + mid + lo exactly (see the
+// header), expert rows k-contiguous (the MMA's "col" B operand as it is), zero for k >= D and e >= E, so that
+// router_mma_kernel's stages are plain 16-byte copies with no bounds. 4.5 MB for the preview's 12 x 256 x 256.
+__global__ void split_gate_kernel(const float* gate, int H, int E, int D, int Dp, __nv_bfloat16* gp) {
+  const int64_t plane = int64_t(kEP) * Dp, n = int64_t(H) * plane;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int k = static_cast<int>(i % Dp), e = static_cast<int>((i / Dp) % kEP), h = static_cast<int>(i / plane);
+    const float g = (k < D && e < E) ? gate[(int64_t(h) * E + e) * D + k] : 0.f;
+    const __nv_bfloat16 hi = __float2bfloat16_rn(g);
+    const float r = g - __bfloat162float(hi);  // exact: the rounding error of a round to nearest
+    const __nv_bfloat16 mid = __float2bfloat16_rn(r);
+    const __nv_bfloat16 lo = __float2bfloat16_rn(r - __bfloat162float(mid));  // exact: <= 8 significant bits left
+    __nv_bfloat16* o = gp + int64_t(h) * kPlanes * plane + (i - int64_t(h) * plane);
+    o[0] = hi;
+    o[plane] = mid;
+    o[2 * plane] = lo;
   }
 }
 
@@ -87,16 +147,110 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 struct RouterArgs {
   const void* x;  // [T, H*D], F32 or BF16
-  const float* gt;  // transpose_gate_kernel's output
+  const float* gt;  // transpose_gate_kernel's output (router_kernel)
   const float* bias;  // [H*E]
   int64_t T;
-  int H, E, K, D, Dp;
+  int H, E, K, D, Dp;  // Dp: D rounded up to kBK (the k extent of gt / gp)
   bool softmax, norm;
   float scale;
   int* idx;       // [T, H, K]
   float* w;       // [T, H, K]
   float* logits;  // [T, H, E] or null
+  const __nv_bfloat16* gp;  // split_gate_kernel's output (router_mma_kernel)
 };
+
+// This lane's bias in the slot order of expert_of.
+__device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, float (&bias_v)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int e = expert_of(lane, j);
+    bias_v[j] = e < a.E ? a.bias[int64_t(h) * a.E + e] : 0.f;
+  }
+}
+
+// Token t of head h, one warp: its logits in this lane's 8 slots (expert_of; sc, overwritten with the scores)
+// -> logits out (when kept), the scores, the top-K of score + bias: K rounds of a warp arg-max over
+// (key, expert): the max key, then the lowest expert among the lanes holding it (the CPU's tie rule, lower
+// expert index first); the weights. Both kernels call it, so both choose with the same code. (sc in place
+// rather than a copy: with a copy, ptxas spilled 8-20 bytes in router_kernel's sm_75 build.)
+__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, int64_t t, int lane, float (&sc)[8],
+                                             const float (&bias_v)[8]) {
+  const unsigned full = 0xffffffffu;
+  const int64_t p = t * a.H + h;
+  if (a.logits) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (expert_of(lane, j) < a.E) a.logits[p * a.E + expert_of(lane, j)] = sc[j];
+  }
+  float mx = 0.f;
+  if (a.softmax) {
+    mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (expert_of(lane, j) < a.E) mx = fmaxf(mx, sc[j]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(full, mx, o));
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float l = sc[j];
+    sc[j] = 0.f;
+    if (expert_of(lane, j) < a.E) {
+      sc[j] = a.softmax ? expf(l - mx) : 1.0f / (1.0f + expf(-l));
+      sum += sc[j];
+    }
+  }
+  if (a.softmax) {
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(full, sum, o);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sc[j] /= sum;
+  }
+  unsigned key[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float b = sc[j] + bias_v[j];
+    b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
+    key[j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
+  }
+  unsigned taken = 0;  // bit j: slot j already chosen
+  int my_e = 0;        // lane k keeps the k-th choice
+  float my_s = 0.f, l1 = 0.f;
+  for (int k = 0; k < a.K; ++k) {
+    // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
+    unsigned kb = 0;
+    int eb = INT_MAX;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (!((taken >> j) & 1u) && key[j] > kb) {
+        kb = key[j];
+        eb = expert_of(lane, j);
+      }
+    const unsigned m = warp_max_u32(kb);
+    int w = static_cast<int>(warp_min_u32(kb == m && kb != 0u ? static_cast<unsigned>(eb) : 0xffffffffu));
+    if (w < 0 || w >= a.E) w = 0;  // unreachable for K <= E (checked on the host)
+    const int owner = (w & 127) >> 2, slot = (w >> 7) * 4 + (w & 3);
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (lane == owner && j == slot) {
+        s = sc[j];
+        taken |= 1u << j;
+      }
+    s = __shfl_sync(full, s, owner);
+    l1 += fabsf(s);  // the CPU's order: k = 0, 1, ...
+    if (lane == k) {
+      my_e = w;
+      my_s = s;
+    }
+  }
+  if (lane < a.K) {
+    const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
+    a.idx[p * a.K + lane] = my_e;
+    a.w[p * a.K + lane] = (a.norm ? my_s / denom : my_s) * a.scale;
+  }
+}
+
+// ---- router_kernel: fp32 logits on the CUDA cores ------------------------------------------------------
 
 // x tile rows t0 .. t0+63, columns k0 .. k0+31 of head h: thread i loads token i / 4, 8 values from
 // column (i % 4) * 8, into registers (the next stage is fetched while the current one computes).
@@ -197,116 +351,221 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a,
     __syncthreads();
   }
 
-  // Top-K of each of the warp's 8 tokens: K rounds of a warp arg-max over (key, expert): the max key,
-  // then the lowest expert among the lanes holding it (the CPU's tie rule, lower expert index first).
-  const unsigned full = 0xffffffffu;
   float bias_v[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int e = expert_of(lane, j);
-    bias_v[j] = e < a.E ? a.bias[int64_t(h) * a.E + e] : 0.f;
-  }
+  load_bias(a, h, lane, bias_v);
 #pragma unroll  // acc[i] needs a compile-time i (a run-time index would put acc in local memory)
   for (int i = 0; i < 8; ++i) {
     const int64_t t = t0 + 8 * warp + i;
     if (t >= a.T) break;  // uniform across the warp
-    const int64_t p = t * a.H + h;
-    float sc[8];
+    select_top_k(a, h, t, lane, acc[i], bias_v);
+  }
+}
+
+// ---- router_mma_kernel: bf16 tensor-core logits (sm_80+) -----------------------------------------------
+
+#if __CUDA_ARCH__ >= 800
+// Byte offset of 16-byte chunk c of row r in a stage tile (the swizzle described at kMmaStages).
+__device__ __forceinline__ unsigned swizzle(int r, int c) {
+  return static_cast<unsigned>(r * kRowBytes + ((c ^ ((r >> 1) & 3)) << 4));
+}
+
+// A 16-byte cp.async that writes zeros when !valid (src-size 0; gmem is then not read).
+__device__ __forceinline__ void cp_async16_zfill(unsigned smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned smem, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem));
+}
+
+// d += a (16 x 16 bf16, row) · b (16 x 8 bf16, col), fp32 accumulation.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Stage `stage` <- k columns k0 .. k0+31: the x tile (64 tokens; thread i: token i / 4, chunk i % 4) and the
+// three gate planes' 768 expert rows (12 chunks per thread). kVec: 16-byte cp.async of x (zeros past T and D);
+// else element loads with bounds (D % 8 != 0 or x not 16-byte aligned), stored synchronously.
+template <bool kVec>
+__device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64_t t0, int k0, unsigned char* smem,
+                                               int stage) {
+  unsigned char* st = smem + stage * kStageBytes;
+  const unsigned sst = static_cast<unsigned>(__cvta_generic_to_shared(st));
+  const int r = threadIdx.x / 4, c = threadIdx.x % 4;
+  const int64_t t = t0 + r;
+  const int k = k0 + 8 * c;
+  const __nv_bfloat16* xs = static_cast<const __nv_bfloat16*>(a.x);
+  const int64_t xi = t * (int64_t(a.H) * a.D) + int64_t(h) * a.D + k;
+  if constexpr (kVec) {
+    const bool valid = t < a.T && k < a.D;  // D % 8 == 0: a chunk is all in or all out
+    cp_async16_zfill(sst + swizzle(r, c), valid ? xs + xi : xs, valid);
+  } else {
+    const unsigned short* xu = static_cast<const unsigned short*>(a.x);
+    unsigned v[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sc[j] = acc[i][j];
-    if (a.logits) {
+    for (int j = 0; j < 8; ++j) v[j] = (t < a.T && k + j < a.D) ? xu[xi + j] : 0u;
+    *reinterpret_cast<uint4*>(st + swizzle(r, c)) =
+        make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+  }
+  const __nv_bfloat16* g = a.gp + int64_t(h) * kPlanes * kEP * a.Dp + k;  // + row * Dp
+  const unsigned sg = sst + kXStageBytes;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (expert_of(lane, j) < a.E) a.logits[p * a.E + expert_of(lane, j)] = sc[j];
-    }
-    float mx = 0.f;
-    if (a.softmax) {
-      mx = -INFINITY;
+  for (int j = 0; j < kPlanes * kEP * 4 / kRouterThreads; ++j) {
+    const int row = r + j * (kRouterThreads / 4);  // plane * 256 + expert
+    cp_async16_zfill(sg + swizzle(row, c), g + int64_t(row) * a.Dp, true);
+  }
+}
+#endif
+
+// Per block 64 tokens x 256 experts of head h; warp w computes the 64 x 32 logits of experts 32w .. 32w+31
+// (4 x 4 MMA tiles of 16 x 8, 64 accumulators per thread). Per 16 values of k a warp loads its A fragments
+// once (4 ldmatrix.x4) and, per plane, its B fragments (2 ldmatrix.x4) for 16 MMAs: 10 ldmatrix per 48 MMAs.
+// Then the logits go through shared memory into select_top_k's layout: warp w, tokens 8w .. 8w+7.
+template <bool kVec>
+__global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArgs a) {
+#if __CUDA_ARCH__ >= 800
+  extern __shared__ float4 smem4[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+  const unsigned ssmem = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t0 = int64_t{blockIdx.x} * kBT;
+
+  float acc[4][4][4];  // [token tile 16 mt][expert tile 32 warp + 8 nt][mma fragment]
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (expert_of(lane, j) < a.E) mx = fmaxf(mx, sc[j]);
-      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(full, mx, o));
-    }
-    float sum = 0.f;
+  for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float l = sc[j];
-      sc[j] = 0.f;
-      if (expert_of(lane, j) < a.E) {
-        sc[j] = a.softmax ? expf(l - mx) : 1.0f / (1.0f + expf(-l));
-        sum += sc[j];
-      }
-    }
-    if (a.softmax) {
-      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(full, sum, o);
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) sc[j] /= sum;
-    }
-    unsigned key[8];
+      for (int q = 0; q < 4; ++q) acc[mt][nt][q] = 0.f;
+
+  // ldmatrix.x4 rows: lanes 8j .. 8j+7 address matrix j. A (16 x 16 of x): matrices (rows 0-7 | 8-15) x
+  // (k 0-7 | 8-15) in the order a0..a3. B (16 experts x 16 k): (experts 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7),
+  // (8-15, 8-15) = b0, b1 of expert tile 2np and of 2np+1. The swizzle of a row depends only on its low 3 bits.
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_chunk = (lane >> 3) & 1;
+  const int a_swz = (a_row >> 1) & 3, b_swz = (b_row >> 1) & 3;
+  const bool active = 32 * warp < a.E;  // warp-uniform: experts past E are zero columns
+
+  const int nk = a.Dp / kBK;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      float b = sc[j] + bias_v[j];
-      b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
-      key[j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
-    }
-    unsigned taken = 0;  // bit j: slot j already chosen
-    int my_e = 0;        // lane k keeps the k-th choice
-    float my_s = 0.f, l1 = 0.f;
-    for (int k = 0; k < a.K; ++k) {
-      // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
-      unsigned kb = 0;
-      int eb = INT_MAX;
+  for (int s = 0; s < kMmaStages - 1; ++s) {
+    if (s < nk) load_mma_stage<kVec>(a, h, t0, s * kBK, smem, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < nk; ++kt) {
+    cp_async_wait_group<kMmaStages - 2>();  // stage kt has landed (this thread's copies) ...
+    __syncthreads();  // ... everyone's, and every warp is done with the stage the next load overwrites
+    const int kn = kt + kMmaStages - 1;
+    if (kn < nk) load_mma_stage<kVec>(a, h, t0, kn * kBK, smem, kn % kMmaStages);
+    cp_async_commit();
+    if (active) {
+      const unsigned sx = ssmem + (kt % kMmaStages) * kStageBytes, sg = sx + kXStageBytes;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (!((taken >> j) & 1u) && key[j] > kb) {
-          kb = key[j];
-          eb = expert_of(lane, j);
+      for (int ks = 0; ks < kBK / 16; ++ks) {
+        unsigned af[4][4];
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt)
+          ldmatrix_x4(sx + (16 * mt + a_row) * kRowBytes + (((2 * ks + a_chunk) ^ a_swz) << 4), af[mt]);
+#pragma unroll
+        for (int p = kPlanes - 1; p >= 0; --p) {  // lo, mid, hi: the smallest terms first
+          unsigned bf[2][4];
+#pragma unroll
+          for (int np = 0; np < 2; ++np)
+            ldmatrix_x4(sg + (p * kEP + 32 * warp + 16 * np + b_row) * kRowBytes + (((2 * ks + b_chunk) ^ b_swz) << 4),
+                        bf[np]);
+#pragma unroll
+          for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+              mma_bf16_16816(acc[mt][nt], af[mt], bf[nt / 2][2 * (nt % 2)], bf[nt / 2][2 * (nt % 2) + 1]);
         }
-      const unsigned m = warp_max_u32(kb);
-      int w = static_cast<int>(warp_min_u32(kb == m && kb != 0u ? static_cast<unsigned>(eb) : 0xffffffffu));
-      if (w < 0 || w >= a.E) w = 0;  // unreachable for K <= E (checked on the host)
-      const int owner = (w & 127) >> 2, slot = (w >> 7) * 4 + (w & 3);
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (lane == owner && j == slot) {
-          s = sc[j];
-          taken |= 1u << j;
-        }
-      s = __shfl_sync(full, s, owner);
-      l1 += fabsf(s);  // the CPU's order: k = 0, 1, ...
-      if (lane == k) {
-        my_e = w;
-        my_s = s;
       }
-    }
-    if (lane < a.K) {
-      const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
-      a.idx[p * a.K + lane] = my_e;
-      a.w[p * a.K + lane] = (a.norm ? my_s / denom : my_s) * a.scale;
     }
   }
+  cp_async_wait_group<0>();  // (only empty groups are left)
+  __syncthreads();           // every warp is done with the stages: they become the logits tile
+
+  // Fragment (mt, nt): d0, d1 at token 16 mt + lane / 4, experts 32 warp + 8 nt + 2 (lane % 4) + {0, 1};
+  // d2, d3 eight tokens further.
+  float* tile = reinterpret_cast<float*>(smem);
+  const int fr = lane >> 2, fc = 2 * (lane & 3);
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float* o = tile + (16 * mt + fr) * kLogitStride + 32 * warp + 8 * nt + fc;
+      *reinterpret_cast<float2*>(o) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<float2*>(o + 8 * kLogitStride) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  __syncthreads();
+
+  float bias_v[8];
+  load_bias(a, h, lane, bias_v);
+  for (int i = 0; i < 8; ++i) {
+    const int r = 8 * warp + i;
+    if (t0 + r >= a.T) break;  // uniform across the warp
+    const float4 l0 = *reinterpret_cast<const float4*>(tile + r * kLogitStride + 4 * lane);
+    const float4 l1 = *reinterpret_cast<const float4*>(tile + r * kLogitStride + 128 + 4 * lane);
+    float logit[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    select_top_k(a, h, t0 + r, lane, logit, bias_v);
+  }
+#else
+  __trap();  // launch_router only launches it where the device code was built for sm_80+
+#endif
+}
+
+// Whether router_mma_kernel can run here: an sm_80+ GPU, device code built for sm_80+ (not JIT-compiled from
+// older PTX, where the kernel is an empty trap) and room for its shared memory (not on sm_86 / sm_89: 99 KB).
+bool mma_router_available(Device& dev) {
+  if (dev.props().major < 8 || dev.props().sharedMemPerBlockOptin < size_t{kMmaSmemBytes}) return false;
+  cudaFuncAttributes attr{};
+  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true>));
+  return attr.ptxVersion >= 80;
 }
 
 }  // namespace
 
-void launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
-                   int64_t T, int* idx, float* w, float* logits) {
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
+                   int64_t T, int* idx, float* w, float* logits, bool allow_tensor_cores) {
   const Elt xt = elt_of(x, "moe route x");
   const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), D = static_cast<int>(cfg.head_dim);
   const int Dp = (D + kBK - 1) / kBK * kBK;
+  RouterArgs a{x.raw(), nullptr, cptr<float>(bias), T, H, E, static_cast<int>(cfg.top_k), D, Dp,
+               cfg.softmax, cfg.route_norm, cfg.route_scale, idx, w, logits, nullptr};
+  const bool vec = xt == Elt::BF16 && D % 8 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
+  const dim3 grid(static_cast<unsigned>((T + kBT - 1) / kBT), static_cast<unsigned>(H));
+  if (allow_tensor_cores && xt == Elt::BF16 && mma_router_available(dev)) {
+    Tensor gp = cuda_empty(dev, {int64_t(H) * kPlanes * kEP * Dp}, DType::BF16);
+    a.gp = static_cast<const __nv_bfloat16*>(device_ptr(gp));
+    split_gate_kernel<<<grid_for(int64_t(H) * kEP * Dp), kRouterThreads, 0, dev.stream()>>>(
+        cptr<float>(gate), H, E, D, Dp, static_cast<__nv_bfloat16*>(device_ptr(gp)));
+    AVDIT_CUDA_CHECK_LAUNCH();
+    auto kernel = vec ? router_mma_kernel<true> : router_mma_kernel<false>;
+    AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes));
+    kernel<<<grid, kRouterThreads, kMmaSmemBytes, dev.stream()>>>(a);
+    AVDIT_CUDA_CHECK_LAUNCH();
+    return true;
+  }
   Tensor gt = cuda_empty(dev, {int64_t(H) * Dp * kEP}, DType::F32);
+  a.gt = cptr<float>(gt);
   transpose_gate_kernel<<<grid_for(gt.numel()), kRouterThreads, 0, dev.stream()>>>(cptr<float>(gate), H, E, D, Dp,
                                                                              static_cast<float*>(device_ptr(gt)));
   AVDIT_CUDA_CHECK_LAUNCH();
-  RouterArgs a{x.raw(), cptr<float>(gt), cptr<float>(bias), T, H, E, static_cast<int>(cfg.top_k), D, Dp,
-               cfg.softmax, cfg.route_norm, cfg.route_scale, idx, w, logits};
-  const bool vec = xt == Elt::BF16 && D % 8 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
   auto kernel = vec ? router_kernel<true> : router_kernel<false>;
   AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(static_cast<unsigned>((T + kBT - 1) / kBT), static_cast<unsigned>(H));
   kernel<<<grid, kRouterThreads, kSmemBytes, dev.stream()>>>(a, xt);
   AVDIT_CUDA_CHECK_LAUNCH();
+  return false;
 }
 
 }  // namespace avdit::cuda::moe
