@@ -105,8 +105,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 7,
-                "moe grouped: kernel {} does not exist (0-7: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
+  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 8,
+                "moe grouped: kernel {} does not exist (0-8: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",
@@ -134,11 +134,14 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   AVDIT_REQUIRE(S < INT_MAX, "moe grouped: {} slots overflow the I32 row indices", S);
   Tensor rows = cuda_empty(dev, {S, D}, out);
   if (S == 0) return rows;
-  // Whole heads per chunk: every head owns exactly T*K sorted rows, [h*T*K, (h+1)*T*K).
-  const int64_t per_head = T * K * (D + De) * 2;
+  // Whole heads per chunk: every head owns exactly T*K sorted rows, [h*T*K, (h+1)*T*K). The fused
+  // kernel (8) keeps h on chip: no h buffer.
+  const bool h_on_chip = opt.kernel == 8 && fused_experts_supported(D, De);
+  const int64_t per_head = T * K * (D + (h_on_chip ? 0 : De)) * 2;
   const int64_t hpc = std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
   Tensor a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);
-  Tensor h_buf = cuda_empty(dev, {hpc * T * K, De}, DType::BF16);
+  Tensor h_buf;
+  if (!h_on_chip) h_buf = cuda_empty(dev, {hpc * T * K, De}, DType::BF16);
   GroupedRun r{};
   r.x = static_cast<const __nv_bfloat16*>(x.raw());
   r.sorted_slot = cptr<int32_t>(perm.sorted_slot);
@@ -148,7 +151,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   r.wd = static_cast<const __nv_bfloat16*>(w.down.raw());
   r.rows = static_cast<__nv_bfloat16*>(device_ptr(rows));
   r.a_buf = static_cast<__nv_bfloat16*>(device_ptr(a_buf));
-  r.h_buf = static_cast<__nv_bfloat16*>(device_ptr(h_buf));
+  r.h_buf = h_on_chip ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(h_buf));
   r.T = T;
   r.H = static_cast<int>(H);
   r.E = static_cast<int>(E);

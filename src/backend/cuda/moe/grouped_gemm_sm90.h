@@ -12,6 +12,7 @@
 //   6 grouped_bulk_sm90.cu           5 with h leaving smem by bulk asynchronous copies, one per row (store_bulk)
 //   7 (the default) gate/up: grouped_gateup_sm90.cu, our own kernel (no CUTLASS kernel; its epilogue runs
 //                                    beside the next tile's wgmmas); down: 6
+//   8 grouped_fused_sm90.cu          both GEMMs in one kernel of our own, h in registers (no CUTLASS kernel)
 // (2 x 1 and 2 x 2 clusters, BK = 128, and 4 with the lean swiglu7 were measured and removed: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once

@@ -45,6 +45,26 @@ struct GateUpRun {
 bool gateup_own_supported(int64_t D, int64_t De);
 void gateup_own_sm90(Device& dev, const GateUpRun& r);
 
+// Kernel 8's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on the device.
+struct FusedRun {
+  const __nv_bfloat16* a;    // gathered rows of the chunk [a_rows, D]
+  int64_t a_rows;
+  const __nv_bfloat16* wgu;  // every group's packed gate/up weight [G, 2 De, D]
+  const __nv_bfloat16* wd;   // every group's down weight [G, D, De]
+  int G;                     // groups in the weights
+  const int* offsets;        // Permutation::offsets at the chunk's first group
+  int groups;                // groups in the chunk
+  int g0;                    // the chunk's first group
+  int64_t chunk_row0;        // sorted row of the chunk's first row
+  int64_t D, De;
+  const int* sorted_slot;    // [S]
+  const float* slot_weight;  // [S]
+  __nv_bfloat16* rows;       // [S, D] out (global sorted rows)
+};
+// Whether kernel 8 takes these widths (head_dim <= 256, expert width > 64; both multiples of 8).
+bool fused_experts_supported(int64_t D, int64_t De);
+void fused_experts_sm90(Device& dev, const FusedRun& r);
+
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();
 // Runs the whole expert stage of `r` on dev's stream (grouped_sm90.cu); BadInput without CUTLASS.

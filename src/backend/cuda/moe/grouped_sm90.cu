@@ -131,13 +131,17 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 3: run_gemm_pingpong(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 4: run_gemm_pingpong128(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 6:
-      case 7: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7: down only
+      case 7:
+      case 8: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 8: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
-  // Kernel 7: our own gate/up kernel (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for both
-  // where the widths are outside what it takes.
-  const bool own_gateup = r.kernel == 7 && gateup_own_supported(r.D, r.De);
+  // Kernel 8: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk after the
+  // gather; where the widths are outside what it takes, kernel 7. Kernel 7: our own gate/up kernel
+  // (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for both where the widths are outside
+  // what it takes.
+  const bool fused = r.kernel == 8 && fused_experts_supported(r.D, r.De);
+  const bool own_gateup = (r.kernel == 7 || r.kernel == 8) && gateup_own_supported(r.D, r.De);
   // Optional per-stage timing (benchmarks): events between the stages, summed over the chunks.
   cudaEvent_t ev[4] = {};
   if (r.stage_ms) {
@@ -165,6 +169,28 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
                                                                     r.a_buf);
     AVDIT_CUDA_CHECK_LAUNCH();
     mark(1);
+    if (fused) {
+      FusedRun f{};
+      f.a = r.a_buf;
+      f.a_rows = nrows;
+      f.wgu = r.wgu;
+      f.wd = r.wd;
+      f.G = G;
+      f.offsets = r.offsets + g0;
+      f.groups = groups;
+      f.g0 = g0;
+      f.chunk_row0 = row0;
+      f.D = r.D;
+      f.De = r.De;
+      f.sorted_slot = r.sorted_slot;
+      f.slot_weight = r.slot_weight;
+      f.rows = r.rows;
+      fused_experts_sm90(dev, f);
+      mark(2);  // the down GEMM's share is inside the fused kernel: its stage reads 0
+      mark(3);
+      accumulate();
+      continue;
+    }
     MoeEpilogue::Arguments e1{};
     e1.out = r.h_buf;
     e1.row_base = ga.base1 + g0;

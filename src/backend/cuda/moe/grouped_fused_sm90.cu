@@ -1,0 +1,511 @@
+// Kernel 8 (grouped.h, GroupedOptions::kernel = 8): the routed experts in one Hopper kernel,
+// gate/up -> swiglu7 -> down, with h never leaving the registers.
+//
+// Why (bench/NOTES.md, sessions 4-7): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
+// T = 65,536) and reads it back, and its gate/up kernel spends most of its instructions on the h
+// stores (transposes, addresses, st.global) beside the swiglu7. Here a CTA owns one work unit:
+// 128 rows of one (head, expert) group, and sweeps the expert's intermediate width in chunks of 64
+// h columns. Per chunk and consumer warp group (64 rows):
+//   gate/up: acc_gu [64 x 128] (64 interleaved gate/up pairs) = A [64 x D] (resident in smem for
+//   the
+//            unit) x W_gu chunk (smem, TMA), 16 wgmma m64n128k16;
+//   swiglu7 in place on acc_gu, rounded to bf16 and packed into the A fragment of the down GEMM;
+//   down:    acc_out [64 x 256] += h chunk [64 x 64] (registers: wgmma's RS form) x W_d chunk,
+//            4 wgmma m64n256k16.
+// At the end of the unit: out row = bf16(routing weight x acc_out), as kernel 6's down epilogue.
+//
+// The register trick (as FlashAttention-3 feeds P to its second GEMM): wgmma's accumulator gives a
+// thread the column pairs (8i + 2q, 8i + 2q + 1) of rows r and r + 8 (q = lane % 4, i = 0..15),
+// which with the interleaved weight are (gate, up) of h column pair p = 4i + q: the thread holds h
+// at p = q, 4 + q, 8 + q, ... But the RS A fragment of a k16 slice wants k = 2q, 2q + 1, 2q + 8,
+// 2q + 9 of rows r, r + 8. So the gate/up weight rows are loaded in a permuted order: accumulator
+// pair i = 4s + e (slice s, e = 0..3) holds h column j = 16s + 2q + (e & 1) + 8 (e >> 1) of the
+// chunk, and then the thread's h values are exactly its A fragment for W_d's natural k order. The
+// permutation costs nothing at run time: it is a 5-D TMA view of the packed weight rows
+// (row = t + 4q + 2 e0 + 16 u with t = gate/up, e0 = e & 1, u = (e >> 1) + 2s + 8c) whose box walks
+// (t, q, e0, u) - the smem row order - with the global strides (1, 4, 2, 16) rows.
+//
+// Shared memory (224 KB): A [4 k-blocks x 128 x 64] (64 KB, once per unit), a ring of 6 gate/up
+// slots (16 KB: one k-block of one chunk) and a ring of 2 down slots (32 KB: W_d [256 x 64] of one
+// chunk): 1.5 chunks of prefetch. Warp roles: warp groups 0, 1 = consumers (rows 0-63, 64-127),
+// warp 8 = producer (one thread issues every TMA load). 288 threads give each thread 224 registers
+// at launch, which the consumers need (out 128 + gate/up 64 + h 16); with a producer warp group and
+// setmaxnreg, ptxas still allocates for 384 threads (168) and spills. Units come from an atomic
+// counter over a (group, m-tile) table made by a one-block scan kernel, in group order, so CTAs on
+// one expert read its weights from L2 together.
+//
+// Per chunk and consumer warp group: gate/up c -> swiglu7 -> pack h -> down c -> gate/up c+1, each
+// MMA step waited for (registers: Consumer::chunk); a warp group's swiglu7 and waits run under the
+// other warp group's MMAs.
+//
+// Limits: head_dim <= 256 (the gate/up K in four 64-wide k-blocks, the down N one 256-wide
+// wgmma; past D both are TMA's zero fill or rows never stored), head_dim and the expert width
+// multiples of 8, the expert width above 64 (two chunks at least); else the layer uses kernel 7.
+// Arithmetic: fp32 accumulation, h = bf16(swiglu7_lean_f(gate, up)), out = bf16(w * acc) - the
+// contract of kernels 5-7 (only the fp32 summation order differs).
+#include "backend/cuda/moe/grouped_internal.h"
+
+#include "backend/cuda/common.cuh"
+
+#if AVDIT_HAVE_CUTLASS
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cub/block/block_scan.cuh>
+#include <utility>
+
+#include "backend/cuda/moe/moe_internal.h"
+#include "cute/arch/copy_sm90_tma.hpp"
+#include "cute/tensor.hpp"
+#include "cutlass/arch/reg_reconfig.h"
+
+namespace avdit::cuda::moe {
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kBM = 128, kBK = 64, kMaxKB = 4;  // unit rows, k-block, k-blocks (head_dim <= 256)
+constexpr int kChunk = 64;                      // h columns per chunk (gate/up N = 128)
+constexpr int kDN = 256;                        // the down GEMM's N (head_dim <= 256)
+constexpr int kSlot = kBM * kBK * 2;            // A or gate/up slot: 128 x 64 bf16, 16 KB
+constexpr int kWdSlot = kDN * kBK * 2;          // down slot: 256 x 64 bf16, 32 KB
+constexpr int kGuSlots = 6, kWdSlots = 2, kRing = 4;
+constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
+constexpr int kConsumerWarps = 8;
+constexpr int kOffA = 0;
+constexpr int kOffGu = kOffA + kMaxKB * kSlot;
+constexpr int kOffWd = kOffGu + kGuSlots * kSlot;
+constexpr int kOffBar = kOffWd + kWdSlots * kWdSlot;
+
+struct Bars {
+  uint64_t a_full[kMaxKB], a_empty[kMaxKB], gu_full[kGuSlots], gu_empty[kGuSlots],
+      wd_full[kWdSlots], wd_empty[kWdSlots], r_full[kRing], r_empty[kRing];
+};
+constexpr int kOffRing = kOffBar + int(sizeof(Bars));
+constexpr int kSmemBytes = kOffRing + kRing * 4;
+constexpr int kSmemAlloc = kSmemBytes + 1024;  // room to align the base to 1024 (128-byte swizzle)
+static_assert(kSmemAlloc <= 232448, "fused experts kernel: shared memory over 227 KB");
+static_assert(kOffGu % 1024 == 0 && kOffWd % 1024 == 0 && kSlot % 1024 == 0, "1024-byte slots");
+
+struct FusedParams {
+  const int* offsets;  // Permutation::offsets at the chunk's first group
+  const int2* units;   // (group in the chunk, m-tile) per unit, group order
+  const int* total;    // number of units
+  int* counter;        // next unit (zero before the launch)
+  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are chunk-local)
+  int g0;              // global group of the chunk's first group (weight coordinates)
+  int D, De, nc;       // head_dim, expert width, chunks of 64 h columns
+  const int* sorted_slot;
+  const float* slot_weight;
+  bf16* rows;  // [S, D] out, by global sorted row
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
+}
+// The spin loop is inside the PTX: a C++ branch around it would make ptxas treat the wgmmas after
+// it as divergent and serialise them (bench/NOTES.md, session 7).
+__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra "
+      "WAIT;\n}\n" ::"r"(smem_u32(b)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+// bar_arrive if `pred`, predicated rather than branched (see bar_wait).
+__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, "
+      "[%0];\n}\n" ::"r"(smem_u32(b)),
+      "r"(uint32_t(pred))
+      : "memory");
+}
+__device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
+               "r"(bytes)
+               : "memory");
+}
+constexpr uint64_t kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+
+using AtomGu =
+    cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
+using AtomDn =
+    cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
+using MmaGu = decltype(cute::make_tiled_mma(AtomGu{}));  // one warp group: 64 x 128
+using MmaDn = decltype(cute::make_tiled_mma(AtomDn{}));  // one warp group: 64 x 256
+using LayoutA = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
+                                             cute::Shape<cute::_64, cute::_64>{}));
+using LayoutGu = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
+                                              cute::Shape<cute::_128, cute::_64>{}));
+using LayoutWd = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
+                                              cute::Shape<cute::_256, cute::_64>{}));
+using AccGu = decltype(cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_128>{}));
+using AccDn = decltype(cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{}));
+
+// One RS wgmma m64n256k16 with the A fragment a[0..3] and B descriptor desc into acc.
+template <size_t... I>
+__device__ __forceinline__ void down_fma(const uint32_t* a, uint64_t desc, AccDn& acc,
+                                         cute::GMMA::ScaleOut scale, std::index_sequence<I...>) {
+  AtomDn::fma(a[0], a[1], a[2], a[3], desc, acc(I)..., scale);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+struct Consumer {
+  char* smem;
+  Bars* bars;
+  int wg, wt, lane;
+  int n = 0;  // chunks issued so far (the slot rings' position)
+
+  // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group).
+  __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase) {
+    using namespace cute;
+    MmaGu mma;
+    auto thr = mma.get_slice(wt);
+    warpgroup_fence_operand(acc);
+    CUTE_UNROLL
+    for (int k = 0; k < kMaxKB; ++k) {
+      const int idx = 4 * n + k, s = idx % kGuSlots;
+      bar_wait(&bars->a_full[k], a_phase);
+      bar_wait(&bars->gu_full[s], (idx / kGuSlots) & 1);
+      cute::Tensor sA = make_tensor(
+          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA + k * kSlot) + wg * 64 * kBK),
+          LayoutA{});
+      cute::Tensor sB = make_tensor(
+          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu + s * kSlot)), LayoutGu{});
+      cute::Tensor tA = thr.make_fragment_A(thr.partition_A(sA));
+      cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+      mma.accumulate_ = k == 0 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(tA); ++kk) {
+        gemm(mma, tA(_, _, kk), tB(_, _, kk), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+    }
+    warpgroup_commit_batch();
+    warpgroup_fence_operand(acc);
+  }
+
+  // Issues chunk n's down MMAs: acc (+)= h [64 x 64] x W_d chunk (4 wgmmas, one commit group).
+  __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[16], bool first) {
+    using namespace cute;
+    const int s = n & 1;
+    bar_wait(&bars->wd_full[s], (n >> 1) & 1);
+    MmaDn mma;
+    auto thr = mma.get_slice(wt);
+    cute::Tensor sB = make_tensor(
+        make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd + s * kWdSlot)), LayoutWd{});
+    cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint64_t desc = tB(0, 0, ks).desc_;
+      down_fma(h + 4 * ks, desc, acc,
+               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
+               std::make_index_sequence<128>{});
+    }
+    warpgroup_commit_batch();
+    warpgroup_fence_operand(acc);
+  }
+
+  // One chunk: gate/up of chunk n is in flight. kFirst: the unit's first chunk (down starts from
+  // zero); kLast: its last (no next gate/up; A goes back to the producer).
+  // Order: wait gate/up n -> swiglu7 -> pack h -> down n -> wait -> gate/up n + 1. The down is
+  // waited for before the next gate/up is issued so that at most out + gu (192 registers) or out +
+  // h are held by wgmmas at a time: with gate/up n + 1 and down n in flight together (out + gu + h
+  // = 208) plus the swiglu7's temporaries, ptxas runs out of the 240 registers and serialises every
+  // wgmma (C7511, seen in the SASS). The other warp group's MMAs fill the gaps.
+  template <bool kFirst, bool kLast>
+  __device__ __forceinline__ void chunk(AccGu& gu, AccDn& out, uint32_t (&h)[16],
+                                        uint32_t a_phase) {
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(gu);
+    CUTE_UNROLL
+    for (int k = 0; k < kMaxKB; ++k) {
+      bar_arrive_if(&bars->gu_empty[(4 * n + k) % kGuSlots], lane == 0);
+      if constexpr (kLast) bar_arrive_if(&bars->a_empty[k], lane == 0);
+    }
+    // swiglu7, rounded to bf16 and packed as the RS A fragment of slice s: {a0, a1} = row r, k 2q,
+    // 2q + 1 = pairs 4s, 4s + 1; {a2, a3} = the same of row r + 8; {a4, a5} = row r, k 2q + 8,
+    // 2q + 9 = pairs 4s + 2, 4s + 3; {a6, a7} = row r + 8. Pair i's (gate, up) are gu(4i), gu(4i +
+    // 1) for row r and gu(4i + 2), gu(4i + 3) for row r + 8.
+    auto hv = [&](int i, int row8) {
+      return swiglu7_lean_f(gu(4 * i + 2 * row8), gu(4 * i + 2 * row8 + 1));
+    };
+    CUTE_UNROLL
+    for (int s = 0; s < 4; ++s) {
+      const int i = 4 * s;
+      h[4 * s + 0] = pack_bf16(hv(i, 0), hv(i + 1, 0));
+      h[4 * s + 1] = pack_bf16(hv(i, 1), hv(i + 1, 1));
+      h[4 * s + 2] = pack_bf16(hv(i + 2, 0), hv(i + 3, 0));
+      h[4 * s + 3] = pack_bf16(hv(i + 2, 1), hv(i + 3, 1));
+    }
+    issue_down(out, h, kFirst);
+    if constexpr (!kLast) {
+      cute::warpgroup_wait<0>();
+      cute::warpgroup_fence_operand(out);
+      bar_arrive_if(&bars->wd_empty[n & 1], lane == 0);
+      ++n;
+      issue_gu(gu, a_phase);
+    } else {
+      ++n;
+    }
+  }
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    fused_kernel(const __grid_constant__ CUtensorMap tma_a,
+                 const __grid_constant__ CUtensorMap tma_gu,
+                 const __grid_constant__ CUtensorMap tma_wd, FusedParams p) {
+  extern __shared__ char smem_raw[];
+  // Aligned by an offset from smem_raw (not an integer cast), so stores stay st.shared.
+  char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  Bars* bars = reinterpret_cast<Bars*>(smem + kOffBar);
+  int* ring = reinterpret_cast<int*>(smem + kOffRing);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kMaxKB; ++i) {
+      bar_init(&bars->a_full[i], 1);
+      bar_init(&bars->a_empty[i], kConsumerWarps);
+    }
+    for (int i = 0; i < kGuSlots; ++i) {
+      bar_init(&bars->gu_full[i], 1);
+      bar_init(&bars->gu_empty[i], kConsumerWarps);
+    }
+    for (int i = 0; i < kWdSlots; ++i) {
+      bar_init(&bars->wd_full[i], 1);
+      bar_init(&bars->wd_empty[i], kConsumerWarps);
+    }
+    for (int i = 0; i < kRing; ++i) {
+      bar_init(&bars->r_full[i], 1);
+      bar_init(&bars->r_empty[i], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int nc = p.nc;
+  const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
+
+  if (threadIdx.x >= 256) {  // the producer warp group: one thread loads everything
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x != 256) return;
+    const int total = *p.total;
+    int n = 0, units = 0, sent = 0;
+    for (;;) {
+      int u = atomicAdd(p.counter, 1);
+      if (u >= total) u = -1;
+      const int slot = sent & (kRing - 1);
+      bar_wait(&bars->r_empty[slot], ((sent / kRing) & 1) ^ 1);
+      ring[slot] = u;
+      bar_arrive(&bars->r_full[slot]);
+      ++sent;
+      if (u < 0) break;
+      const int2 um = p.units[u];
+      const int g = p.g0 + um.x;
+      const int a_row = static_cast<int>(p.offsets[um.x] - p.chunk_row0) + um.y * kBM;
+      for (int c = 0; c < nc; ++c, ++n) {
+        for (int k = 0; k < kMaxKB; ++k) {
+          const int idx = 4 * n + k, s = idx % kGuSlots;
+          bar_wait(&bars->gu_empty[s], ((idx / kGuSlots) & 1) ^ 1);
+          bar_expect(&bars->gu_full[s], kSlot);
+          cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHint, smem + kOffGu + s * kSlot,
+                                       k * kBK, 0, 0, 0, g * u_per_group + 8 * c);
+        }
+        const int s = n & 1;
+        bar_wait(&bars->wd_empty[s], ((n >> 1) & 1) ^ 1);
+        bar_expect(&bars->wd_full[s], kWdSlot);
+        cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHint, smem + kOffWd + s * kWdSlot,
+                                     c * kBK, g * p.D);
+        if (c == 0) {  // the unit's rows, after its first weights (which may load early)
+          for (int k = 0; k < kMaxKB; ++k) {
+            bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
+            bar_expect(&bars->a_full[k], kSlot);
+            cute::SM90_TMA_LOAD_2D::copy(&tma_a, &bars->a_full[k], kHint, smem + kOffA + k * kSlot,
+                                         k * kBK, a_row);
+          }
+        }
+      }
+      ++units;
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  Consumer cs{smem, bars};
+  const int ct = threadIdx.x;
+  cs.wg = ct / 128;
+  cs.wt = ct % 128;
+  cs.lane = threadIdx.x % 32;
+  AccGu gu = cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_128>{});
+  AccDn out = cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{});
+  uint32_t h[16];
+  const int q = cs.lane & 3;
+  // This thread's first row of the unit (and r + 8): the sm90 accumulator layout.
+  const int rt = 64 * cs.wg + 16 * (cs.wt / 32) + (cs.lane >> 2);
+  for (int units = 0;; ++units) {
+    const int slot = units & (kRing - 1);
+    bar_wait(&bars->r_full[slot], (units / kRing) & 1);
+    const int u = ring[slot];
+    __syncwarp();
+    if (cs.lane == 0) bar_arrive(&bars->r_empty[slot]);
+    if (u < 0) break;
+    const uint32_t a_phase = units & 1;
+    cs.issue_gu(gu, a_phase);
+    cs.chunk<true, false>(gu, out, h, a_phase);
+    for (int c = 1; c < nc - 1; ++c) cs.chunk<false, false>(gu, out, h, a_phase);
+    cs.chunk<false, true>(gu, out, h, a_phase);
+    cute::warpgroup_wait<0>();  // the last down
+    cute::warpgroup_fence_operand(out);
+    bar_arrive_if(&bars->wd_empty[(cs.n - 1) & 1], cs.lane == 0);
+
+    // out rows: bf16(weight x acc), columns < D, rows of the group only.
+    const int2 um = p.units[u];
+    const int64_t beg = p.offsets[um.x];
+    const int rows =
+        static_cast<int>(min(int64_t{kBM}, p.offsets[um.x + 1] - beg - int64_t(um.y) * kBM));
+    CUTE_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int r = rt + 8 * half;
+      const bool ok = r < rows;
+      const int64_t row = beg + int64_t(um.y) * kBM + (ok ? r : 0);
+      const float w = ok ? p.slot_weight[p.sorted_slot[row]] : 0.f;
+      bf16* dst = p.rows + row * p.D + 2 * q;
+      CUTE_UNROLL
+      for (int i = 0; i < kDN / 8; ++i) {
+        const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
+        asm volatile(  // predicated, not branched (see bar_wait)
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(
+                dst + 8 * i),
+            "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
+            : "memory");
+      }
+    }
+  }
+}
+
+// One block: the (group, m-tile) table of the chunk's units in group order, and their number.
+__global__ void units_kernel(const int* offsets, int groups, int2* units, int* total) {
+  using Scan = cub::BlockScan<int, 1024>;
+  __shared__ typename Scan::TempStorage tmp;
+  const int per = (groups + 1023) / 1024;
+  const int g0 = threadIdx.x * per, g1 = min(groups, g0 + per);
+  int mine = 0;
+  for (int g = g0; g < g1; ++g) mine += (offsets[g + 1] - offsets[g] + kBM - 1) / kBM;
+  int at = 0, sum = 0;
+  Scan(tmp).ExclusiveSum(mine, at, sum);
+  for (int g = g0; g < g1; ++g) {
+    const int tiles = (offsets[g + 1] - offsets[g] + kBM - 1) / kBM;
+    for (int m = 0; m < tiles; ++m) units[at++] = make_int2(g, m);
+  }
+  if (threadIdx.x == 0) *total = sum;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    AVDIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                      cudaEnableDefault, &q));
+    AVDIT_REQUIRE(q == cudaDriverEntryPointSuccess && f,
+                  "moe fused experts: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A bf16 tensor map with a 128-byte swizzle (what GMMA::Layout_K_SW128_Atom reads), zero fill
+// outside. dims / strides_bytes innermost first (strides of dims 1..rank-1).
+CUtensorMap make_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                     const cuuint32_t* box, const char* what) {
+  CUtensorMap m;
+  const cuuint32_t elem[5] = {1, 1, 1, 1, 1};
+  const CUresult r =
+      encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims,
+                     strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  AVDIT_REQUIRE(r == CUDA_SUCCESS, "moe fused experts: cuTensorMapEncodeTiled failed ({}) for {}",
+                int(r), what);
+  return m;
+}
+
+}  // namespace
+
+bool fused_experts_supported(int64_t D, int64_t De) {
+  return D > 0 && D <= kMaxKB * kBK && D % 8 == 0 && De % 8 == 0 && De > kChunk;
+}
+
+void fused_experts_sm90(Device& dev, const FusedRun& r) {
+  AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
+                "moe fused experts (kernel 8): head_dim {} / expert width {} unsupported", r.D,
+                r.De);
+  if (r.a_rows == 0 || r.groups == 0) return;
+  const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
+  // A: the gathered rows [a_rows, D], 64 x 128 boxes.
+  const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
+  const cuuint64_t a_strides[1] = {D * 2};
+  const cuuint32_t a_box[2] = {kBK, kBM};
+  const CUtensorMap ta = make_map(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
+  // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t + 4q + 2 e0 + 16u
+  // (the permutation in the header comment); a box is 64 k x 128 rows in the smem order.
+  const cuuint64_t row = D * 2;
+  const cuuint64_t gu_dims[5] = {D, 2, 4, 2, static_cast<cuuint64_t>(r.G) * De / 8};
+  const cuuint64_t gu_strides[4] = {row, 4 * row, 2 * row, 16 * row};
+  const cuuint32_t gu_box[5] = {kBK, 2, 4, 2, 8};
+  const CUtensorMap tg = make_map(r.wgu, 5, gu_dims, gu_strides, gu_box, "the gate/up weights");
+  // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256, rows never stored).
+  const cuuint64_t wd_dims[2] = {De, static_cast<cuuint64_t>(r.G) * D};
+  const cuuint64_t wd_strides[1] = {De * 2};
+  const cuuint32_t wd_box[2] = {kBK, kDN};
+  const CUtensorMap tw = make_map(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
+
+  // The unit table: at most a_rows / 128 + groups units.
+  const int64_t max_units = r.a_rows / kBM + r.groups + 1;
+  Tensor scratch = cuda_empty(dev, {max_units * 8 + 256}, DType::U8);
+  char* base = static_cast<char*>(device_ptr(scratch));
+  int* counter = reinterpret_cast<int*>(base);
+  int* total = counter + 1;
+  int2* units = reinterpret_cast<int2*>(base + 256);
+  AVDIT_CUDA_CHECK(cudaMemsetAsync(counter, 0, 4, dev.stream()));
+  units_kernel<<<1, 1024, 0, dev.stream()>>>(r.offsets, r.groups, units, total);
+  AVDIT_CUDA_CHECK_LAUNCH();
+
+  FusedParams p{};
+  p.offsets = r.offsets;
+  p.units = units;
+  p.total = total;
+  p.counter = counter;
+  p.chunk_row0 = r.chunk_row0;
+  p.g0 = r.g0;
+  p.D = static_cast<int>(r.D);
+  p.De = static_cast<int>(r.De);
+  p.nc = static_cast<int>((r.De + kChunk - 1) / kChunk);
+  p.sorted_slot = r.sorted_slot;
+  p.slot_weight = r.slot_weight;
+  p.rows = r.rows;
+  AVDIT_CUDA_CHECK(
+      cudaFuncSetAttribute(fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
+  const int64_t upper = max_units;
+  const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, upper));
+  fused_kernel<<<grid, kThreads, kSmemAlloc, dev.stream()>>>(ta, tg, tw, p);
+  AVDIT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace avdit::cuda::moe
+#else  // no CUTLASS headers in this build: no kernel 8 (grouped.cu asks before sizing its scratch)
+
+namespace avdit::cuda::moe {
+bool fused_experts_supported(int64_t, int64_t) { return false; }
+void fused_experts_sm90(Device&, const FusedRun&) {
+  throw BadInput("moe fused experts: this build has no CUTLASS headers (third_party/cutlass)");
+}
+}  // namespace avdit::cuda::moe
+#endif
