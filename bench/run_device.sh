@@ -57,7 +57,7 @@ if has moe; then
     timeout 120 $A bench moe --tokens 4096 --path grouped --dump-check /tmp/moe_check.safetensors &&
       timeout 120 python3 bench/peers/moe_peer.py --check /tmp/moe_check.safetensors
     timeout 150 $A bench moe --tokens 16384,65536,131072 --path grouped --nvfp4 --json "$out/json/avdit_moe.json"
-    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 7 has the lean one).
+    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 8 has the lean one).
     timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel 1 --json "$out/json/avdit_moe_k1.json"
     timeout 100 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
   } >"$out/moe.md" 2>&1

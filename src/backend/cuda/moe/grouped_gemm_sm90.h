@@ -10,9 +10,9 @@
 //   5 grouped_lean_sm90.cu           2 with the lean swiglu7 (swiglu7_lean_f: 12 instead of 16 instructions
 //                                    per h value)
 //   6 grouped_bulk_sm90.cu           5 with h leaving smem by bulk asynchronous copies, one per row (store_bulk)
-//   7 (the default) gate/up: grouped_gateup_sm90.cu, our own kernel (no CUTLASS kernel; its epilogue runs
+//   7 gate/up: grouped_gateup_sm90.cu, our own kernel (no CUTLASS kernel; its epilogue runs
 //                                    beside the next tile's wgmmas); down: 6
-//   8 grouped_fused_sm90.cu          both GEMMs in one kernel of our own, h in registers (no CUTLASS kernel)
+//   8 (the default) grouped_fused_sm90.cu: both GEMMs in one kernel of our own, h in registers (no CUTLASS)
 // (2 x 1 and 2 x 2 clusters, BK = 128, and 4 with the lean swiglu7 were measured and removed: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once
