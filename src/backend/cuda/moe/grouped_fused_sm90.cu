@@ -54,6 +54,7 @@
 #include <cub/block/block_scan.cuh>
 #include <utility>
 
+#include "backend/cuda/moe/mbarrier_sm90.cuh"
 #include "backend/cuda/moe/moe_internal.h"
 #include "cute/arch/copy_sm90_tma.hpp"
 #include "cute/tensor.hpp"
@@ -62,6 +63,7 @@
 namespace avdit::cuda::moe {
 namespace {
 
+using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
 constexpr int kBM = 128, kBK = 64, kMaxKB = 4;  // unit rows, k-block, k-blocks (head_dim <= 256)
 constexpr int kChunk = 64;                      // h columns per chunk (gate/up N = 128)
@@ -99,37 +101,6 @@ struct FusedParams {
   bf16* rows;  // [S, D] out, by global sorted row
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
-}
-// The spin loop is inside the PTX: a C++ branch around it would make ptxas treat the wgmmas after
-// it as divergent and serialise them (bench/NOTES.md, session 7).
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra "
-      "WAIT;\n}\n" ::"r"(smem_u32(b)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void bar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
-}
-// bar_arrive if `pred`, predicated rather than branched (see bar_wait).
-__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, "
-      "[%0];\n}\n" ::"r"(smem_u32(b)),
-      "r"(uint32_t(pred))
-      : "memory");
-}
-__device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
-               "r"(bytes)
-               : "memory");
-}
 constexpr uint64_t kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
 using AtomGu =
@@ -409,34 +380,6 @@ __global__ void units_kernel(const int* offsets, int groups, int2* units, int* t
   if (threadIdx.x == 0) *total = sum;
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    AVDIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                                      cudaEnableDefault, &q));
-    AVDIT_REQUIRE(q == cudaDriverEntryPointSuccess && f,
-                  "moe fused experts: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A bf16 tensor map with a 128-byte swizzle (what GMMA::Layout_K_SW128_Atom reads), zero fill
-// outside. dims / strides_bytes innermost first (strides of dims 1..rank-1).
-CUtensorMap make_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
-                     const cuuint32_t* box, const char* what) {
-  CUtensorMap m;
-  const cuuint32_t elem[5] = {1, 1, 1, 1, 1};
-  const CUresult r =
-      encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims,
-                     strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  AVDIT_REQUIRE(r == CUDA_SUCCESS, "moe fused experts: cuTensorMapEncodeTiled failed ({}) for {}",
-                int(r), what);
-  return m;
-}
-
 }  // namespace
 
 bool fused_experts_supported(int64_t D, int64_t De) {
@@ -453,19 +396,21 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
   const cuuint64_t a_strides[1] = {D * 2};
   const cuuint32_t a_box[2] = {kBK, kBM};
-  const CUtensorMap ta = make_map(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
+  const CUtensorMap ta = make_tma_map_bf16(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
   // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t + 4q + 2 e0 + 16u
   // (the permutation in the header comment); a box is 64 k x 128 rows in the smem order.
   const cuuint64_t row = D * 2;
   const cuuint64_t gu_dims[5] = {D, 2, 4, 2, static_cast<cuuint64_t>(r.G) * De / 8};
   const cuuint64_t gu_strides[4] = {row, 4 * row, 2 * row, 16 * row};
   const cuuint32_t gu_box[5] = {kBK, 2, 4, 2, 8};
-  const CUtensorMap tg = make_map(r.wgu, 5, gu_dims, gu_strides, gu_box, "the gate/up weights");
+  const CUtensorMap tg =
+      make_tma_map_bf16(r.wgu, 5, gu_dims, gu_strides, gu_box, "the gate/up weights");
   // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256, rows never stored).
   const cuuint64_t wd_dims[2] = {De, static_cast<cuuint64_t>(r.G) * D};
   const cuuint64_t wd_strides[1] = {De * 2};
   const cuuint32_t wd_box[2] = {kBK, kDN};
-  const CUtensorMap tw = make_map(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
+  const CUtensorMap tw =
+      make_tma_map_bf16(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
 
   // The unit table: at most a_rows / 128 + groups units.
   const int64_t max_units = r.a_rows / kBM + r.groups + 1;

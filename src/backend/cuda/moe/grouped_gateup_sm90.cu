@@ -42,6 +42,7 @@
 #include <cudaTypedefs.h>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/moe/mbarrier_sm90.cuh"
 #include "backend/cuda/moe/moe_internal.h"
 #include "cute/arch/copy_sm90_tma.hpp"
 #include "cute/tensor.hpp"
@@ -50,6 +51,7 @@
 namespace avdit::cuda::moe {
 namespace {
 
+using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
 constexpr int kBM = 128, kBN = 128, kBK = 64,
               kMaxKB = 4;                  // tile, k-block, k-blocks (head_dim <= 256)
@@ -87,38 +89,6 @@ struct GateUpParams {
   bf16* h;       // [chunk rows, De]
   int* counter;  // next unit (zero before the launch)
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
-}
-// The spin loop is inside the PTX: no C++ branch around it, which would make ptxas treat the wgmmas
-// after it as being on a divergent path and serialise them.
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra "
-      "WAIT;\n}\n" ::"r"(smem_u32(b)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void bar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
-}
-// bar_arrive if `pred`, as a predicated instruction: no branch (see bar_wait).
-__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, "
-      "[%0];\n}\n" ::"r"(smem_u32(b)),
-      "r"(uint32_t(pred))
-      : "memory");
-}
-__device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
-               "r"(bytes)
-               : "memory");
-}
 
 __device__ __forceinline__ void tma_load(const CUtensorMap* map, uint64_t* bar, void* dst, int k,
                                          int row) {
@@ -386,35 +356,13 @@ __global__ void __launch_bounds__(kGateUpThreads, 1)
   }
 }
 
-// cuTensorMapEncodeTiled from the driver (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    AVDIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                                      cudaEnableDefault, &q));
-    AVDIT_REQUIRE(q == cudaDriverEntryPointSuccess && f,
-                  "moe gate/up: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A 2-D TMA descriptor over a row-major bf16 matrix [rows, cols]: 64 x 128 boxes, 128-byte swizzle
-// (the layout GMMA::Layout_K_SW128_Atom reads), zero fill outside.
-CUtensorMap make_map(const void* base, int64_t rows, int64_t cols) {
-  CUtensorMap m;
+// A 2-D TMA descriptor over a row-major bf16 matrix [rows, cols]: 64 x 128 boxes
+// (mbarrier_sm90.cuh).
+CUtensorMap make_map(const void* base, int64_t rows, int64_t cols, const char* what) {
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
   const cuuint32_t box[2] = {kBK, kBM};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r =
-      encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
-                     strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  AVDIT_REQUIRE(r == CUDA_SUCCESS, "moe gate/up: cuTensorMapEncodeTiled failed ({}) for [{}, {}]",
-                int(r), rows, cols);
-  return m;
+  return make_tma_map_bf16(base, 2, dims, strides, box, what);
 }
 
 }  // namespace
@@ -427,8 +375,8 @@ void gateup_own_sm90(Device& dev, const GateUpRun& r) {
   AVDIT_REQUIRE(gateup_own_supported(r.D, r.De),
                 "moe gate/up kernel 7: head_dim {} / expert width {} unsupported", r.D, r.De);
   if (r.a_rows == 0 || r.groups == 0) return;
-  const CUtensorMap ta = make_map(r.a, r.a_rows, r.D);
-  const CUtensorMap tb = make_map(r.wgu, r.w_rows, r.D);
+  const CUtensorMap ta = make_map(r.a, r.a_rows, r.D, "the gathered rows (gate/up A)");
+  const CUtensorMap tb = make_map(r.wgu, r.w_rows, r.D, "the packed gate/up weights");
   Tensor counter = cuda_empty(dev, {4}, DType::U8);
   AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(counter), 0, 4, dev.stream()));
   GateUpParams p{};
