@@ -73,15 +73,17 @@ if has variants; then
     done
   } >"$out/variants.md" 2>&1
 fi
-# Nsight Compute on the first two grouped-GEMM launches of one T = 65,536 MoE call (gate/up and down of the
-# first head chunk): tensor-pipe use, stall reasons, memory throughput - what limits the expert GEMMs.
+# Nsight Compute on the first two expert-kernel launches of one T = 65,536 MoE call (the default fused kernel
+# 8; for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use,
+# stall reasons, memory throughput, and the SASS lines where the warps stall most (SourceCounters).
 if has profile; then
   {
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     echo "ncu: ${NCU:-not found}"
-    [ -n "$NCU" ] && timeout 300 "$NCU" --kernel-name regex:device_kernel --launch-count 2 \
+    [ -n "$NCU" ] && timeout 300 "$NCU" --kernel-name "regex:${PROFILE_REGEX:-fused_kernel}" --launch-count 2 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+      --section SourceCounters \
       $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:--1} --iters 1 --warmup 0
   } >"$out/profile.md" 2>&1
 fi
