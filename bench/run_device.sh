@@ -64,7 +64,7 @@ if has moe; then
 fi
 if has variants; then
   {
-    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 8}; do
+    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 8 9}; do
       echo "### grouped kernel $k"
       timeout 60 $A bench moe --tokens 4096 --path grouped --grouped-kernel $k --dump-check /tmp/moe_check_$k.safetensors &&
         timeout 60 python3 bench/peers/moe_peer.py --check /tmp/moe_check_$k.safetensors | tail -n 1

@@ -501,14 +501,14 @@ Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const Grou
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
-// Every kernel variant (GroupedOptions::kernel 0-8, grouped.h), both weight layouts.
+// Every kernel variant (GroupedOptions::kernel 0-9, grouped.h), both weight layouts.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
   for (bool km : {false, true}) {
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
-    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 8}) {
+    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
       const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
       const double e = nmse(got, ref);
       std::printf("  experts %-52s grouped%d %-7s nmse %.2e (bound %.0e)\n", what.c_str(), kernel,

@@ -105,8 +105,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 8,
-                "moe grouped: kernel {} does not exist (0-8: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
+  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 9,
+                "moe grouped: kernel {} does not exist (0-9: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",
@@ -136,7 +136,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   if (S == 0) return rows;
   // Whole heads per chunk: every head owns exactly T*K sorted rows, [h*T*K, (h+1)*T*K). The fused
   // kernel (8) keeps h on chip: no h buffer.
-  const bool h_on_chip = opt.kernel == 8 && fused_experts_supported(D, De);
+  const bool h_on_chip = (opt.kernel == 8 && fused_experts_supported(D, De)) ||
+                         (opt.kernel == 9 && fused96_experts_supported(D, De));
   const int64_t per_head = T * K * (D + (h_on_chip ? 0 : De)) * 2;
   const int64_t hpc = std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
   Tensor a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);

@@ -55,7 +55,8 @@ struct GroupedOptions {
   // stores of one tile run beside the next tile's wgmmas) and kernel 6's down GEMM; head_dim > 256
   // falls back to 6. 8 (default): gate/up -> swiglu7 -> down in one kernel with h kept in registers
   // (grouped_fused_sm90.cu; no h buffer, so the scratch holds more heads per chunk); head_dim > 256
-  // or an expert width <= 64 falls back to 7. H200, T = 65,536: experts 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 /
+  // or an expert width <= 64 falls back to 7. 9 (trial): 8 with 48-column chunks and each warp
+  // group's swiglu7 under its own down MMAs (grouped_fused96_sm90.cu). H200, T = 65,536: experts 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 /
   // 16.3; session 4), 24.0 / 23.2 with 2 / 5 (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with
   // 5 / 6 (gate/up 15.9 / 14.5; one call, session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one
   // call, session 7), 22.0 / 18.4 with 7 / 8 (8's fused kernel 16.9 and the gather 1.7; one call, session

@@ -64,6 +64,10 @@ struct FusedRun {
 // Whether kernel 8 takes these widths (head_dim <= 256, expert width > 64; both multiples of 8).
 bool fused_experts_supported(int64_t D, int64_t De);
 void fused_experts_sm90(Device& dev, const FusedRun& r);
+// Kernel 9 (grouped_fused96_sm90.cu): kernel 8 with 48-column chunks and each warp group's swiglu7
+// under its own down MMAs; the same widths as kernel 8 but an expert width above 48.
+bool fused96_experts_supported(int64_t D, int64_t De);
+void fused96_experts_sm90(Device& dev, const FusedRun& r);
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();

@@ -132,16 +132,18 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 4: run_gemm_pingpong128(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 6:
       case 7:
-      case 8: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 8: down only
+      case 8:
+      case 9: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7-9: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
-  // Kernel 8: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk after the
+  // Kernels 8, 9: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk after the
   // gather; where the widths are outside what it takes, kernel 7. Kernel 7: our own gate/up kernel
   // (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for both where the widths are outside
   // what it takes.
-  const bool fused = r.kernel == 8 && fused_experts_supported(r.D, r.De);
-  const bool own_gateup = (r.kernel == 7 || r.kernel == 8) && gateup_own_supported(r.D, r.De);
+  const bool fused = (r.kernel == 8 && fused_experts_supported(r.D, r.De)) ||
+                     (r.kernel == 9 && fused96_experts_supported(r.D, r.De));
+  const bool own_gateup = r.kernel >= 7 && gateup_own_supported(r.D, r.De);
   // Optional per-stage timing (benchmarks): events between the stages, summed over the chunks.
   cudaEvent_t ev[4] = {};
   if (r.stage_ms) {
@@ -185,7 +187,10 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       f.sorted_slot = r.sorted_slot;
       f.slot_weight = r.slot_weight;
       f.rows = r.rows;
-      fused_experts_sm90(dev, f);
+      if (r.kernel == 9)
+        fused96_experts_sm90(dev, f);
+      else
+        fused_experts_sm90(dev, f);
       mark(2);  // the down GEMM's share is inside the fused kernel: its stage reads 0
       mark(3);
       accumulate();

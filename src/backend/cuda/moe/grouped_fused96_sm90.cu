@@ -1,0 +1,448 @@
+// Kernel 9 (grouped.h, GroupedOptions::kernel = 9; a trial against 8): kernel 8
+// (grouped_fused_sm90.cu, whose header explains the design) with each consumer warp group's
+// swiglu7 of chunk c+1 running under its own down MMAs of chunk c. Two changes make ptxas keep the
+// wgmmas asynchronous (bench/NOTES.md, session 8):
+// - the chunk loop's back edge sits where no wgmma is in flight (a step is: pack h -> issue gate/up
+//   c+1 and down c -> wait for gate/up c+1 -> swiglu7 -> wait for down c); with the back edge
+//   crossing wgmmas in flight ptxas serialised every wgmma (C7511 / C7514);
+// - chunks of 48 h columns (gate/up m64n96): out 128 + gate/up 48 + h 12 registers held by wgmmas
+//   (64-column chunks hold 208 and ptxas runs out: C7512, spills). The 12 KB gate/up slots leave
+//   room for 8 of them: two chunks of weight prefetch in the same 224 KB. The down slot is loaded
+//   64 columns wide from column 48c (the 128-byte swizzle wants 64); its last 16 columns are
+//   unused.
+// The gate/up row permutation is kernel 8's with 3 slices per chunk (u extent 6 in the TMA view).
+#include "backend/cuda/moe/grouped_internal.h"
+
+#include "backend/cuda/common.cuh"
+
+#if AVDIT_HAVE_CUTLASS
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cub/block/block_scan.cuh>
+#include <utility>
+
+#include "backend/cuda/moe/mbarrier_sm90.cuh"
+#include "backend/cuda/moe/moe_internal.h"
+#include "cute/arch/copy_sm90_tma.hpp"
+#include "cute/tensor.hpp"
+#include "cutlass/arch/reg_reconfig.h"
+
+namespace avdit::cuda::moe {
+namespace {
+
+using namespace sm90;  // mbarrier helpers, TMA maps
+using bf16 = __nv_bfloat16;
+constexpr int kBM = 128, kBK = 64,
+              kMaxKB = 4;   // unit rows, k-block, k-blocks (head_dim <= 256)
+constexpr int kChunk = 48;  // h columns per chunk (gate/up N = 96)
+constexpr int kDN = 256;    // the down GEMM's N (head_dim <= 256)
+constexpr int kSlot = kBM * kBK * 2;
+constexpr int kGuSlot =
+    96 * kBK * 2;  // gate/up slot: 96 x 64 bf16, 12 KB   // A slot: 128 x 64 bf16, 16 KB
+constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
+constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
+constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
+constexpr int kConsumerWarps = 8;
+constexpr int kOffA = 0;
+constexpr int kOffGu = kOffA + kMaxKB * kSlot;
+constexpr int kOffWd = kOffGu + kGuSlots * kGuSlot;
+constexpr int kOffBar = kOffWd + kWdSlots * kWdSlot;
+
+struct Bars {
+  uint64_t a_full[kMaxKB], a_empty[kMaxKB], gu_full[kGuSlots], gu_empty[kGuSlots],
+      wd_full[kWdSlots], wd_empty[kWdSlots], r_full[kRing], r_empty[kRing];
+};
+constexpr int kOffRing = kOffBar + int(sizeof(Bars));
+constexpr int kSmemBytes = kOffRing + kRing * 4;
+constexpr int kSmemAlloc = kSmemBytes + 1024;  // room to align the base to 1024 (128-byte swizzle)
+static_assert(kSmemAlloc <= 232448, "fused experts kernel: shared memory over 227 KB");
+static_assert(kOffGu % 1024 == 0 && kOffWd % 1024 == 0 && kSlot % 1024 == 0, "1024-byte slots");
+
+struct FusedParams {
+  const int* offsets;  // Permutation::offsets at the chunk's first group
+  const int2* units;   // (group in the chunk, m-tile) per unit, group order
+  const int* total;    // number of units
+  int* counter;        // next unit (zero before the launch)
+  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are
+                       // chunk-local)
+  int g0;              // global group of the chunk's first group (weight coordinates)
+  int D, De, nc;       // head_dim, expert width, chunks of 64 h columns
+  const int* sorted_slot;
+  const float* slot_weight;
+  bf16* rows;  // [S, D] out, by global sorted row
+};
+
+constexpr uint64_t kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+
+using AtomGu =
+    cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
+using AtomDn =
+    cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
+using MmaGu = decltype(cute::make_tiled_mma(AtomGu{}));  // one warp group: 64 x 128
+using MmaDn = decltype(cute::make_tiled_mma(AtomDn{}));  // one warp group: 64 x 256
+using LayoutA = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
+                                             cute::Shape<cute::_64, cute::_64>{}));
+using LayoutGu = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
+                                              cute::Shape<cute::_96, cute::_64>{}));
+using LayoutWd = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
+                                              cute::Shape<cute::_256, cute::_64>{}));
+using AccGu = decltype(cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_96>{}));
+using AccDn = decltype(cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{}));
+
+// One RS wgmma m64n256k16 with the A fragment a[0..3] and B descriptor desc
+// into acc.
+template <size_t... I>
+__device__ __forceinline__ void down_fma(const uint32_t* a, uint64_t desc, AccDn& acc,
+                                         cute::GMMA::ScaleOut scale, std::index_sequence<I...>) {
+  AtomDn::fma(a[0], a[1], a[2], a[3], desc, acc(I)..., scale);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+struct Consumer {
+  char* smem;
+  Bars* bars;
+  int wg, wt, lane;
+  int n = 0;  // chunks issued so far (the slot rings' position)
+
+  // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group).
+  __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase) {
+    using namespace cute;
+    MmaGu mma;
+    auto thr = mma.get_slice(wt);
+    warpgroup_fence_operand(acc);
+    CUTE_UNROLL
+    for (int k = 0; k < kMaxKB; ++k) {
+      const int idx = 4 * n + k, s = idx % kGuSlots;
+      bar_wait(&bars->a_full[k], a_phase);
+      bar_wait(&bars->gu_full[s], (idx / kGuSlots) & 1);
+      cute::Tensor sA = make_tensor(
+          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA + k * kSlot) + wg * 64 * kBK),
+          LayoutA{});
+      cute::Tensor sB = make_tensor(
+          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu + s * kGuSlot)), LayoutGu{});
+      cute::Tensor tA = thr.make_fragment_A(thr.partition_A(sA));
+      cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+      mma.accumulate_ = k == 0 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(tA); ++kk) {
+        gemm(mma, tA(_, _, kk), tB(_, _, kk), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+    }
+    warpgroup_commit_batch();
+    warpgroup_fence_operand(acc);
+  }
+
+  // Issues chunk n's down MMAs: acc (+)= h [64 x 64] x W_d chunk (4 wgmmas, one
+  // commit group).
+  __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
+    using namespace cute;
+    const int s = n & 1;
+    bar_wait(&bars->wd_full[s], (n >> 1) & 1);
+    MmaDn mma;
+    auto thr = mma.get_slice(wt);
+    cute::Tensor sB = make_tensor(
+        make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd + s * kWdSlot)), LayoutWd{});
+    cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int ks = 0; ks < 3; ++ks) {
+      const uint64_t desc = tB(0, 0, ks).desc_;
+      down_fma(h + 4 * ks, desc, acc,
+               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
+               std::make_index_sequence<128>{});
+    }
+    warpgroup_commit_batch();
+    warpgroup_fence_operand(acc);
+  }
+
+  // After gate/up n is complete (its slots released): swiglu7 in place, h(row
+  // r, pair i) into gu(4i) and h(row r + 8, pair i) into gu(4i + 2).
+  __device__ __forceinline__ void swiglu(AccGu& gu) {
+    CUTE_UNROLL
+    for (int i = 0; i < 12; ++i) {
+      gu(4 * i) = swiglu7_lean_f(gu(4 * i), gu(4 * i + 1));
+      gu(4 * i + 2) = swiglu7_lean_f(gu(4 * i + 2), gu(4 * i + 3));
+    }
+  }
+  __device__ __forceinline__ void pack(const AccGu& gu, uint32_t (&h)[12]) {
+    CUTE_UNROLL
+    for (int s = 0; s < 3; ++s) {
+      const int i = 4 * s;
+      h[4 * s + 0] = pack_bf16(gu(4 * i), gu(4 * (i + 1)));
+      h[4 * s + 1] = pack_bf16(gu(4 * i + 2), gu(4 * (i + 1) + 2));
+      h[4 * s + 2] = pack_bf16(gu(4 * (i + 2)), gu(4 * (i + 3)));
+      h[4 * s + 3] = pack_bf16(gu(4 * (i + 2) + 2), gu(4 * (i + 3) + 2));
+    }
+  }
+  __device__ __forceinline__ void release_gu(bool last_gu) {
+    CUTE_UNROLL
+    for (int k = 0; k < kMaxKB; ++k) {
+      bar_arrive_if(&bars->gu_empty[(4 * n + k) % kGuSlots], lane == 0);
+      bar_arrive_if(&bars->a_empty[k], lane == 0 && last_gu);
+    }
+  }
+  // One step, entered with nothing in flight and chunk n's h (fp32) in gu: pack
+  // h, issue gate/up n + 1 and down n, then swiglu7 of n + 1 while down n runs.
+  // The loop's back edge is where nothing is in flight, so ptxas sees every
+  // wgmma group it must track in straight-line code.
+  __device__ __forceinline__ void step(AccGu& gu, AccDn& out, uint32_t (&h)[12], uint32_t a_phase,
+                                       bool first, bool next_is_last) {
+    pack(gu, h);
+    ++n;
+    issue_gu(gu, a_phase);  // chunk n + 1
+    --n;
+    issue_down(out, h, first);
+    cute::warpgroup_wait<1>();  // gate/up n + 1 done; down n runs on
+    cute::warpgroup_fence_operand(gu);
+    ++n;
+    release_gu(next_is_last);
+    swiglu(gu);
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(out);
+    bar_arrive_if(&bars->wd_empty[(n - 1) & 1], lane == 0);
+  }
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    fused_kernel(const __grid_constant__ CUtensorMap tma_a,
+                 const __grid_constant__ CUtensorMap tma_gu,
+                 const __grid_constant__ CUtensorMap tma_wd, FusedParams p) {
+  extern __shared__ char smem_raw[];
+  // Aligned by an offset from smem_raw (not an integer cast), so stores stay
+  // st.shared.
+  char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  Bars* bars = reinterpret_cast<Bars*>(smem + kOffBar);
+  int* ring = reinterpret_cast<int*>(smem + kOffRing);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kMaxKB; ++i) {
+      bar_init(&bars->a_full[i], 1);
+      bar_init(&bars->a_empty[i], kConsumerWarps);
+    }
+    for (int i = 0; i < kGuSlots; ++i) {
+      bar_init(&bars->gu_full[i], 1);
+      bar_init(&bars->gu_empty[i], kConsumerWarps);
+    }
+    for (int i = 0; i < kWdSlots; ++i) {
+      bar_init(&bars->wd_full[i], 1);
+      bar_init(&bars->wd_empty[i], kConsumerWarps);
+    }
+    for (int i = 0; i < kRing; ++i) {
+      bar_init(&bars->r_full[i], 1);
+      bar_init(&bars->r_empty[i], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int nc = p.nc;
+  const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
+
+  if (threadIdx.x >= 256) {  // the producer warp group: one thread loads everything
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x != 256) return;
+    const int total = *p.total;
+    int n = 0, units = 0, sent = 0;
+    for (;;) {
+      int u = atomicAdd(p.counter, 1);
+      if (u >= total) u = -1;
+      const int slot = sent & (kRing - 1);
+      bar_wait(&bars->r_empty[slot], ((sent / kRing) & 1) ^ 1);
+      ring[slot] = u;
+      bar_arrive(&bars->r_full[slot]);
+      ++sent;
+      if (u < 0) break;
+      const int2 um = p.units[u];
+      const int g = p.g0 + um.x;
+      const int a_row = static_cast<int>(p.offsets[um.x] - p.chunk_row0) + um.y * kBM;
+      for (int c = 0; c < nc; ++c, ++n) {
+        for (int k = 0; k < kMaxKB; ++k) {
+          const int idx = 4 * n + k, s = idx % kGuSlots;
+          bar_wait(&bars->gu_empty[s], ((idx / kGuSlots) & 1) ^ 1);
+          bar_expect(&bars->gu_full[s], kGuSlot);
+          cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHint,
+                                       smem + kOffGu + s * kGuSlot, k * kBK, 0, 0, 0,
+                                       g * u_per_group + 6 * c);
+        }
+        const int s = n & 1;
+        bar_wait(&bars->wd_empty[s], ((n >> 1) & 1) ^ 1);
+        bar_expect(&bars->wd_full[s], kWdSlot);
+        cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHint, smem + kOffWd + s * kWdSlot,
+                                     c * kChunk, g * p.D);
+        if (c == 0) {  // the unit's rows, after its first weights (which may
+                       // load early)
+          for (int k = 0; k < kMaxKB; ++k) {
+            bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
+            bar_expect(&bars->a_full[k], kSlot);
+            cute::SM90_TMA_LOAD_2D::copy(&tma_a, &bars->a_full[k], kHint, smem + kOffA + k * kSlot,
+                                         k * kBK, a_row);
+          }
+        }
+      }
+      ++units;
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  Consumer cs{smem, bars};
+  const int ct = threadIdx.x;
+  cs.wg = ct / 128;
+  cs.wt = ct % 128;
+  cs.lane = threadIdx.x % 32;
+  AccGu gu = cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_96>{});
+  AccDn out = cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{});
+  uint32_t h[12];
+  const int q = cs.lane & 3;
+  // This thread's first row of the unit (and r + 8): the sm90 accumulator
+  // layout.
+  const int rt = 64 * cs.wg + 16 * (cs.wt / 32) + (cs.lane >> 2);
+  for (int units = 0;; ++units) {
+    const int slot = units & (kRing - 1);
+    bar_wait(&bars->r_full[slot], (units / kRing) & 1);
+    const int u = ring[slot];
+    __syncwarp();
+    if (cs.lane == 0) bar_arrive(&bars->r_empty[slot]);
+    if (u < 0) break;
+    const uint32_t a_phase = units & 1;
+    cs.issue_gu(gu, a_phase);
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(gu);
+    cs.release_gu(nc == 1);
+    cs.swiglu(gu);
+    for (int c = 0; c < nc - 1; ++c) cs.step(gu, out, h, a_phase, c == 0, c + 1 == nc - 1);
+    cs.pack(gu, h);  // the last chunk
+    cs.issue_down(out, h, nc == 1);
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(out);
+    bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
+    ++cs.n;
+
+    // out rows: bf16(weight x acc), columns < D, rows of the group only.
+    const int2 um = p.units[u];
+    const int64_t beg = p.offsets[um.x];
+    const int rows =
+        static_cast<int>(min(int64_t{kBM}, p.offsets[um.x + 1] - beg - int64_t(um.y) * kBM));
+    CUTE_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int r = rt + 8 * half;
+      const bool ok = r < rows;
+      const int64_t row = beg + int64_t(um.y) * kBM + (ok ? r : 0);
+      const float w = ok ? p.slot_weight[p.sorted_slot[row]] : 0.f;
+      bf16* dst = p.rows + row * p.D + 2 * q;
+      CUTE_UNROLL
+      for (int i = 0; i < kDN / 8; ++i) {
+        const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
+        asm volatile(  // predicated, not branched (see bar_wait)
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 "
+            "[%0], %1;\n}\n" ::"l"(dst + 8 * i),
+            "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
+            : "memory");
+      }
+    }
+  }
+}
+
+// One block: the (group, m-tile) table of the chunk's units in group order, and
+// their number.
+__global__ void units_kernel(const int* offsets, int groups, int2* units, int* total) {
+  using Scan = cub::BlockScan<int, 1024>;
+  __shared__ typename Scan::TempStorage tmp;
+  const int per = (groups + 1023) / 1024;
+  const int g0 = threadIdx.x * per, g1 = min(groups, g0 + per);
+  int mine = 0;
+  for (int g = g0; g < g1; ++g) mine += (offsets[g + 1] - offsets[g] + kBM - 1) / kBM;
+  int at = 0, sum = 0;
+  Scan(tmp).ExclusiveSum(mine, at, sum);
+  for (int g = g0; g < g1; ++g) {
+    const int tiles = (offsets[g + 1] - offsets[g] + kBM - 1) / kBM;
+    for (int m = 0; m < tiles; ++m) units[at++] = make_int2(g, m);
+  }
+  if (threadIdx.x == 0) *total = sum;
+}
+
+}  // namespace
+
+bool fused96_experts_supported(int64_t D, int64_t De) {
+  return D > 0 && D <= kMaxKB * kBK && D % 8 == 0 && De % 8 == 0 && De > kChunk;
+}
+
+void fused96_experts_sm90(Device& dev, const FusedRun& r) {
+  AVDIT_REQUIRE(fused96_experts_supported(r.D, r.De),
+                "moe fused experts (kernel 9): head_dim {} / expert width {} unsupported", r.D,
+                r.De);
+  if (r.a_rows == 0 || r.groups == 0) return;
+  const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
+  // A: the gathered rows [a_rows, D], 64 x 128 boxes.
+  const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
+  const cuuint64_t a_strides[1] = {D * 2};
+  const cuuint32_t a_box[2] = {kBK, kBM};
+  const CUtensorMap ta = make_tma_map_bf16(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
+  // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t +
+  // 4q + 2 e0 + 16u (the permutation in the header comment); a box is 64 k x
+  // 128 rows in the smem order.
+  const cuuint64_t row = D * 2;
+  const cuuint64_t gu_dims[5] = {D, 2, 4, 2, static_cast<cuuint64_t>(r.G) * De / 8};
+  const cuuint64_t gu_strides[4] = {row, 4 * row, 2 * row, 16 * row};
+  const cuuint32_t gu_box[5] = {kBK, 2, 4, 2, 6};
+  const CUtensorMap tg =
+      make_tma_map_bf16(r.wgu, 5, gu_dims, gu_strides, gu_box, "the gate/up weights");
+  // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256,
+  // rows never stored).
+  const cuuint64_t wd_dims[2] = {De, static_cast<cuuint64_t>(r.G) * D};
+  const cuuint64_t wd_strides[1] = {De * 2};
+  const cuuint32_t wd_box[2] = {kBK, kDN};
+  const CUtensorMap tw =
+      make_tma_map_bf16(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
+
+  // The unit table: at most a_rows / 128 + groups units.
+  const int64_t max_units = r.a_rows / kBM + r.groups + 1;
+  Tensor scratch = cuda_empty(dev, {max_units * 8 + 256}, DType::U8);
+  char* base = static_cast<char*>(device_ptr(scratch));
+  int* counter = reinterpret_cast<int*>(base);
+  int* total = counter + 1;
+  int2* units = reinterpret_cast<int2*>(base + 256);
+  AVDIT_CUDA_CHECK(cudaMemsetAsync(counter, 0, 4, dev.stream()));
+  units_kernel<<<1, 1024, 0, dev.stream()>>>(r.offsets, r.groups, units, total);
+  AVDIT_CUDA_CHECK_LAUNCH();
+
+  FusedParams p{};
+  p.offsets = r.offsets;
+  p.units = units;
+  p.total = total;
+  p.counter = counter;
+  p.chunk_row0 = r.chunk_row0;
+  p.g0 = r.g0;
+  p.D = static_cast<int>(r.D);
+  p.De = static_cast<int>(r.De);
+  p.nc = static_cast<int>((r.De + kChunk - 1) / kChunk);
+  p.sorted_slot = r.sorted_slot;
+  p.slot_weight = r.slot_weight;
+  p.rows = r.rows;
+  AVDIT_CUDA_CHECK(
+      cudaFuncSetAttribute(fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
+  const int64_t upper = max_units;
+  const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, upper));
+  fused_kernel<<<grid, kThreads, kSmemAlloc, dev.stream()>>>(ta, tg, tw, p);
+  AVDIT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace avdit::cuda::moe
+#else  // no CUTLASS headers in this build: no kernel 8 (grouped.cu asks before
+       // sizing its scratch)
+
+namespace avdit::cuda::moe {
+bool fused96_experts_supported(int64_t, int64_t) { return false; }
+void fused96_experts_sm90(Device&, const FusedRun&) {
+  throw BadInput(
+      "moe fused experts: this build has no CUTLASS headers "
+      "(third_party/cutlass)");
+}
+}  // namespace avdit::cuda::moe
+#endif
