@@ -34,12 +34,11 @@ namespace {
 using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
 constexpr int kBM = 128, kBK = 64,
-              kMaxKB = 4;   // unit rows, k-block, k-blocks (head_dim <= 256)
-constexpr int kChunk = 48;  // h columns per chunk (gate/up N = 96)
-constexpr int kDN = 256;    // the down GEMM's N (head_dim <= 256)
-constexpr int kSlot = kBM * kBK * 2;
-constexpr int kGuSlot =
-    96 * kBK * 2;  // gate/up slot: 96 x 64 bf16, 12 KB   // A slot: 128 x 64 bf16, 16 KB
+              kMaxKB = 4;               // unit rows, k-block, k-blocks (head_dim <= 256)
+constexpr int kChunk = 48;              // h columns per chunk (gate/up N = 96)
+constexpr int kDN = 256;                // the down GEMM's N (head_dim <= 256)
+constexpr int kSlot = kBM * kBK * 2;    // A slot: 128 x 64 bf16, 16 KB
+constexpr int kGuSlot = 96 * kBK * 2;   // gate/up slot: 96 x 64 bf16, 12 KB
 constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
 constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
 constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
@@ -67,7 +66,7 @@ struct FusedParams {
   int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are
                        // chunk-local)
   int g0;              // global group of the chunk's first group (weight coordinates)
-  int D, De, nc;       // head_dim, expert width, chunks of 64 h columns
+  int D, De, nc;       // head_dim, expert width, chunks of 48 h columns
   const int* sorted_slot;
   const float* slot_weight;
   bf16* rows;  // [S, D] out, by global sorted row
@@ -434,7 +433,7 @@ void fused96_experts_sm90(Device& dev, const FusedRun& r) {
 }
 
 }  // namespace avdit::cuda::moe
-#else  // no CUTLASS headers in this build: no kernel 8 (grouped.cu asks before
+#else  // no CUTLASS headers in this build: no kernel 9 (grouped.cu asks before
        // sizing its scratch)
 
 namespace avdit::cuda::moe {
