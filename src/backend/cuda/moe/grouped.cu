@@ -135,9 +135,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   Tensor rows = cuda_empty(dev, {S, D}, out);
   if (S == 0) return rows;
   // Whole heads per chunk: every head owns exactly T*K sorted rows, [h*T*K, (h+1)*T*K). The fused
-  // kernel (8) keeps h on chip: no h buffer.
-  const bool h_on_chip = (opt.kernel == 8 && fused_experts_supported(D, De)) ||
-                         (opt.kernel == 9 && fused96_experts_supported(D, De));
+  // kernels (8, 9) keep h on chip: no h buffer.
+  const bool h_on_chip = runs_fused(opt.kernel, D, De);
   const int64_t per_head = T * K * (D + (h_on_chip ? 0 : De)) * 2;
   const int64_t hpc = std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
   Tensor a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);

@@ -426,8 +426,7 @@ void fused96_experts_sm90(Device& dev, const FusedRun& r) {
   p.rows = r.rows;
   AVDIT_CUDA_CHECK(
       cudaFuncSetAttribute(fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
-  const int64_t upper = max_units;
-  const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, upper));
+  const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, max_units));
   fused_kernel<<<grid, kThreads, kSmemAlloc, dev.stream()>>>(ta, tg, tw, p);
   AVDIT_CUDA_CHECK_LAUNCH();
 }

@@ -68,6 +68,11 @@ void fused_experts_sm90(Device& dev, const FusedRun& r);
 // under its own down MMAs; the same widths as kernel 8 but an expert width above 48.
 bool fused96_experts_supported(int64_t D, int64_t De);
 void fused96_experts_sm90(Device& dev, const FusedRun& r);
+// Whether GroupedOptions::kernel `kernel` runs the fused experts kernel (8 or 9) at these widths: the
+// one answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
+inline bool runs_fused(int kernel, int64_t D, int64_t De) {
+  return (kernel == 8 && fused_experts_supported(D, De)) || (kernel == 9 && fused96_experts_supported(D, De));
+}
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();

@@ -141,8 +141,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
   // gather; where the widths are outside what it takes, kernel 7. Kernel 7: our own gate/up kernel
   // (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for both where the widths are outside
   // what it takes.
-  const bool fused = (r.kernel == 8 && fused_experts_supported(r.D, r.De)) ||
-                     (r.kernel == 9 && fused96_experts_supported(r.D, r.De));
+  const bool fused = runs_fused(r.kernel, r.D, r.De);
   const bool own_gateup = r.kernel >= 7 && gateup_own_supported(r.D, r.De);
   // Optional per-stage timing (benchmarks): events between the stages, summed over the chunks.
   cudaEvent_t ev[4] = {};
