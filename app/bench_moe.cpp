@@ -307,11 +307,13 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
       rows = moe::grouped_expert_rows(dev, a.split, r, p, gw, s.router(), DType::BF16, opt);
       for (int j = 0; j < 3; ++j) best[j] = std::min(best[j], ms[j]);
     }
-    // Kernels 8 and 9 fuse both GEMMs: the time is on the gate/up row and the down row reads 0.
-    const bool fused = opt.kernel >= 8;
+    // Kernels 9, 10 fuse both GEMMs: the time is on the gate/up row and the down row reads 0; 10
+    // also gathers its rows itself: the gather row reads 0.
+    const bool fused = opt.kernel >= 9;
+    const bool gathers = opt.kernel == 10;
     const std::vector<std::tuple<std::string, double, double>> parts = {
         {"grouped experts total" + tag, t.median(), f_gu + f_dn},
-        {"  grouped: gather (sum over chunks)" + tag, best[0], 0.0},
+        {"  grouped: gather (sum over chunks)" + tag + (gathers ? " (inside the fused kernel)" : ""), best[0], 0.0},
         {fused ? "  grouped: fused gate/up + swiglu7 + down + weight" + tag : "  grouped: gate/up + swiglu7 GEMM" + tag,
          best[1], fused ? f_gu + f_dn : f_gu},
         {"  grouped: down + weight GEMM" + tag + (fused ? " (inside the fused kernel)" : ""), best[2],
@@ -468,7 +470,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: the expert-GEMM variant 0-9 (GroupedOptions::kernel in moe/grouped.h; default: its default)");
+                  "--path grouped: the expert-GEMM variant 0-7, 9, 10 (GroupedOptions::kernel in moe/grouped.h; default: its default)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

@@ -57,14 +57,14 @@ if has moe; then
     timeout 120 $A bench moe --tokens 4096 --path grouped --dump-check /tmp/moe_check.safetensors &&
       timeout 120 python3 bench/peers/moe_peer.py --check /tmp/moe_check.safetensors
     timeout 150 $A bench moe --tokens 16384,65536,131072 --path grouped --nvfp4 --json "$out/json/avdit_moe.json"
-    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 8 has the lean one).
+    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 10 has the lean one).
     timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel 1 --json "$out/json/avdit_moe_k1.json"
     timeout 100 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
   } >"$out/moe.md" 2>&1
 fi
 if has variants; then
   {
-    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 8 9}; do
+    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 9 10}; do
       echo "### grouped kernel $k"
       timeout 60 $A bench moe --tokens 4096 --path grouped --grouped-kernel $k --dump-check /tmp/moe_check_$k.safetensors &&
         timeout 60 python3 bench/peers/moe_peer.py --check /tmp/moe_check_$k.safetensors | tail -n 1
@@ -74,7 +74,7 @@ if has variants; then
   } >"$out/variants.md" 2>&1
 fi
 # Nsight Compute on the first two expert-kernel launches of one T = 65,536 MoE call (the default fused kernel
-# 8; for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use,
+# 10; for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use,
 # stall reasons, memory throughput, and the SASS lines where the warps stall most (SourceCounters).
 if has profile; then
   {

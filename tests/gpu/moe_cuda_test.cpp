@@ -501,14 +501,14 @@ Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const Grou
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
-// Every kernel variant (GroupedOptions::kernel 0-9, grouped.h), both weight layouts.
+// Every kernel variant (GroupedOptions::kernel 0-7, 9, 10, grouped.h), both weight layouts.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
   for (bool km : {false, true}) {
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
-    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10}) {
       const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
       const double e = nmse(got, ref);
       std::printf("  experts %-52s grouped%d %-7s nmse %.2e (bound %.0e)\n", what.c_str(), kernel,
@@ -541,6 +541,17 @@ TEST(CudaMoe, ExpertsGroupedSmallShapes) {
                              " K" + std::to_string(cs.K) + " D" + std::to_string(cs.D) + " De" + std::to_string(cs.De);
     check_grouped(dev, p, true, what);
   }
+}
+
+// A kernel number outside the table (8 was replaced by 9) is refused, not silently run as another.
+TEST(CudaMoe, ExpertsGroupedUnknownKernel) {
+  Device dev;
+  const Problem p = make_problem(50, 3, 8, 2, 48, 80, DType::BF16, 17);
+  if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
+  const DeviceProblem d = upload(dev, p, DType::BF16, false);
+  const GroupedWeights gw = pack_grouped_weights(dev, d.w, p.c);
+  for (int kernel : {-1, 8, 11})
+    EXPECT_THROW(grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel), BadInput) << "kernel " << kernel;
 }
 
 // The real widths, all 12 heads x 256 experts (BF16), with skewed loads and empty groups; then the

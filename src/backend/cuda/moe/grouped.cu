@@ -105,8 +105,10 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 9,
-                "moe grouped: kernel {} does not exist (0-9: GroupedOptions::kernel in moe/grouped.h)", opt.kernel);
+  AVDIT_REQUIRE(opt.kernel >= 0 && opt.kernel <= 10 && opt.kernel != 8,
+                "moe grouped: kernel {} does not exist (0-7, 9, 10: GroupedOptions::kernel in moe/grouped.h; 8 was "
+                "replaced by 9)",
+                opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",
@@ -135,12 +137,14 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   Tensor rows = cuda_empty(dev, {S, D}, out);
   if (S == 0) return rows;
   // Whole heads per chunk: every head owns exactly T*K sorted rows, [h*T*K, (h+1)*T*K). The fused
-  // kernels (8, 9) keep h on chip: no h buffer.
+  // kernels (9, 10) keep h on chip: no h buffer; 10 also gathers its rows itself: no scratch at
+  // all, every head in one launch.
   const bool h_on_chip = runs_fused(opt.kernel, D, De);
-  const int64_t per_head = T * K * (D + (h_on_chip ? 0 : De)) * 2;
-  const int64_t hpc = std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
-  Tensor a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);
-  Tensor h_buf;
+  const bool a_in_kernel = h_on_chip && opt.kernel == 10;
+  const int64_t per_head = T * K * ((a_in_kernel ? 0 : D) + (h_on_chip ? 0 : De)) * 2;
+  const int64_t hpc = a_in_kernel ? H : std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
+  Tensor a_buf, h_buf;
+  if (!a_in_kernel) a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);
   if (!h_on_chip) h_buf = cuda_empty(dev, {hpc * T * K, De}, DType::BF16);
   GroupedRun r{};
   r.x = static_cast<const __nv_bfloat16*>(x.raw());
@@ -150,7 +154,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   r.wgu = static_cast<const __nv_bfloat16*>(w.gate_up.raw());
   r.wd = static_cast<const __nv_bfloat16*>(w.down.raw());
   r.rows = static_cast<__nv_bfloat16*>(device_ptr(rows));
-  r.a_buf = static_cast<__nv_bfloat16*>(device_ptr(a_buf));
+  r.a_buf = a_in_kernel ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(a_buf));
   r.h_buf = h_on_chip ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(h_buf));
   r.T = T;
   r.H = static_cast<int>(H);

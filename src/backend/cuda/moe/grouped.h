@@ -53,15 +53,20 @@ struct GroupedOptions {
   // 6: 5 with h stored by bulk asynchronous copies; 7: our own gate/up kernel
   // (grouped_gateup_sm90.cu: B resident per (group, n-tile), two accumulator sets so the swiglu7 and h
   // stores of one tile run beside the next tile's wgmmas) and kernel 6's down GEMM; head_dim > 256
-  // falls back to 6. 8 (default): gate/up -> swiglu7 -> down in one kernel with h kept in registers
-  // (grouped_fused_sm90.cu; no h buffer, so the scratch holds more heads per chunk); head_dim > 256
-  // or an expert width <= 64 falls back to 7. 9 (trial): 8 with 48-column chunks and each warp
-  // group's swiglu7 under its own down MMAs (grouped_fused96_sm90.cu). H200, T = 65,536: experts 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 /
-  // 16.3; session 4), 24.0 / 23.2 with 2 / 5 (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with
-  // 5 / 6 (gate/up 15.9 / 14.5; one call, session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one
-  // call, session 7), 22.0 / 18.4 with 7 / 8 (8's fused kernel 16.9 and the gather 1.7; one call, session
-  // 8); all pass the same parity tests (8 gives 7's bits: the same k order in both GEMMs).
-  int kernel = 8;
+  // falls back to 6. 9: gate/up -> swiglu7 -> down in one kernel with h kept in registers and each
+  // warp group's swiglu7 under its own down MMAs (grouped_fused_sm90.cu; no h buffer, so the scratch
+  // holds more heads per chunk); head_dim > 256 or an expert width <= 48 falls back to 7. (8, the
+  // same with 64-column chunks and every MMA step waited for, was replaced by 9.) 10 (default): 9
+  // gathering its rows from x itself (cp.async by producer warps, the next unit's rows prefetched into
+  // L2): no gather kernel and no scratch at all (2.4 GB at T = 65,536). H200, T = 65,536: experts
+  // 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 / 16.3; session 4), 24.0 / 23.2 with 2 / 5
+  // (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with 5 / 6 (gate/up 15.9 / 14.5; one call,
+  // session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one call, session 7), 22.0 / 18.4 with
+  // 7 / 8 (8's fused kernel 16.9 and the gather 1.7; one call, session 8), 17.5 / 17.2 with 8 / 9
+  // (fused kernel 16.3 / 15.8; one call, session 9), 18.3 / 18.1 and 18.8 / 18.5 with 9 / 10 (two
+  // calls, session 9); all pass the same parity tests (8-10 give 7's bits: the same k order in both
+  // GEMMs).
+  int kernel = 10;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
 };

@@ -1,48 +1,54 @@
-// Kernel 8 (grouped.h, GroupedOptions::kernel = 8): the routed experts in one Hopper kernel,
-// gate/up -> swiglu7 -> down, with h never leaving the registers.
+// Kernels 9 and 10 (grouped.h, GroupedOptions::kernel; 10 is the default): the routed experts in one
+// Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each unit's
+// rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself (gather_rows
+// below) and needs neither the gather kernel nor the 2.4 GB buffer (T = 65,536).
 //
-// Why (bench/NOTES.md, sessions 4-7): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
+// Why (bench/NOTES.md, sessions 4-8): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
 // T = 65,536) and reads it back, and its gate/up kernel spends most of its instructions on the h
-// stores (transposes, addresses, st.global) beside the swiglu7. Here a CTA owns one work unit:
-// 128 rows of one (head, expert) group, and sweeps the expert's intermediate width in chunks of 64
-// h columns. Per chunk and consumer warp group (64 rows):
-//   gate/up: acc_gu [64 x 128] (64 interleaved gate/up pairs) = A [64 x D] (resident in smem for
-//   the
-//            unit) x W_gu chunk (smem, TMA), 16 wgmma m64n128k16;
+// stores beside the swiglu7. Here a CTA owns one work unit: 128 rows of one (head, expert) group,
+// and sweeps the expert's intermediate width in chunks of 48 h columns. Per chunk and consumer warp
+// group (64 rows):
+//   gate/up: acc_gu [64 x 96] (48 interleaved gate/up pairs) = A [64 x D] (resident in smem for the
+//            unit) x W_gu chunk (smem, TMA), 16 wgmma m64n96k16;
 //   swiglu7 in place on acc_gu, rounded to bf16 and packed into the A fragment of the down GEMM;
-//   down:    acc_out [64 x 256] += h chunk [64 x 64] (registers: wgmma's RS form) x W_d chunk,
-//            4 wgmma m64n256k16.
+//   down:    acc_out [64 x 256] += h chunk [64 x 48] (registers: wgmma's RS form) x W_d chunk,
+//            3 wgmma m64n256k16.
 // At the end of the unit: out row = bf16(routing weight x acc_out), as kernel 6's down epilogue.
 //
 // The register trick (as FlashAttention-3 feeds P to its second GEMM): wgmma's accumulator gives a
-// thread the column pairs (8i + 2q, 8i + 2q + 1) of rows r and r + 8 (q = lane % 4, i = 0..15),
-// which with the interleaved weight are (gate, up) of h column pair p = 4i + q: the thread holds h
-// at p = q, 4 + q, 8 + q, ... But the RS A fragment of a k16 slice wants k = 2q, 2q + 1, 2q + 8,
-// 2q + 9 of rows r, r + 8. So the gate/up weight rows are loaded in a permuted order: accumulator
-// pair i = 4s + e (slice s, e = 0..3) holds h column j = 16s + 2q + (e & 1) + 8 (e >> 1) of the
-// chunk, and then the thread's h values are exactly its A fragment for W_d's natural k order. The
+// thread the column pairs (8i + 2q, 8i + 2q + 1) of rows r and r + 8 (q = lane % 4), which with
+// the interleaved weight are (gate, up) of h column pair p = 4i + q: the thread holds h at p = q,
+// 4 + q, 8 + q, ... But the RS A fragment of a k16 slice wants k = 2q, 2q + 1, 2q + 8, 2q + 9 of
+// rows r, r + 8. So the gate/up weight rows are loaded in a permuted order: accumulator pair
+// i = 4s + e (slice s, e = 0..3) holds h column j = 16s + 2q + (e & 1) + 8 (e >> 1) of the chunk,
+// and then the thread's h values are exactly its A fragment for W_d's natural k order. The
 // permutation costs nothing at run time: it is a 5-D TMA view of the packed weight rows
-// (row = t + 4q + 2 e0 + 16 u with t = gate/up, e0 = e & 1, u = (e >> 1) + 2s + 8c) whose box walks
-// (t, q, e0, u) - the smem row order - with the global strides (1, 4, 2, 16) rows.
+// (row = t + 4q + 2 e0 + 16 u with t = gate/up, e0 = e & 1, u = (e >> 1) + 2s + 6c) whose box
+// walks (t, q, e0, u) - the smem row order - with the global strides (1, 4, 2, 16) rows.
 //
-// Shared memory (224 KB): A [4 k-blocks x 128 x 64] (64 KB, once per unit), a ring of 6 gate/up
-// slots (16 KB: one k-block of one chunk) and a ring of 2 down slots (32 KB: W_d [256 x 64] of one
-// chunk): 1.5 chunks of prefetch. Warp roles: warp groups 0, 1 = consumers (rows 0-63, 64-127),
-// warp 8 = producer (one thread issues every TMA load). 288 threads give each thread 224 registers
-// at launch, which the consumers need (out 128 + gate/up 64 + h 16); with a producer warp group and
-// setmaxnreg, ptxas still allocates for 384 threads (168) and spills. Units come from an atomic
-// counter over a (group, m-tile) table made by a one-block scan kernel, in group order, so CTAs on
-// one expert read its weights from L2 together.
+// The schedule: each consumer warp group's swiglu7 of chunk c+1 runs under its own down MMAs of
+// chunk c (a step: pack h -> issue gate/up c+1 and down c -> wait for gate/up c+1 -> swiglu7 ->
+// wait for down c). Two things make ptxas keep the wgmmas asynchronous (session 8):
+// - the chunk loop's back edge sits where no wgmma is in flight; with the back edge crossing
+//   wgmmas in flight ptxas serialised every wgmma (C7511 / C7514);
+// - chunks of 48 columns: out 128 + gate/up 48 + h 12 registers held by wgmmas (64-column chunks
+//   hold 208 and ptxas runs out: C7512, spills). A 288-thread CTA gets no more registers than 168
+//   (ptxas allocates per four warps), so a producer warp group and setmaxnreg 232 / 40.
 //
-// Per chunk and consumer warp group: gate/up c -> swiglu7 -> pack h -> down c -> gate/up c+1, each
-// MMA step waited for (registers: Consumer::chunk); a warp group's swiglu7 and waits run under the
-// other warp group's MMAs.
+// Shared memory (224 KB): A [4 k-blocks x 128 x 64] (64 KB, once per unit), a ring of 8 gate/up
+// slots (12 KB: one k-block of one chunk; two chunks of prefetch) and a ring of 2 down slots
+// (32 KB: W_d [256 x 64] from column 48c; its last 16 columns are unused, the 128-byte swizzle
+// wants 64). Warp roles: warp groups 0, 1 = consumers (rows 0-63, 64-127), one thread of warp
+// group 2 issues every TMA load. Units come from an atomic counter over a (group, m-tile) table
+// made by a one-block scan kernel, in group order, so CTAs on one expert read its weights from L2
+// together.
 //
 // Limits: head_dim <= 256 (the gate/up K in four 64-wide k-blocks, the down N one 256-wide
 // wgmma; past D both are TMA's zero fill or rows never stored), head_dim and the expert width
-// multiples of 8, the expert width above 64 (two chunks at least); else the layer uses kernel 7.
+// multiples of 8, the expert width above 48 (two chunks at least); else the layer uses kernel 7.
 // Arithmetic: fp32 accumulation, h = bf16(swiglu7_lean_f(gate, up)), out = bf16(w * acc) - the
-// contract of kernels 5-7 (only the fp32 summation order differs).
+// contract of kernels 5-7 (only the fp32 summation order differs). It replaced kernel 8 (64-column
+// chunks, each MMA step waited for: 17.10 against 16.01 ms in one call, session 8).
 #include "backend/cuda/moe/grouped_internal.h"
 
 #include "backend/cuda/common.cuh"
@@ -65,17 +71,22 @@ namespace {
 
 using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
-constexpr int kBM = 128, kBK = 64, kMaxKB = 4;  // unit rows, k-block, k-blocks (head_dim <= 256)
-constexpr int kChunk = 64;                      // h columns per chunk (gate/up N = 128)
-constexpr int kDN = 256;                        // the down GEMM's N (head_dim <= 256)
-constexpr int kSlot = kBM * kBK * 2;            // A or gate/up slot: 128 x 64 bf16, 16 KB
-constexpr int kWdSlot = kDN * kBK * 2;          // down slot: 256 x 64 bf16, 32 KB
-constexpr int kGuSlots = 6, kWdSlots = 2, kRing = 4;
+constexpr int kBM = 128, kBK = 64,
+              kMaxKB = 4;               // unit rows, k-block, k-blocks (head_dim <= 256)
+constexpr int kChunk = 48;              // h columns per chunk (gate/up N = 96)
+constexpr int kDN = 256;                // the down GEMM's N (head_dim <= 256)
+constexpr int kSlot = kBM * kBK * 2;    // A slot: 128 x 64 bf16, 16 KB
+constexpr int kGuSlot = 96 * kBK * 2;   // gate/up slot: 96 x 64 bf16, 12 KB
+constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
+constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
 constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
 constexpr int kConsumerWarps = 8;
+// Kernel 10: producer warps 1-3 gather the unit's rows of x (cp.async) instead of the TMA load
+// from the gathered buffer.
+constexpr int kGatherWarps = 3, kGatherThreads = 32 * kGatherWarps;
 constexpr int kOffA = 0;
 constexpr int kOffGu = kOffA + kMaxKB * kSlot;
-constexpr int kOffWd = kOffGu + kGuSlots * kSlot;
+constexpr int kOffWd = kOffGu + kGuSlots * kGuSlot;
 constexpr int kOffBar = kOffWd + kWdSlots * kWdSlot;
 
 struct Bars {
@@ -89,13 +100,16 @@ static_assert(kSmemAlloc <= 232448, "fused experts kernel: shared memory over 22
 static_assert(kOffGu % 1024 == 0 && kOffWd % 1024 == 0 && kSlot % 1024 == 0, "1024-byte slots");
 
 struct FusedParams {
+  const bf16* x;       // kernel 10: [T, H * D], the rows of slot s at token s / (H K), head (s / K) % H
+  int H, K;
   const int* offsets;  // Permutation::offsets at the chunk's first group
   const int2* units;   // (group in the chunk, m-tile) per unit, group order
   const int* total;    // number of units
   int* counter;        // next unit (zero before the launch)
-  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are chunk-local)
+  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are
+                       // chunk-local)
   int g0;              // global group of the chunk's first group (weight coordinates)
-  int D, De, nc;       // head_dim, expert width, chunks of 64 h columns
+  int D, De, nc;       // head_dim, expert width, chunks of 48 h columns
   const int* sorted_slot;
   const float* slot_weight;
   bf16* rows;  // [S, D] out, by global sorted row
@@ -104,7 +118,7 @@ struct FusedParams {
 constexpr uint64_t kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
 using AtomGu =
-    cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
+    cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using AtomDn =
     cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using MmaGu = decltype(cute::make_tiled_mma(AtomGu{}));  // one warp group: 64 x 128
@@ -112,13 +126,14 @@ using MmaDn = decltype(cute::make_tiled_mma(AtomDn{}));  // one warp group: 64 x
 using LayoutA = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
                                              cute::Shape<cute::_64, cute::_64>{}));
 using LayoutGu = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
-                                              cute::Shape<cute::_128, cute::_64>{}));
+                                              cute::Shape<cute::_96, cute::_64>{}));
 using LayoutWd = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
                                               cute::Shape<cute::_256, cute::_64>{}));
-using AccGu = decltype(cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_128>{}));
+using AccGu = decltype(cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_96>{}));
 using AccDn = decltype(cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{}));
 
-// One RS wgmma m64n256k16 with the A fragment a[0..3] and B descriptor desc into acc.
+// One RS wgmma m64n256k16 with the A fragment a[0..3] and B descriptor desc
+// into acc.
 template <size_t... I>
 __device__ __forceinline__ void down_fma(const uint32_t* a, uint64_t desc, AccDn& acc,
                                          cute::GMMA::ScaleOut scale, std::index_sequence<I...>) {
@@ -151,7 +166,7 @@ struct Consumer {
           make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA + k * kSlot) + wg * 64 * kBK),
           LayoutA{});
       cute::Tensor sB = make_tensor(
-          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu + s * kSlot)), LayoutGu{});
+          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu + s * kGuSlot)), LayoutGu{});
       cute::Tensor tA = thr.make_fragment_A(thr.partition_A(sA));
       cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
       mma.accumulate_ = k == 0 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
@@ -166,8 +181,9 @@ struct Consumer {
     warpgroup_fence_operand(acc);
   }
 
-  // Issues chunk n's down MMAs: acc (+)= h [64 x 64] x W_d chunk (4 wgmmas, one commit group).
-  __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[16], bool first) {
+  // Issues chunk n's down MMAs: acc (+)= h [64 x 64] x W_d chunk (4 wgmmas, one
+  // commit group).
+  __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
     using namespace cute;
     const int s = n & 1;
     bar_wait(&bars->wd_full[s], (n >> 1) & 1);
@@ -179,7 +195,7 @@ struct Consumer {
     warpgroup_fence_operand(acc);
     warpgroup_arrive();
     CUTE_UNROLL
-    for (int ks = 0; ks < 4; ++ks) {
+    for (int ks = 0; ks < 3; ++ks) {
       const uint64_t desc = tB(0, 0, ks).desc_;
       down_fma(h + 4 * ks, desc, acc,
                (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
@@ -189,63 +205,145 @@ struct Consumer {
     warpgroup_fence_operand(acc);
   }
 
-  // One chunk: gate/up of chunk n is in flight. kFirst: the unit's first chunk (down starts from
-  // zero); kLast: its last (no next gate/up; A goes back to the producer).
-  // Order: wait gate/up n -> swiglu7 -> pack h -> down n -> wait -> gate/up n + 1. The down is
-  // waited for before the next gate/up is issued so that at most out + gu (192 registers) or out +
-  // h are held by wgmmas at a time: with gate/up n + 1 and down n in flight together (out + gu + h
-  // = 208) plus the swiglu7's temporaries, ptxas runs out of the 240 registers and serialises every
-  // wgmma (C7511, seen in the SASS). The other warp group's MMAs fill the gaps.
-  template <bool kFirst, bool kLast>
-  __device__ __forceinline__ void chunk(AccGu& gu, AccDn& out, uint32_t (&h)[16],
-                                        uint32_t a_phase) {
-    cute::warpgroup_wait<0>();
-    cute::warpgroup_fence_operand(gu);
+  // After gate/up n is complete (its slots released): swiglu7 in place, h(row
+  // r, pair i) into gu(4i) and h(row r + 8, pair i) into gu(4i + 2).
+  __device__ __forceinline__ void swiglu(AccGu& gu) {
+    CUTE_UNROLL
+    for (int i = 0; i < 12; ++i) {
+      gu(4 * i) = swiglu7_lean_f(gu(4 * i), gu(4 * i + 1));
+      gu(4 * i + 2) = swiglu7_lean_f(gu(4 * i + 2), gu(4 * i + 3));
+    }
+  }
+  __device__ __forceinline__ void pack(const AccGu& gu, uint32_t (&h)[12]) {
+    CUTE_UNROLL
+    for (int s = 0; s < 3; ++s) {
+      const int i = 4 * s;
+      h[4 * s + 0] = pack_bf16(gu(4 * i), gu(4 * (i + 1)));
+      h[4 * s + 1] = pack_bf16(gu(4 * i + 2), gu(4 * (i + 1) + 2));
+      h[4 * s + 2] = pack_bf16(gu(4 * (i + 2)), gu(4 * (i + 3)));
+      h[4 * s + 3] = pack_bf16(gu(4 * (i + 2) + 2), gu(4 * (i + 3) + 2));
+    }
+  }
+  __device__ __forceinline__ void release_gu(bool last_gu) {
     CUTE_UNROLL
     for (int k = 0; k < kMaxKB; ++k) {
       bar_arrive_if(&bars->gu_empty[(4 * n + k) % kGuSlots], lane == 0);
-      if constexpr (kLast) bar_arrive_if(&bars->a_empty[k], lane == 0);
+      bar_arrive_if(&bars->a_empty[k], lane == 0 && last_gu);
     }
-    // swiglu7, rounded to bf16 and packed as the RS A fragment of slice s: {a0, a1} = row r, k 2q,
-    // 2q + 1 = pairs 4s, 4s + 1; {a2, a3} = the same of row r + 8; {a4, a5} = row r, k 2q + 8,
-    // 2q + 9 = pairs 4s + 2, 4s + 3; {a6, a7} = row r + 8. Pair i's (gate, up) are gu(4i), gu(4i +
-    // 1) for row r and gu(4i + 2), gu(4i + 3) for row r + 8.
-    auto hv = [&](int i, int row8) {
-      return swiglu7_lean_f(gu(4 * i + 2 * row8), gu(4 * i + 2 * row8 + 1));
-    };
-    CUTE_UNROLL
-    for (int s = 0; s < 4; ++s) {
-      const int i = 4 * s;
-      h[4 * s + 0] = pack_bf16(hv(i, 0), hv(i + 1, 0));
-      h[4 * s + 1] = pack_bf16(hv(i, 1), hv(i + 1, 1));
-      h[4 * s + 2] = pack_bf16(hv(i + 2, 0), hv(i + 3, 0));
-      h[4 * s + 3] = pack_bf16(hv(i + 2, 1), hv(i + 3, 1));
-    }
-    issue_down(out, h, kFirst);
-    if constexpr (!kLast) {
-      cute::warpgroup_wait<0>();
-      cute::warpgroup_fence_operand(out);
-      bar_arrive_if(&bars->wd_empty[n & 1], lane == 0);
-      ++n;
-      issue_gu(gu, a_phase);
-    } else {
-      ++n;
-    }
+  }
+  // One step, entered with nothing in flight and chunk n's h (fp32) in gu: pack
+  // h, issue gate/up n + 1 and down n, then swiglu7 of n + 1 while down n runs.
+  // The loop's back edge is where nothing is in flight, so ptxas sees every
+  // wgmma group it must track in straight-line code.
+  __device__ __forceinline__ void step(AccGu& gu, AccDn& out, uint32_t (&h)[12], uint32_t a_phase,
+                                       bool first, bool next_is_last) {
+    pack(gu, h);
+    ++n;
+    issue_gu(gu, a_phase);  // chunk n + 1
+    --n;
+    issue_down(out, h, first);
+    cute::warpgroup_wait<1>();  // gate/up n + 1 done; down n runs on
+    cute::warpgroup_fence_operand(gu);
+    ++n;
+    release_gu(next_is_last);
+    swiglu(gu);
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(out);
+    bar_arrive_if(&bars->wd_empty[(n - 1) & 1], lane == 0);
   }
 };
 
+// Kernel 10's producer warps 1-3 (gw = 0..2): each unit's 128 rows of x, gathered by cp.async
+// straight into the A slots in the 128-byte swizzle (16-byte piece j of row r at piece j ^ (r % 8)).
+// Lane l copies piece l of a row (k-block l / 8), so a warp reads one 512-byte row per step; warp
+// gw takes rows gw, gw + 3, ... Rows past the group and columns past D are zero-filled (their
+// products meet TMA's zero-filled weights or are never stored). The A slots are free only after
+// the unit before's last gate/up, so the rows of the next unit (the producer claims one ahead) are
+// prefetched into L2 while this one runs, and the copy at the unit change reads L2, not DRAM.
+struct GatherRows {
+  int64_t beg = 0;    // the unit's first sorted row
+  int rows = 0;       // its rows (<= 128)
+  int xr0 = 0, xr1 = 0;  // x rows (token * H + head) of this lane's rows gw + 3 lane, gw + 3 (lane + 32)
+};
+
+__device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, int gw, int lane) {
+  GatherRows g;
+  if (u < 0) return g;
+  const int2 um = p.units[u];
+  g.beg = p.offsets[um.x] + int64_t(um.y) * kBM;
+  g.rows = static_cast<int>(min(int64_t{kBM}, p.offsets[um.x + 1] - g.beg));
+  const int r0 = gw + kGatherWarps * lane, r1 = gw + kGatherWarps * (lane + 32);
+  const int hk = p.H * p.K;
+  if (r0 < g.rows) {
+    const int s = p.sorted_slot[g.beg + r0];
+    g.xr0 = (s / hk) * p.H + (s / p.K) % p.H;
+  }
+  if (r1 < g.rows) {
+    const int s = p.sorted_slot[g.beg + r1];
+    g.xr1 = (s / hk) * p.H + (s / p.K) % p.H;
+  }
+  const uint32_t bytes = static_cast<uint32_t>(p.D) * 2;
+  if (r0 < g.rows)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p.x + int64_t(g.xr0) * p.D), "r"(bytes)
+                 : "memory");
+  if (r1 < g.rows)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p.x + int64_t(g.xr1) * p.D), "r"(bytes)
+                 : "memory");
+  return g;
+}
+
+__device__ __forceinline__ void gather_rows(const FusedParams& p, char* smem, Bars* bars, const int* ring,
+                                            int gw) {
+  const int lane = threadIdx.x % 32;
+  const int kb = lane >> 3, piece = lane & 7;
+  const bool col_ok = 8 * lane < p.D;
+  bar_wait(&bars->r_full[0], 0);
+  int u = ring[0];
+  GatherRows cur = gather_plan(p, u, gw, lane);
+  for (int units = 0;; ++units) {
+    __syncwarp();
+    if (lane == 0) bar_arrive(&bars->r_empty[units & (kRing - 1)]);
+    if (u < 0) break;
+    // The next unit (already in the ring, or soon): its rows go to L2 now.
+    const int ns = (units + 1) & (kRing - 1);
+    bar_wait(&bars->r_full[ns], ((units + 1) / kRing) & 1);
+    const int un = ring[ns];
+    const GatherRows nxt = gather_plan(p, un, gw, lane);
+    for (int k = 0; k < kMaxKB; ++k) bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
+    const uint32_t base = smem_u32(smem + kOffA + kb * kSlot);
+    for (int i = 0; gw + kGatherWarps * i < kBM; ++i) {
+      const int r = gw + kGatherWarps * i;
+      const int xr = __shfl_sync(0xffffffffu, i < 32 ? cur.xr0 : cur.xr1, i & 31);
+      const bool ok = r < cur.rows && col_ok;
+      const bf16* src = ok ? p.x + int64_t(xr) * p.D + 8 * lane : p.x;
+      const uint32_t dst = base + r * 128 + ((piece ^ (r & 7)) << 4);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
+                   : "memory");
+    }
+    // The copies are generic-proxy writes; the wgmmas read through the async proxy.
+    asm volatile("cp.async.wait_all;\n fence.proxy.async.shared::cta;\n" ::: "memory");
+    for (int k = 0; k < kMaxKB; ++k) bar_arrive(&bars->a_full[k]);
+    u = un;
+    cur = nxt;
+  }
+}
+
+// Gather (kernel 10): the unit's rows come from x by cp.async (producer warps 1-3), not from the
+// gathered buffer by TMA (kernel 9; tma_a unused in 10).
+template <bool Gather>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_gu,
                  const __grid_constant__ CUtensorMap tma_wd, FusedParams p) {
   extern __shared__ char smem_raw[];
-  // Aligned by an offset from smem_raw (not an integer cast), so stores stay st.shared.
+  // Aligned by an offset from smem_raw (not an integer cast), so stores stay
+  // st.shared.
   char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   Bars* bars = reinterpret_cast<Bars*>(smem + kOffBar);
   int* ring = reinterpret_cast<int*>(smem + kOffRing);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kMaxKB; ++i) {
-      bar_init(&bars->a_full[i], 1);
+      bar_init(&bars->a_full[i], Gather ? kGatherThreads : 1);
       bar_init(&bars->a_empty[i], kConsumerWarps);
     }
     for (int i = 0; i < kGuSlots; ++i) {
@@ -258,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     for (int i = 0; i < kRing; ++i) {
       bar_init(&bars->r_full[i], 1);
-      bar_init(&bars->r_empty[i], kConsumerWarps);
+      bar_init(&bars->r_empty[i], kConsumerWarps + (Gather ? kGatherWarps : 0));
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -266,20 +364,40 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int nc = p.nc;
   const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
 
-  if (threadIdx.x >= 256) {  // the producer warp group: one thread loads everything
+  if (threadIdx.x >= 256) {  // the producer warp group: one thread loads every weight
     cutlass::arch::warpgroup_reg_dealloc<40>();
+    const int pw = (threadIdx.x - 256) / 32;
+    if (Gather && pw > 0) {
+      gather_rows(p, smem, bars, ring, pw - 1);
+      return;
+    }
     if (threadIdx.x != 256) return;
     const int total = *p.total;
     int n = 0, units = 0, sent = 0;
-    for (;;) {
-      int u = atomicAdd(p.counter, 1);
-      if (u >= total) u = -1;
+    auto publish = [&](int u) {  // into the ring the consumers (and the gather warps) read
       const int slot = sent & (kRing - 1);
       bar_wait(&bars->r_empty[slot], ((sent / kRing) & 1) ^ 1);
       ring[slot] = u;
       bar_arrive(&bars->r_full[slot]);
       ++sent;
+    };
+    auto claim = [&] {
+      const int u = atomicAdd(p.counter, 1);
+      return u < total ? u : -1;
+    };
+    // Kernel 10 claims units one ahead, so that the gather warps can prefetch the next unit's rows
+    // into L2 while this one runs; kernel 9 claims a unit when it starts loading it. -1 (no more)
+    // ends every reader.
+    int u = claim();
+    if (Gather) publish(u);
+    for (;;) {
+      if (!Gather) publish(u);
       if (u < 0) break;
+      int next = -1;
+      if (Gather) {
+        next = claim();
+        publish(next);
+      }
       const int2 um = p.units[u];
       const int g = p.g0 + um.x;
       const int a_row = static_cast<int>(p.offsets[um.x] - p.chunk_row0) + um.y * kBM;
@@ -287,16 +405,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int k = 0; k < kMaxKB; ++k) {
           const int idx = 4 * n + k, s = idx % kGuSlots;
           bar_wait(&bars->gu_empty[s], ((idx / kGuSlots) & 1) ^ 1);
-          bar_expect(&bars->gu_full[s], kSlot);
-          cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHint, smem + kOffGu + s * kSlot,
-                                       k * kBK, 0, 0, 0, g * u_per_group + 8 * c);
+          bar_expect(&bars->gu_full[s], kGuSlot);
+          cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHint,
+                                       smem + kOffGu + s * kGuSlot, k * kBK, 0, 0, 0,
+                                       g * u_per_group + 6 * c);
         }
         const int s = n & 1;
         bar_wait(&bars->wd_empty[s], ((n >> 1) & 1) ^ 1);
         bar_expect(&bars->wd_full[s], kWdSlot);
         cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHint, smem + kOffWd + s * kWdSlot,
-                                     c * kBK, g * p.D);
-        if (c == 0) {  // the unit's rows, after its first weights (which may load early)
+                                     c * kChunk, g * p.D);
+        if (!Gather && c == 0) {  // the unit's rows, after its first weights (which may load early)
           for (int k = 0; k < kMaxKB; ++k) {
             bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
             bar_expect(&bars->a_full[k], kSlot);
@@ -306,6 +425,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       ++units;
+      u = Gather ? next : claim();
     }
     return;
   }
@@ -316,11 +436,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   cs.wg = ct / 128;
   cs.wt = ct % 128;
   cs.lane = threadIdx.x % 32;
-  AccGu gu = cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_128>{});
+  AccGu gu = cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_96>{});
   AccDn out = cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{});
-  uint32_t h[16];
+  uint32_t h[12];
   const int q = cs.lane & 3;
-  // This thread's first row of the unit (and r + 8): the sm90 accumulator layout.
+  // This thread's first row of the unit (and r + 8): the sm90 accumulator
+  // layout.
   const int rt = 64 * cs.wg + 16 * (cs.wt / 32) + (cs.lane >> 2);
   for (int units = 0;; ++units) {
     const int slot = units & (kRing - 1);
@@ -331,12 +452,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (u < 0) break;
     const uint32_t a_phase = units & 1;
     cs.issue_gu(gu, a_phase);
-    cs.chunk<true, false>(gu, out, h, a_phase);
-    for (int c = 1; c < nc - 1; ++c) cs.chunk<false, false>(gu, out, h, a_phase);
-    cs.chunk<false, true>(gu, out, h, a_phase);
-    cute::warpgroup_wait<0>();  // the last down
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(gu);
+    cs.release_gu(nc == 1);
+    cs.swiglu(gu);
+    for (int c = 0; c < nc - 1; ++c) cs.step(gu, out, h, a_phase, c == 0, c + 1 == nc - 1);
+    cs.pack(gu, h);  // the last chunk
+    cs.issue_down(out, h, nc == 1);
+    cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(out);
-    bar_arrive_if(&bars->wd_empty[(cs.n - 1) & 1], cs.lane == 0);
+    bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
+    ++cs.n;
 
     // out rows: bf16(weight x acc), columns < D, rows of the group only.
     const int2 um = p.units[u];
@@ -354,8 +480,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kDN / 8; ++i) {
         const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
         asm volatile(  // predicated, not branched (see bar_wait)
-            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(
-                dst + 8 * i),
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 "
+            "[%0], %1;\n}\n" ::"l"(dst + 8 * i),
             "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
             : "memory");
       }
@@ -363,7 +489,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// One block: the (group, m-tile) table of the chunk's units in group order, and their number.
+// One block: the (group, m-tile) table of the chunk's units in group order, and
+// their number.
 __global__ void units_kernel(const int* offsets, int groups, int2* units, int* total) {
   using Scan = cub::BlockScan<int, 1024>;
   __shared__ typename Scan::TempStorage tmp;
@@ -388,24 +515,30 @@ bool fused_experts_supported(int64_t D, int64_t De) {
 
 void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
-                "moe fused experts (kernel 8): head_dim {} / expert width {} unsupported", r.D,
-                r.De);
+                "moe fused experts (kernel {}): head_dim {} / expert width {} unsupported",
+                r.gather ? 10 : 9, r.D, r.De);
   if (r.a_rows == 0 || r.groups == 0) return;
   const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
-  // A: the gathered rows [a_rows, D], 64 x 128 boxes.
-  const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
-  const cuuint64_t a_strides[1] = {D * 2};
-  const cuuint32_t a_box[2] = {kBK, kBM};
-  const CUtensorMap ta = make_tma_map_bf16(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
-  // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t + 4q + 2 e0 + 16u
-  // (the permutation in the header comment); a box is 64 k x 128 rows in the smem order.
+  // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the
+  // map unused).
+  CUtensorMap ta{};
+  if (!r.gather) {
+    const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
+    const cuuint64_t a_strides[1] = {D * 2};
+    const cuuint32_t a_box[2] = {kBK, kBM};
+    ta = make_tma_map_bf16(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
+  }
+  // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t +
+  // 4q + 2 e0 + 16u (the permutation in the header comment); a box is 64 k x
+  // 128 rows in the smem order.
   const cuuint64_t row = D * 2;
   const cuuint64_t gu_dims[5] = {D, 2, 4, 2, static_cast<cuuint64_t>(r.G) * De / 8};
   const cuuint64_t gu_strides[4] = {row, 4 * row, 2 * row, 16 * row};
-  const cuuint32_t gu_box[5] = {kBK, 2, 4, 2, 8};
+  const cuuint32_t gu_box[5] = {kBK, 2, 4, 2, 6};
   const CUtensorMap tg =
       make_tma_map_bf16(r.wgu, 5, gu_dims, gu_strides, gu_box, "the gate/up weights");
-  // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256, rows never stored).
+  // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256,
+  // rows never stored).
   const cuuint64_t wd_dims[2] = {De, static_cast<cuuint64_t>(r.G) * D};
   const cuuint64_t wd_strides[1] = {De * 2};
   const cuuint32_t wd_box[2] = {kBK, kDN};
@@ -424,6 +557,9 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_CUDA_CHECK_LAUNCH();
 
   FusedParams p{};
+  p.x = r.x;
+  p.H = r.H;
+  p.K = r.K;
   p.offsets = r.offsets;
   p.units = units;
   p.total = total;
@@ -436,20 +572,24 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.sorted_slot = r.sorted_slot;
   p.slot_weight = r.slot_weight;
   p.rows = r.rows;
+  auto kernel = r.gather ? fused_kernel<true> : fused_kernel<false>;
   AVDIT_CUDA_CHECK(
-      cudaFuncSetAttribute(fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
   const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, max_units));
-  fused_kernel<<<grid, kThreads, kSmemAlloc, dev.stream()>>>(ta, tg, tw, p);
+  kernel<<<grid, kThreads, kSmemAlloc, dev.stream()>>>(ta, tg, tw, p);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace avdit::cuda::moe
-#else  // no CUTLASS headers in this build: no kernel 8 (grouped.cu asks before sizing its scratch)
+#else  // no CUTLASS headers in this build: no kernel 9 (grouped.cu asks before
+       // sizing its scratch)
 
 namespace avdit::cuda::moe {
 bool fused_experts_supported(int64_t, int64_t) { return false; }
 void fused_experts_sm90(Device&, const FusedRun&) {
-  throw BadInput("moe fused experts: this build has no CUTLASS headers (third_party/cutlass)");
+  throw BadInput(
+      "moe fused experts: this build has no CUTLASS headers "
+      "(third_party/cutlass)");
 }
 }  // namespace avdit::cuda::moe
 #endif

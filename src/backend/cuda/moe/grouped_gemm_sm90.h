@@ -12,9 +12,11 @@
 //   6 grouped_bulk_sm90.cu           5 with h leaving smem by bulk asynchronous copies, one per row (store_bulk)
 //   7 gate/up: grouped_gateup_sm90.cu, our own kernel (no CUTLASS kernel; its epilogue runs
 //                                    beside the next tile's wgmmas); down: 6
-//   8 (the default) grouped_fused_sm90.cu: both GEMMs in one kernel of our own, h in registers (no CUTLASS)
-//   9 grouped_fused96_sm90.cu        8 with 48-column chunks and the swiglu7 under the group's own down MMAs
-// (2 x 1 and 2 x 2 clusters, BK = 128, and 4 with the lean swiglu7 were measured and removed: bench/NOTES.md.)
+//   9 grouped_fused_sm90.cu          both GEMMs in one kernel of our own, h in registers (no
+//                                    CUTLASS), each warp group's swiglu7 under its own down MMAs
+//  10 (the default) the same file:   9 gathering its rows from x itself (no gather kernel, no scratch)
+// (2 x 1 and 2 x 2 clusters, BK = 128, 4 with the lean swiglu7, and 8 - 9 with 64-column chunks and
+// every MMA step waited for - were measured and removed: bench/NOTES.md.)
 // Included only by *_sm90.cu files.
 #pragma once
 

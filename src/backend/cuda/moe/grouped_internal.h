@@ -45,10 +45,14 @@ struct GateUpRun {
 bool gateup_own_supported(int64_t D, int64_t De);
 void gateup_own_sm90(Device& dev, const GateUpRun& r);
 
-// Kernel 8's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on the device.
+// Kernels 9 and 10's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on
+// the device.
 struct FusedRun {
-  const __nv_bfloat16* a;    // gathered rows of the chunk [a_rows, D]
-  int64_t a_rows;
+  bool gather;               // kernel 10: the kernel reads its rows from x (a unused)
+  const __nv_bfloat16* x;    // [T, H * D]
+  int H, K;
+  const __nv_bfloat16* a;    // kernel 9: gathered rows of the chunk [a_rows, D]
+  int64_t a_rows;            // rows of the chunk
   const __nv_bfloat16* wgu;  // every group's packed gate/up weight [G, 2 De, D]
   const __nv_bfloat16* wd;   // every group's down weight [G, D, De]
   int G;                     // groups in the weights
@@ -61,17 +65,13 @@ struct FusedRun {
   const float* slot_weight;  // [S]
   __nv_bfloat16* rows;       // [S, D] out (global sorted rows)
 };
-// Whether kernel 8 takes these widths (head_dim <= 256, expert width > 64; both multiples of 8).
+// Whether kernels 9, 10 take these widths (head_dim <= 256, expert width > 48; both multiples of 8).
 bool fused_experts_supported(int64_t D, int64_t De);
 void fused_experts_sm90(Device& dev, const FusedRun& r);
-// Kernel 9 (grouped_fused96_sm90.cu): kernel 8 with 48-column chunks and each warp group's swiglu7
-// under its own down MMAs; the same widths as kernel 8 but an expert width above 48.
-bool fused96_experts_supported(int64_t D, int64_t De);
-void fused96_experts_sm90(Device& dev, const FusedRun& r);
-// Whether GroupedOptions::kernel `kernel` runs the fused experts kernel (8 or 9) at these widths: the
-// one answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
+// Whether GroupedOptions::kernel `kernel` runs the fused experts kernel at these widths: the one
+// answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
-  return (kernel == 8 && fused_experts_supported(D, De)) || (kernel == 9 && fused96_experts_supported(D, De));
+  return (kernel == 9 || kernel == 10) && fused_experts_supported(D, De);
 }
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).

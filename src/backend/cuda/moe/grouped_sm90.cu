@@ -98,28 +98,38 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
   const int G = r.H * r.E;
   const int64_t rows_per_head = r.T * r.K;
   cudaStream_t st = dev.stream();
-  // The per-group argument arrays of both GEMMs in one allocation.
-  const int64_t bytes = 2 * (int64_t(sizeof(Shape3)) * G + 256) + 4 * (int64_t(sizeof(void*)) * G + 256) +
-                        2 * (int64_t(sizeof(StrideA)) * G + 256) + 2 * (int64_t(sizeof(StrideB)) * G + 256) +
-                        2 * (int64_t(sizeof(int)) * G + 256) + 256;
-  Tensor arena = cuda_empty(dev, {bytes}, DType::U8);
-  char* p = static_cast<char*>(device_ptr(arena));
+  // Kernels 9, 10: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk, after the
+  // gather (9) or gathering its rows itself (10); where the widths are outside what it takes, kernel
+  // 7. Kernel 7: our own gate/up kernel (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for
+  // both where the widths are outside what it takes.
+  const bool fused = runs_fused(r.kernel, r.D, r.De);
+  const bool gather_in_kernel = fused && r.kernel == 10;
+  const bool own_gateup = r.kernel >= 7 && gateup_own_supported(r.D, r.De);
+  // The per-group argument arrays of both CUTLASS GEMMs in one allocation (not for the fused kernel).
   GroupArrays ga{};
-  ga.shape1 = carve<Shape3>(p, G);
-  ga.shape2 = carve<Shape3>(p, G);
-  ga.a1 = carve<const ElementAB*>(p, G);
-  ga.b1 = carve<const ElementAB*>(p, G);
-  ga.a2 = carve<const ElementAB*>(p, G);
-  ga.b2 = carve<const ElementAB*>(p, G);
-  ga.sa1 = carve<StrideA>(p, G);
-  ga.sb1 = carve<StrideB>(p, G);
-  ga.sa2 = carve<StrideA>(p, G);
-  ga.sb2 = carve<StrideB>(p, G);
-  ga.base1 = carve<int>(p, G);
-  ga.base2 = carve<int>(p, G);
-  setup_kernel<<<(G + 255) / 256, 256, 0, st>>>(ga, r.offsets, G, r.E, r.heads_per_chunk, rows_per_head, r.D, r.De,
-                                               r.a_buf, r.h_buf, r.wgu, r.wd);
-  AVDIT_CUDA_CHECK_LAUNCH();
+  Tensor arena;
+  if (!fused) {
+    const int64_t bytes = 2 * (int64_t(sizeof(Shape3)) * G + 256) + 4 * (int64_t(sizeof(void*)) * G + 256) +
+                          2 * (int64_t(sizeof(StrideA)) * G + 256) + 2 * (int64_t(sizeof(StrideB)) * G + 256) +
+                          2 * (int64_t(sizeof(int)) * G + 256) + 256;
+    arena = cuda_empty(dev, {bytes}, DType::U8);
+    char* p = static_cast<char*>(device_ptr(arena));
+    ga.shape1 = carve<Shape3>(p, G);
+    ga.shape2 = carve<Shape3>(p, G);
+    ga.a1 = carve<const ElementAB*>(p, G);
+    ga.b1 = carve<const ElementAB*>(p, G);
+    ga.a2 = carve<const ElementAB*>(p, G);
+    ga.b2 = carve<const ElementAB*>(p, G);
+    ga.sa1 = carve<StrideA>(p, G);
+    ga.sb1 = carve<StrideB>(p, G);
+    ga.sa2 = carve<StrideA>(p, G);
+    ga.sb2 = carve<StrideB>(p, G);
+    ga.base1 = carve<int>(p, G);
+    ga.base2 = carve<int>(p, G);
+    setup_kernel<<<(G + 255) / 256, 256, 0, st>>>(ga, r.offsets, G, r.E, r.heads_per_chunk, rows_per_head, r.D, r.De,
+                                                 r.a_buf, r.h_buf, r.wgu, r.wd);
+    AVDIT_CUDA_CHECK_LAUNCH();
+  }
   Tensor workspace;
   // The variant of grouped_gemm_sm90.h's table (one GEMM type for both GEMMs).
   auto gemm = [&](int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b, StrideB* sb,
@@ -132,17 +142,11 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 4: run_gemm_pingpong128(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
       case 6:
       case 7:
-      case 8:
-      case 9: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7-9: down only
+      case 9:
+      case 10: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9, 10: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
-  // Kernels 8, 9: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk after the
-  // gather; where the widths are outside what it takes, kernel 7. Kernel 7: our own gate/up kernel
-  // (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for both where the widths are outside
-  // what it takes.
-  const bool fused = runs_fused(r.kernel, r.D, r.De);
-  const bool own_gateup = r.kernel >= 7 && gateup_own_supported(r.D, r.De);
   // Optional per-stage timing (benchmarks): events between the stages, summed over the chunks.
   cudaEvent_t ev[4] = {};
   if (r.stage_ms) {
@@ -166,12 +170,18 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
     const int g0 = h0 * r.E, groups = (h1 - h0) * r.E;
     const int64_t row0 = h0 * rows_per_head, nrows = (h1 - h0) * rows_per_head;
     mark(0);
-    gather_kernel<<<grid_for(nrows * (r.D / 8)), kThreads, 0, st>>>(r.x, r.sorted_slot, row0, nrows, r.H, r.K, r.D,
-                                                                    r.a_buf);
-    AVDIT_CUDA_CHECK_LAUNCH();
+    if (!gather_in_kernel) {
+      gather_kernel<<<grid_for(nrows * (r.D / 8)), kThreads, 0, st>>>(r.x, r.sorted_slot, row0, nrows, r.H, r.K,
+                                                                      r.D, r.a_buf);
+      AVDIT_CUDA_CHECK_LAUNCH();
+    }
     mark(1);
     if (fused) {
       FusedRun f{};
+      f.gather = gather_in_kernel;
+      f.x = r.x;
+      f.H = r.H;
+      f.K = r.K;
       f.a = r.a_buf;
       f.a_rows = nrows;
       f.wgu = r.wgu;
@@ -186,10 +196,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       f.sorted_slot = r.sorted_slot;
       f.slot_weight = r.slot_weight;
       f.rows = r.rows;
-      if (r.kernel == 9)
-        fused96_experts_sm90(dev, f);
-      else
-        fused_experts_sm90(dev, f);
+      fused_experts_sm90(dev, f);
       mark(2);  // the down GEMM's share is inside the fused kernel: its stage reads 0
       mark(3);
       accumulate();

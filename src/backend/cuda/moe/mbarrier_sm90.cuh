@@ -1,5 +1,5 @@
 // What our own Hopper MoE kernels (grouped_gateup_sm90.cu: kernel 7's gate/up;
-// grouped_fused_sm90.cu: kernel 8) share: mbarrier waits and arrivals written so that ptxas keeps
+// grouped_fused_sm90.cu: kernel 9) share: mbarrier waits and arrivals written so that ptxas keeps
 // the wgmmas around them asynchronous, and the bf16 TMA descriptors with the 128-byte swizzle that
 // GMMA's K-major layouts read. Included only by *_sm90.cu files (it needs the sm_90 PTX and the
 // driver's tensor-map API).
