@@ -154,6 +154,38 @@ TEST(CudaOps, Linear) {
   }
 }
 
+TEST(CudaOps, LinearResidual) {
+  // y = x . w^T (+ bias) + residual: the residual is cuBLASLt's C operand when it has the output's
+  // dtype (MAGI-2's MoE sums its three outputs this way), else added after the GEMM.
+  Device dev;
+  Rng rng(14);
+  struct Case { Shape x; int64_t n; bool bias; };
+  for (const Case& c : {Case{{7, 13}, 5, false}, Case{{2, 9, 64}, 129, true}, Case{{77, 1280}, 256, false},
+                        Case{{33, 3072}, 384, true}}) {
+    const int64_t K = c.x.back();
+    Shape ys = c.x;
+    ys.back() = c.n;
+    for (auto [xd, od, rd] : {std::tuple{DType::F32, DType::F32, DType::F32}, {DType::BF16, DType::BF16, DType::BF16},
+                              {DType::BF16, DType::F32, DType::F32}, {DType::BF16, DType::BF16, DType::F32}}) {
+      const Tensor x = rng.host(c.x, xd), w = rng.host({c.n, K}, xd, 1.f / std::sqrt(float(K)));
+      const Tensor b = rng.host({c.n}, DType::F32), r = rng.host(ys, rd, 2.f);
+      const Tensor ref = ops::add(ops::linear(x, w, c.bias ? &b : nullptr), r);
+      const Tensor bd = up(dev, b, DType::F32), rdv = up(dev, r, rd);
+      const Tensor y = linear(dev, up(dev, x, xd), up(dev, w, xd), c.bias ? &bd : nullptr, od, &rdv);
+      ASSERT_EQ(y.dtype(), od);
+      ASSERT_EQ(y.shape(), ref.shape());
+      const double t = od == DType::F32 ? (xd == DType::F32 ? kNmseF32Reduce : kNmseF32OutBf16In) : kNmseBf16Out;
+      EXPECT_CLOSE(dev, y, ref, t,
+                   name("linear + residual", c.x, xd) + " -> " + dt_name(od) + " residual " + dt_name(rd) +
+                       (c.bias ? " +bias" : ""));
+    }
+  }
+  const Tensor x = up(dev, rng.host({4, 8}, DType::BF16), DType::BF16);
+  const Tensor w = up(dev, rng.host({3, 8}, DType::BF16), DType::BF16);
+  const Tensor bad = up(dev, rng.host({4, 4}, DType::BF16), DType::BF16);
+  EXPECT_THROW(linear(dev, x, w, nullptr, DType::BF16, &bad), BadInput);  // [4, 4] for a [4, 3] output
+}
+
 TEST(CudaOps, LinearUnalignedWeightSlice) {
   // Per-modality weights are row slices of one tensor; a slice can start at any 2-byte offset.
   Device dev;

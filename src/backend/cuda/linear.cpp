@@ -56,10 +56,12 @@ struct AlgoKey {
   int ordinal;
   int64_t M, N, K;
   DType in, out;
-  bool bias;
-  uint32_t align_a, align_b, align_c;
+  bool bias, accumulate;  // accumulate: C = the residual, beta = 1
+  uint32_t align_a, align_b, align_c, align_r;
   uint64_t workspace;
-  auto tie() const { return std::tie(ordinal, M, N, K, in, out, bias, align_a, align_b, align_c, workspace); }
+  auto tie() const {
+    return std::tie(ordinal, M, N, K, in, out, bias, accumulate, align_a, align_b, align_c, align_r, workspace);
+  }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };
 struct AlgoChoice {
@@ -75,7 +77,7 @@ constexpr size_t kAlgoCacheMax = 4096;  // distinct problems kept (cleared when 
 
 }  // namespace
 
-Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, DType out) {
+Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, DType out, const Tensor* residual) {
   require_cuda(x, "linear x");
   require_cuda(w, "linear weight");
   AVDIT_REQUIRE(w.ndim() == 2, "linear: weight must be [out, in], got {}", w.shape_str());
@@ -108,6 +110,13 @@ Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias,
   }
   Shape shape = x.shape();
   shape.back() = N;
+  if (residual) {
+    require_cuda(*residual, "linear residual");
+    AVDIT_REQUIRE(residual->shape() == shape, "linear: residual {} for an output {}", residual->shape_str(),
+                  shape_str(shape));
+    if (residual->dtype() != gemm_out || gemm_out != out)  // not the GEMM's C: a separate add
+      return add(dev, linear(dev, x, w, bias, out), cast(dev, *residual, out));
+  }
   Tensor y = cuda_empty(dev, shape, gemm_out);
   if (M > 0 && N > 0) {
     LtCall call;
@@ -128,8 +137,14 @@ Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias,
     AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, cuda_type(in), uK, uN, K));  // w as [K, N] col-major
     AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, cuda_type(in), uK, uM, K));  // x as [K, M] col-major
     AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.c, cuda_type(gemm_out), uN, uM, N));  // y as [N, M]
-    const AlgoKey key{dev.ordinal(), M, N, K, in, gemm_out, bias != nullptr, alignment_of(wa.raw()),
-                      alignment_of(xa.raw()), alignment_of(y.raw()), static_cast<uint64_t>(dev.workspace_bytes())};
+    const uint32_t align_r = residual ? alignment_of(residual->raw()) : alignment_of(y.raw());
+    const AlgoKey key{dev.ordinal(),          M,
+                      N,                      K,
+                      in,                     gemm_out,
+                      bias != nullptr,        residual != nullptr,
+                      alignment_of(wa.raw()), alignment_of(xa.raw()),
+                      alignment_of(y.raw()),  align_r,
+                      static_cast<uint64_t>(dev.workspace_bytes())};
     AlgoChoice choice;
     bool known = false;
     {
@@ -145,7 +160,7 @@ Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias,
       set_pref<uint64_t>(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace);
       set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
       set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
-      set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+      set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_r);
       set_pref<uint32_t>(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
@@ -169,12 +184,14 @@ Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias,
                                       static_cast<int>(K), &alpha, wa.raw(), cuda_type(in), static_cast<int>(K),
                                       xa.raw(), cuda_type(in), static_cast<int>(K), &beta, device_ptr(y32), CUDA_R_32F,
                                       static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      return add_bias(dev, y32, bias, out);
+      const Tensor yb = add_bias(dev, y32, bias, out);
+      return residual ? add(dev, yb, *residual) : yb;
     }
-    const float alpha = 1.f, beta = 0.f;
-    AVDIT_CUBLAS_CHECK(cublasLtMatmul(dev.lt(), call.op, &alpha, wa.raw(), call.a, xa.raw(), call.b, &beta, y.raw(),
-                                      call.c, device_ptr(y), call.c, &choice.algo, dev.workspace(),
-                                      dev.workspace_bytes(), dev.stream()));
+    const float alpha = 1.f, beta = residual ? 1.f : 0.f;
+    const void* c = residual ? residual->raw() : y.raw();
+    AVDIT_CUBLAS_CHECK(cublasLtMatmul(dev.lt(), call.op, &alpha, wa.raw(), call.a, xa.raw(), call.b, &beta, c, call.c,
+                                      device_ptr(y), call.c, &choice.algo, dev.workspace(), dev.workspace_bytes(),
+                                      dev.stream()));
   }
   return gemm_out == out ? y : cast(dev, y, out);
 }

@@ -14,11 +14,13 @@ Tensor cast(Device& dev, const Tensor& x, DType dtype);
 // out[r] = x[index[r]] over dim 0; index: I32 [R] on the device. out [R, ...].
 Tensor gather_rows(Device& dev, const Tensor& x, const Tensor& index);
 
-// y[..., N] = x[..., K] · w[N, K]^T (+ bias[N]) through cuBLASLt with fp32 accumulation.
-// x and w F32/BF16/F16; when their dtypes differ both are widened to F32 (exact, slower). out is
-// F32 or BF16 (F16 too for F16 inputs).
+// y[..., N] = x[..., K] · w[N, K]^T (+ bias[N]) (+ residual) through cuBLASLt with fp32
+// accumulation. x and w F32/BF16/F16; when their dtypes differ both are widened to F32 (exact,
+// slower). out is F32 or BF16 (F16 too for F16 inputs). residual: y's shape; in `out`'s dtype it is
+// the GEMM's C operand (added to the fp32 accumulator before the one rounding, no separate pass),
+// otherwise it is added after the GEMM.
 Tensor linear(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr,
-              DType out = DType::F32);
+              DType out = DType::F32, const Tensor* residual = nullptr);
 
 // out[..., n] = y[..., n] + bias[n] (bias may be null: a plain cast), converted to `out`.
 Tensor add_bias(Device& dev, const Tensor& y, const Tensor* bias, DType out);
