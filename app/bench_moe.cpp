@@ -27,6 +27,7 @@
 #include <functional>
 #include <vector>
 
+#include "backend/cuda/models/magi2/gemm.h"
 #include "backend/cuda/moe/grouped.h"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/ops_cuda.h"
@@ -60,6 +61,7 @@ struct Options {
 namespace {
 
 using namespace avdit::cuda;
+using avdit::cuda::magi2::gemm_rows;
 constexpr double kCeilingTflops = 770.0;  // measured bf16 GEMM ceiling of the H200 (TARGETS.md)
 
 struct LayerShape {
@@ -118,7 +120,7 @@ std::vector<int64_t> modality_counts(int64_t T) {
 
 struct Activations {
   Tensor x, mod;  // input [T, hidden] BF16; modality I32 [T]
-  Tensor xn, split, experts, merge, shared, specific, shared_out, out;
+  Tensor xn, split, experts, merge, shared_out, out;
   moe::Routing r;
   moe::Permutation p;
   Tensor rows;
@@ -133,6 +135,7 @@ struct Layer {
   moe::ExpertPath path = moe::ExpertPath::Auto;
   const moe::GroupedWeights* grouped = nullptr;  // --path grouped: the weights packed once, before timing
   int grouped_kernel = -1;  // -1: GroupedOptions' default
+  bool keep_parts = false;  // --dump-check: keep the merge output and shared_out on their own
 
   void norm(Activations& a) const {
     a.xn = rms_norm(dev, a.x, w.pre_norm, 1e-6f, true, &a.mod, DType::BF16);
@@ -150,30 +153,35 @@ struct Layer {
       a.rows = moe::expert_rows(dev, a.split, a.r, a.p, w.ex, s.router(), DType::BF16, path);
   }
   void combine(Activations& a) const { a.experts = moe::combine(dev, a.rows, a.r, a.p, s.router(), DType::BF16); }
-  void merge(Activations& a) const { a.merge = linear(dev, a.experts, w.merge, nullptr, DType::BF16); }
-  void shared(Activations& a) const {
-    const Tensor hs = swiglu7_interleaved(dev, linear(dev, a.xn, w.shared_fc1, nullptr, DType::BF16), DType::BF16);
-    a.shared = linear(dev, hs, w.shared_fc2, nullptr, DType::BF16);
-  }
+  // As the model (magi2/model.cpp) sums the three outputs: each GEMM adds the sum so far as its C
+  // operand (beta = 1): a.out = specific, then + shared (shared_out), then + merge; no element-wise
+  // add passes.
   void specific(Activations& a) const {
     const int64_t T = a.xn.size(0);
-    a.specific = cuda_empty(dev, {T, s.hidden}, DType::BF16);
+    Tensor u = cuda_empty(dev, {T, 2 * s.Im}, DType::BF16);
+    a.out = cuda_empty(dev, {T, s.hidden}, DType::BF16);
     int64_t row = 0;
     for (int64_t m = 0; m < 3; ++m) {
       const int64_t n = counts[m];
-      if (n == 0) continue;
-      const Tensor rows = a.xn.slice_rows(row, row + n);
-      const Tensor u = linear(dev, rows, w.ms_fc1.slice_rows(m * 2 * s.Im, (m + 1) * 2 * s.Im), nullptr, DType::BF16);
-      const Tensor y = linear(dev, swiglu7_interleaved(dev, u, DType::BF16),
-                              w.ms_fc2.slice_rows(m * s.hidden, (m + 1) * s.hidden), nullptr, DType::BF16);
-      AVDIT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(device_ptr(a.specific)) + row * s.hidden * 2, y.raw(),
-                                       size_t(y.nbytes()), cudaMemcpyDeviceToDevice, dev.stream()));
+      if (n > 0) gemm_rows(dev, a.xn, w.ms_fc1.slice_rows(m * 2 * s.Im, (m + 1) * 2 * s.Im), false, u, row, row + n);
+      row += n;
+    }
+    const Tensor h = swiglu7_interleaved(dev, u, DType::BF16);
+    row = 0;
+    for (int64_t m = 0; m < 3; ++m) {
+      const int64_t n = counts[m];
+      if (n > 0) gemm_rows(dev, h, w.ms_fc2.slice_rows(m * s.hidden, (m + 1) * s.hidden), false, a.out, row, row + n);
       row += n;
     }
   }
-  void adds(Activations& a) const {
-    a.shared_out = add(dev, a.shared, a.specific);
-    a.out = add(dev, a.merge, a.shared_out);
+  void shared(Activations& a) const {
+    const Tensor hs = swiglu7_interleaved(dev, linear(dev, a.xn, w.shared_fc1, nullptr, DType::BF16), DType::BF16);
+    a.out = linear(dev, hs, w.shared_fc2, nullptr, DType::BF16, &a.out);
+    if (keep_parts) a.shared_out = a.out;
+  }
+  void merge(Activations& a) const {
+    if (keep_parts) a.merge = linear(dev, a.experts, w.merge, nullptr, DType::BF16);
+    a.out = linear(dev, a.experts, w.merge, nullptr, DType::BF16, &a.out);
   }
   void core(Activations& a) const {
     router(a);
@@ -185,10 +193,9 @@ struct Layer {
     norm(a);
     split(a);
     core(a);
-    merge(a);
-    shared(a);
     specific(a);
-    adds(a);
+    shared(a);
+    merge(a);
   }
 };
 
@@ -233,6 +240,7 @@ void dump_check(cuda::Device& dev, const std::string& path, moe::ExpertPath expe
   const int64_t T = 300;
   const LayerWeights w = make_weights(dev, s, 1000);
   Layer layer{dev, s, w, modality_counts(T), expert_path};
+  layer.keep_parts = true;
   moe::GroupedWeights gw;
   if (expert_path == moe::ExpertPath::Grouped && grouped_kernel >= 0) {
     gw = moe::pack_grouped_weights(dev, w.ex, s.router());
@@ -380,10 +388,9 @@ int run(const Options& o) {
         {"permutation (radix sort, offsets, tiles)", 0, [&] { layer.permute(a); }},
         {"experts: gather + gate/up + swiglu7 + down + weight", f_experts, [&] { layer.experts(a); }},
         {"combine", 0, [&] { layer.combine(a); }},
-        {"merge linear", f_split, [&] { layer.merge(a); }},
-        {"shared expert", f_shared, [&] { layer.shared(a); }},
-        {"modality shared experts", f_spec, [&] { layer.specific(a); }},
-        {"residual adds", 0, [&] { layer.adds(a); }},
+        {"modality shared experts (into out)", f_spec, [&] { layer.specific(a); }},
+        {"shared expert (adds into out)", f_shared, [&] { layer.shared(a); }},
+        {"merge linear (adds into out)", f_split, [&] { layer.merge(a); }},
         {"ROUTED CORE (router..combine)", f_router + f_experts, [&] { layer.core(a); }},
         {"SUB-LAYER (all)", f_router + f_experts + 2 * f_split + f_shared + f_spec, [&] { layer.all(a); }},
     };

@@ -302,25 +302,25 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
     if (routing.logits.defined()) hold(routing.logits);
     const Tensor experts_out = hold(routed_experts(i, split, routing, rc));
     ++counts_.moe_calls;
-    const Tensor merge_out = linear(experts_out, lw.merge_linear, 1);
     // Shared expert on every token + the modality-specific shared expert; fc1 rows interleave gate / linear.
     const Tensor sh_u = linear(xn, lw.shared_fc1, 1);
     const Tensor sh_h = hold(swiglu7_interleaved(dev_, sh_u, act));
     ++counts_.kernels;
-    const Tensor shared = linear(sh_h, lw.shared_fc2, 1);
     const Tensor ms_u = linear(xn, lw.ms_fc1, models::magi2::kNumModalities);
     const Tensor ms_h = hold(swiglu7_interleaved(dev_, ms_u, act));
     ++counts_.kernels;
+    // The three outputs are summed by the GEMMs themselves instead of two element-wise passes over
+    // [L, hidden]: the sum so far is each next GEMM's C operand (cuBLASLt, beta = 1, one rounding).
     const Tensor specific = linear(ms_h, lw.ms_fc2, models::magi2::kNumModalities);
-    const Tensor shared_out = hold(add(dev_, shared, specific));
-    ++counts_.kernels;
-    mlp_out = hold(add(dev_, merge_out, shared_out));
-    ++counts_.kernels;
+    const Tensor shared_out = hold(cuda::linear(dev_, sh_h, lw.shared_fc2, nullptr, act, &specific));
+    ++counts_.gemms;
+    mlp_out = hold(cuda::linear(dev_, experts_out, lw.merge_linear, nullptr, act, &shared_out));
+    ++counts_.gemms;
     if (dump) {
+      record("moe.merge_out", linear(experts_out, lw.merge_linear, 1));  // on its own, for the fixtures
+      record("moe.shared_out", shared_out);
       record("moe.split_out", split);
       record("moe.experts_out", experts_out);
-      record("moe.merge_out", merge_out);
-      record("moe.shared_out", shared_out);
       if (routing.logits.defined()) record("router.logits", routing.logits.reshape({L, Hm, c.moe.num_experts}));
       record("router.topk_weights", routing.weights.reshape({L, Hm, c.moe.top_k}));
       record("router.topk_indices", routing.indices.reshape({L, Hm, c.moe.top_k}));
