@@ -73,18 +73,24 @@ if has variants; then
     done
   } >"$out/variants.md" 2>&1
 fi
-# Nsight Compute on the first two expert-kernel launches of one T = 65,536 MoE call (the default fused kernel
-# 10; for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use,
-# stall reasons, memory throughput, and the SASS lines where the warps stall most (SourceCounters).
+# Nsight Compute on the first expert-kernel launch of one T = 65,536 MoE call (the default fused kernel 10;
+# for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use, stall
+# reasons, memory throughput (profile.md), and every SASS instruction with its executions and stall samples
+# by reason (profile_sass.csv.xz: the source page, to find which wait the warps stall on).
 if has profile; then
   {
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     echo "ncu: ${NCU:-not found}"
-    [ -n "$NCU" ] && timeout 300 "$NCU" --kernel-name "regex:${PROFILE_REGEX:-fused_kernel}" --launch-count 2 \
-      --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-      --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
-      --section SourceCounters \
-      $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:--1} --iters 1 --warmup 0
+    if [ -n "$NCU" ]; then
+      timeout 300 "$NCU" --kernel-name "regex:${PROFILE_REGEX:-fused_kernel}" --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+        --section SourceCounters --export /tmp/avdit_profile --force-overwrite \
+        $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:--1} --iters 1 --warmup 0
+      "$NCU" --import /tmp/avdit_profile.ncu-rep --page details
+      "$NCU" --import /tmp/avdit_profile.ncu-rep --page source --csv --print-source sass |
+        xz -6 >"$out/profile_sass.csv.xz"
+    fi
   } >"$out/profile.md" 2>&1
 fi
 if has h3; then
