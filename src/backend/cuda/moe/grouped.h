@@ -62,7 +62,7 @@ struct GroupedOptions {
   // 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 / 16.3; session 4), 24.0 / 23.2 with 2 / 5
   // (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with 5 / 6 (gate/up 15.9 / 14.5; one call,
   // session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one call, session 7), 22.0 / 18.4 with
-  // 7 / 8 (8's fused kernel 16.9 and the gather 1.7; one call, session 8), 17.5 / 17.2 with 8 / 9
+  // 7 / 8 (8's fused kernel 16.9 and the gather 1.7; one call, session 8), 18.1 / 17.5 with 8 / 9
   // (fused kernel 16.3 / 15.8; one call, session 9), 18.3 / 18.1 and 18.8 / 18.5 with 9 / 10 (two
   // calls, session 9); all pass the same parity tests (8-10 give 7's bits: the same k order in both
   // GEMMs).
