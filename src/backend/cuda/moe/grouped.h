@@ -57,8 +57,8 @@ struct GroupedOptions {
   // warp group's swiglu7 under its own down MMAs (grouped_fused_sm90.cu; no h buffer, so the scratch
   // holds more heads per chunk); head_dim > 256 or an expert width <= 48 falls back to 7. (8, the
   // same with 64-column chunks and every MMA step waited for, was replaced by 9.) 10 (default): 9
-  // gathering its rows from x itself (cp.async by producer warps, the next unit's rows prefetched into
-  // L2): no gather kernel and no scratch at all (2.4 GB at T = 65,536). H200, T = 65,536: experts
+  // gathering its rows from x itself (cp.async by producer warps): no gather kernel and no scratch at
+  // all (2.4 GB at T = 65,536). H200, T = 65,536: experts
   // 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 / 16.3; session 4), 24.0 / 23.2 with 2 / 5
   // (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with 5 / 6 (gate/up 15.9 / 14.5; one call,
   // session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one call, session 7), 22.0 / 18.4 with

@@ -258,8 +258,10 @@ struct Consumer {
 // Lane l copies piece l of a row (k-block l / 8), so a warp reads one 512-byte row per step; warp
 // gw takes rows gw, gw + 3, ... Rows past the group and columns past D are zero-filled (their
 // products meet TMA's zero-filled weights or are never stored). The A slots are free only after
-// the unit before's last gate/up, so the rows of the next unit (the producer claims one ahead) are
-// prefetched into L2 while this one runs, and the copy at the unit change reads L2, not DRAM.
+// the unit before's last gate/up, so the consumers wait for the rows at each unit start (5.6% of
+// their stall samples, NOTES session 9). Prefetching the next unit's rows into L2 meanwhile (the
+// producer claiming units one ahead) made the kernel slower by 0.24-0.30 ms (one call, session 9):
+// removed.
 struct GatherRows {
   int64_t beg = 0;    // the unit's first sorted row
   int rows = 0;       // its rows (<= 128)
@@ -282,13 +284,6 @@ __device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, i
     const int s = p.sorted_slot[g.beg + r1];
     g.xr1 = (s / hk) * p.H + (s / p.K) % p.H;
   }
-  const uint32_t bytes = static_cast<uint32_t>(p.D) * 2;
-  if (r0 < g.rows)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p.x + int64_t(g.xr0) * p.D), "r"(bytes)
-                 : "memory");
-  if (r1 < g.rows)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p.x + int64_t(g.xr1) * p.D), "r"(bytes)
-                 : "memory");
   return g;
 }
 
@@ -297,18 +292,14 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, char* smem, Ba
   const int lane = threadIdx.x % 32;
   const int kb = lane >> 3, piece = lane & 7;
   const bool col_ok = 8 * lane < p.D;
-  bar_wait(&bars->r_full[0], 0);
-  int u = ring[0];
-  GatherRows cur = gather_plan(p, u, gw, lane);
   for (int units = 0;; ++units) {
+    const int slot = units & (kRing - 1);
+    bar_wait(&bars->r_full[slot], (units / kRing) & 1);
+    const int u = ring[slot];
     __syncwarp();
-    if (lane == 0) bar_arrive(&bars->r_empty[units & (kRing - 1)]);
+    if (lane == 0) bar_arrive(&bars->r_empty[slot]);
     if (u < 0) break;
-    // The next unit (already in the ring, or soon): its rows go to L2 now.
-    const int ns = (units + 1) & (kRing - 1);
-    bar_wait(&bars->r_full[ns], ((units + 1) / kRing) & 1);
-    const int un = ring[ns];
-    const GatherRows nxt = gather_plan(p, un, gw, lane);
+    const GatherRows cur = gather_plan(p, u, gw, lane);
     for (int k = 0; k < kMaxKB; ++k) bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
     const uint32_t base = smem_u32(smem + kOffA + kb * kSlot);
     for (int i = 0; gw + kGatherWarps * i < kBM; ++i) {
@@ -323,8 +314,6 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, char* smem, Ba
     // The copies are generic-proxy writes; the wgmmas read through the async proxy.
     asm volatile("cp.async.wait_all;\n fence.proxy.async.shared::cta;\n" ::: "memory");
     for (int k = 0; k < kMaxKB; ++k) bar_arrive(&bars->a_full[k]);
-    u = un;
-    cur = nxt;
   }
 }
 
@@ -374,30 +363,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x != 256) return;
     const int total = *p.total;
     int n = 0, units = 0, sent = 0;
-    auto publish = [&](int u) {  // into the ring the consumers (and the gather warps) read
+    for (;;) {
+      int u = atomicAdd(p.counter, 1);
+      if (u >= total) u = -1;
       const int slot = sent & (kRing - 1);
       bar_wait(&bars->r_empty[slot], ((sent / kRing) & 1) ^ 1);
       ring[slot] = u;
       bar_arrive(&bars->r_full[slot]);
       ++sent;
-    };
-    auto claim = [&] {
-      const int u = atomicAdd(p.counter, 1);
-      return u < total ? u : -1;
-    };
-    // Kernel 10 claims units one ahead, so that the gather warps can prefetch the next unit's rows
-    // into L2 while this one runs; kernel 9 claims a unit when it starts loading it. -1 (no more)
-    // ends every reader.
-    int u = claim();
-    if (Gather) publish(u);
-    for (;;) {
-      if (!Gather) publish(u);
       if (u < 0) break;
-      int next = -1;
-      if (Gather) {
-        next = claim();
-        publish(next);
-      }
       const int2 um = p.units[u];
       const int g = p.g0 + um.x;
       const int a_row = static_cast<int>(p.offsets[um.x] - p.chunk_row0) + um.y * kBM;
@@ -425,7 +399,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       ++units;
-      u = Gather ? next : claim();
     }
     return;
   }
