@@ -13,6 +13,19 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
+// The weight row of row r of x (rows_per_token rows share a token's row); -1 for an index outside
+// the weight (a caller bug: the row comes out NaN rather than reading out of bounds).
+__device__ __forceinline__ int64_t weight_row(const int* group, int64_t r, int64_t rows_per_token, int64_t w_rows) {
+  if (!group) return 0;
+  const int64_t wrow = group[r / rows_per_token];
+  return wrow < 0 || wrow >= w_rows ? -1 : wrow;
+}
+// g = w[i] or 1 + w[i] of weight row wrow (NaN for -1).
+__device__ __forceinline__ float weight_at(const void* w, Elt wt, int64_t wrow, int64_t i, bool one_plus) {
+  const float g = wrow < 0 ? __int_as_float(0x7fc00000) : load_elt(w, wt, i);
+  return one_plus ? g + 1.f : g;
+}
+
 // rows_per_token: consecutive rows of x that share one token's weight row (the heads of q / k).
 __global__ void rms_norm_kernel(const void* x, Elt xt, const void* w, Elt wt, int64_t w_rows, const int* group,
                                 int64_t rows_per_token, bool one_plus, float eps, void* y, Elt yt, int64_t D) {
@@ -36,17 +49,9 @@ __global__ void rms_norm_kernel(const void* x, Elt xt, const void* w, Elt wt, in
   }
   __syncthreads();
   const float inv = rsqrtf(warp_sums[0] / static_cast<float>(D) + eps);
-  int64_t wrow = 0;
-  if (group) {
-    wrow = group[r / rows_per_token];
-    if (wrow < 0 || wrow >= w_rows) wrow = -1;  // caller bug: emit NaN rather than read out of bounds
-  }
+  const int64_t wrow = weight_row(group, r, rows_per_token, w_rows);
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    float g = 1.f;
-    if (w) {
-      g = wrow < 0 ? __int_as_float(0x7fc00000) : load_elt(w, wt, wrow * D + i);
-      if (one_plus) g += 1.f;
-    }
+    const float g = w ? weight_at(w, wt, wrow, wrow * D + i, one_plus) : 1.f;
     store_elt(y, yt, base + i, load_elt(x, xt, base + i) * inv * g);
   }
 }
@@ -87,11 +92,7 @@ __global__ void __launch_bounds__(32 * kWarpRows)
   }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
-  int64_t wrow = 0;
-  if (group) {
-    wrow = group[r / rows_per_token];
-    if (wrow < 0 || wrow >= w_rows) wrow = -1;  // caller bug: emit NaN rather than read out of bounds
-  }
+  const int64_t wrow = weight_row(group, r, rows_per_token, w_rows);
 #pragma unroll
   for (int j = 0; j < kMaxVec; ++j) {
     const int c = lane + 32 * j;
@@ -100,11 +101,7 @@ __global__ void __launch_bounds__(32 * kWarpRows)
     float o[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      float g = 1.f;
-      if (w) {
-        g = wrow < 0 ? __int_as_float(0x7fc00000) : load_elt(w, wt, wrow * D + 8 * c + e);
-        if (one_plus) g += 1.f;
-      }
+      const float g = w ? weight_at(w, wt, wrow, wrow * D + 8 * c + e, one_plus) : 1.f;
       o[e] = half_to_float(h[e]) * inv * g;
     }
     if (yt == Elt::F32) {

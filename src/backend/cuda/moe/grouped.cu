@@ -140,7 +140,7 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   // kernels (9, 10) keep h on chip: no h buffer; 10 also gathers its rows itself: no scratch at
   // all, every head in one launch.
   const bool h_on_chip = runs_fused(opt.kernel, D, De);
-  const bool a_in_kernel = h_on_chip && opt.kernel == 10;
+  const bool a_in_kernel = gathers_in_kernel(opt.kernel, D, De);
   const int64_t per_head = T * K * ((a_in_kernel ? 0 : D) + (h_on_chip ? 0 : De)) * 2;
   const int64_t hpc = a_in_kernel ? H : std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
   Tensor a_buf, h_buf;

@@ -71,8 +71,7 @@ namespace {
 
 using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
-constexpr int kBM = 128, kBK = 64,
-              kMaxKB = 4;               // unit rows, k-block, k-blocks (head_dim <= 256)
+constexpr int kBM = 128, kBK = 64, kMaxKB = 4;  // unit rows, k-block, k-blocks (head_dim <= 256)
 constexpr int kChunk = 48;              // h columns per chunk (gate/up N = 96)
 constexpr int kDN = 256;                // the down GEMM's N (head_dim <= 256)
 constexpr int kSlot = kBM * kBK * 2;    // A slot: 128 x 64 bf16, 16 KB
@@ -106,8 +105,7 @@ struct FusedParams {
   const int2* units;   // (group in the chunk, m-tile) per unit, group order
   const int* total;    // number of units
   int* counter;        // next unit (zero before the launch)
-  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are
-                       // chunk-local)
+  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are chunk-local)
   int g0;              // global group of the chunk's first group (weight coordinates)
   int D, De, nc;       // head_dim, expert width, chunks of 48 h columns
   const int* sorted_slot;
@@ -121,7 +119,7 @@ using AtomGu =
     cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using AtomDn =
     cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
-using MmaGu = decltype(cute::make_tiled_mma(AtomGu{}));  // one warp group: 64 x 128
+using MmaGu = decltype(cute::make_tiled_mma(AtomGu{}));  // one warp group: 64 x 96
 using MmaDn = decltype(cute::make_tiled_mma(AtomDn{}));  // one warp group: 64 x 256
 using LayoutA = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cute::bfloat16_t>{},
                                              cute::Shape<cute::_64, cute::_64>{}));
@@ -132,8 +130,7 @@ using LayoutWd = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<cu
 using AccGu = decltype(cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_96>{}));
 using AccDn = decltype(cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{}));
 
-// One RS wgmma m64n256k16 with the A fragment a[0..3] and B descriptor desc
-// into acc.
+// One RS wgmma m64n256k16 with the A fragment a[0..3] and B descriptor desc into acc.
 template <size_t... I>
 __device__ __forceinline__ void down_fma(const uint32_t* a, uint64_t desc, AccDn& acc,
                                          cute::GMMA::ScaleOut scale, std::index_sequence<I...>) {
@@ -181,8 +178,7 @@ struct Consumer {
     warpgroup_fence_operand(acc);
   }
 
-  // Issues chunk n's down MMAs: acc (+)= h [64 x 64] x W_d chunk (4 wgmmas, one
-  // commit group).
+  // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group).
   __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
     using namespace cute;
     const int s = n & 1;
@@ -205,8 +201,8 @@ struct Consumer {
     warpgroup_fence_operand(acc);
   }
 
-  // After gate/up n is complete (its slots released): swiglu7 in place, h(row
-  // r, pair i) into gu(4i) and h(row r + 8, pair i) into gu(4i + 2).
+  // After gate/up n is complete (its slots released): swiglu7 in place, h(row r, pair i) into
+  // gu(4i) and h(row r + 8, pair i) into gu(4i + 2).
   __device__ __forceinline__ void swiglu(AccGu& gu) {
     CUTE_UNROLL
     for (int i = 0; i < 12; ++i) {
@@ -231,10 +227,9 @@ struct Consumer {
       bar_arrive_if(&bars->a_empty[k], lane == 0 && last_gu);
     }
   }
-  // One step, entered with nothing in flight and chunk n's h (fp32) in gu: pack
-  // h, issue gate/up n + 1 and down n, then swiglu7 of n + 1 while down n runs.
-  // The loop's back edge is where nothing is in flight, so ptxas sees every
-  // wgmma group it must track in straight-line code.
+  // One step, entered with nothing in flight and chunk n's h (fp32) in gu: pack h, issue gate/up
+  // n + 1 and down n, then swiglu7 of n + 1 while down n runs. The loop's back edge is where
+  // nothing is in flight, so ptxas sees every wgmma group it must track in straight-line code.
   __device__ __forceinline__ void step(AccGu& gu, AccDn& out, uint32_t (&h)[12], uint32_t a_phase,
                                        bool first, bool next_is_last) {
     pack(gu, h);
@@ -325,8 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap tma_gu,
                  const __grid_constant__ CUtensorMap tma_wd, FusedParams p) {
   extern __shared__ char smem_raw[];
-  // Aligned by an offset from smem_raw (not an integer cast), so stores stay
-  // st.shared.
+  // Aligned by an offset from smem_raw (not an integer cast), so stores stay st.shared.
   char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   Bars* bars = reinterpret_cast<Bars*>(smem + kOffBar);
   int* ring = reinterpret_cast<int*>(smem + kOffRing);
@@ -413,8 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   AccDn out = cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{});
   uint32_t h[12];
   const int q = cs.lane & 3;
-  // This thread's first row of the unit (and r + 8): the sm90 accumulator
-  // layout.
+  // This thread's first row of the unit (and r + 8): the sm90 accumulator layout.
   const int rt = 64 * cs.wg + 16 * (cs.wt / 32) + (cs.lane >> 2);
   for (int units = 0;; ++units) {
     const int slot = units & (kRing - 1);
@@ -453,8 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kDN / 8; ++i) {
         const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
         asm volatile(  // predicated, not branched (see bar_wait)
-            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 "
-            "[%0], %1;\n}\n" ::"l"(dst + 8 * i),
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(dst + 8 * i),
             "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
             : "memory");
       }
@@ -462,8 +454,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// One block: the (group, m-tile) table of the chunk's units in group order, and
-// their number.
+// One block: the (group, m-tile) table of the chunk's units in group order, and their number.
+// (The same scan as moe.cu's tile_table_kernel over 128-row tiles; sharing it changes the kernel's
+// inputs and waits for a device run.)
 __global__ void units_kernel(const int* offsets, int groups, int2* units, int* total) {
   using Scan = cub::BlockScan<int, 1024>;
   __shared__ typename Scan::TempStorage tmp;
@@ -501,17 +494,15 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
     const cuuint32_t a_box[2] = {kBK, kBM};
     ta = make_tma_map_bf16(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
   }
-  // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t +
-  // 4q + 2 e0 + 16u (the permutation in the header comment); a box is 64 k x
-  // 128 rows in the smem order.
+  // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t + 4q + 2 e0 + 16u
+  // (the permutation in the header comment); a box is 64 k x 96 rows in the smem order.
   const cuuint64_t row = D * 2;
   const cuuint64_t gu_dims[5] = {D, 2, 4, 2, static_cast<cuuint64_t>(r.G) * De / 8};
   const cuuint64_t gu_strides[4] = {row, 4 * row, 2 * row, 16 * row};
   const cuuint32_t gu_box[5] = {kBK, 2, 4, 2, 6};
   const CUtensorMap tg =
       make_tma_map_bf16(r.wgu, 5, gu_dims, gu_strides, gu_box, "the gate/up weights");
-  // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256,
-  // rows never stored).
+  // down: [G * D, De], 64 k x 256 rows (one group's D rows and, for D < 256, rows never stored).
   const cuuint64_t wd_dims[2] = {De, static_cast<cuuint64_t>(r.G) * D};
   const cuuint64_t wd_strides[1] = {De * 2};
   const cuuint32_t wd_box[2] = {kBK, kDN};
@@ -554,15 +545,12 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
 }
 
 }  // namespace avdit::cuda::moe
-#else  // no CUTLASS headers in this build: no kernel 9 (grouped.cu asks before
-       // sizing its scratch)
+#else  // no CUTLASS headers in this build: no kernels 9, 10 (grouped.cu asks before sizing its scratch)
 
 namespace avdit::cuda::moe {
 bool fused_experts_supported(int64_t, int64_t) { return false; }
 void fused_experts_sm90(Device&, const FusedRun&) {
-  throw BadInput(
-      "moe fused experts: this build has no CUTLASS headers "
-      "(third_party/cutlass)");
+  throw BadInput("moe fused experts: this build has no CUTLASS headers (third_party/cutlass)");
 }
 }  // namespace avdit::cuda::moe
 #endif

@@ -73,6 +73,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r);
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
   return (kernel == 9 || kernel == 10) && fused_experts_supported(D, De);
 }
+// Whether it also gathers its rows from x itself (kernel 10): no gather kernel, no row scratch.
+inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) { return kernel == 10 && runs_fused(kernel, D, De); }
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();

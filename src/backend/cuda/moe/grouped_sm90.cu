@@ -103,7 +103,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
   // 7. Kernel 7: our own gate/up kernel (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for
   // both where the widths are outside what it takes.
   const bool fused = runs_fused(r.kernel, r.D, r.De);
-  const bool gather_in_kernel = fused && r.kernel == 10;
+  const bool gather_in_kernel = gathers_in_kernel(r.kernel, r.D, r.De);
   const bool own_gateup = r.kernel >= 7 && gateup_own_supported(r.D, r.De);
   // The per-group argument arrays of both CUTLASS GEMMs in one allocation (not for the fused kernel).
   GroupArrays ga{};
