@@ -64,8 +64,9 @@ struct GroupedOptions {
   // session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one call, session 7), 22.0 / 18.4 with
   // 7 / 8 (8's fused kernel 16.9 and the gather 1.7; one call, session 8), 18.1 / 17.5 with 8 / 9
   // (fused kernel 16.3 / 15.8; one call, session 9), 18.3 / 18.1 and 18.8 / 18.5 with 9 / 10 (two
-  // calls, session 9); all pass the same parity tests (8-10 give 7's bits: the same k order in both
-  // GEMMs).
+  // calls, session 9; 10 then prefetched its rows into L2, which cost 0.24-0.30 ms and was removed);
+  // all pass the same parity tests (8 and 9 gave 7's bits in the tiny models: the same k order in
+  // both GEMMs; 10 has 9's arithmetic, its rows only come from elsewhere).
   int kernel = 10;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
