@@ -49,6 +49,7 @@ constexpr int kBT = 64;          // tokens per block
 constexpr int kBK = 32;          // head_dim per shared-memory stage
 constexpr int kEP = kMaxExperts; // experts computed per block (E <= 256; the rest are zero columns)
 constexpr int kRouterThreads = 256;    // 8 warps: warp w owns tokens 8w .. 8w+7 for the logits and the top-K
+constexpr int kTopKTokens = 2;  // router_mma_kernel: tokens per select_top_k call (their chains interleave; 4 spills)
 constexpr int kSmemBytes = 2 * (kBK * kBT + kBK * kEP) * int(sizeof(float));  // two stages of A and B: 80 KB
 
 // router_mma_kernel's shared memory: kMmaStages stages of the x tile (64 tokens) and the three gate planes
@@ -168,86 +169,141 @@ __device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, 
   }
 }
 
-// Token t of head h, one warp: its logits in this lane's 8 slots (expert_of; sc, overwritten with the scores)
-// -> logits out (when kept), the scores, the top-K of score + bias: K rounds of a warp arg-max over
-// (key, expert): the max key, then the lowest expert among the lanes holding it (the CPU's tie rule, lower
-// expert index first); the weights. Both kernels call it, so both choose with the same code. (sc in place
-// rather than a copy: with a copy, ptxas spilled 8-20 bytes in router_kernel's sm_75 build.)
-__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, int64_t t, int lane, float (&sc)[8],
-                                             const float (&bias_v)[8]) {
+// NT tokens t[n] of head h, one warp: each token's logits in this lane's 8 slots (expert_of; sc[n],
+// overwritten with the scores) -> logits out (when kept), the scores, the top-K of score + bias: K rounds
+// of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes holding it
+// (the CPU's tie rule, lower expert index first); the weights. Tokens with t[n] >= T are computed (on the
+// zero rows the caller passes) and not stored. Both kernels call it, so both choose with the same code.
+// Why NT tokens at once: each round is a chain of warp reductions (max, min, a shuffle) whose latency the
+// 16 warps of an SM did not hide - the top-K was 69% of router_mma_kernel's stall samples (bench/NOTES.md,
+// session 10); the NT chains interleave. Each token's arithmetic is the same as alone (the same bits).
+template <int NT>
+__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT], int lane,
+                                             float (&sc)[NT][8], const float (&bias_v)[8]) {
   const unsigned full = 0xffffffffu;
-  const int64_t p = t * a.H + h;
+  int64_t p[NT];
+  bool valid[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    p[n] = t[n] * a.H + h;
+    valid[n] = t[n] < a.T;
+  }
   if (a.logits) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (expert_of(lane, j) < a.E) a.logits[p * a.E + expert_of(lane, j)] = sc[j];
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (valid[n] && expert_of(lane, j) < a.E) a.logits[p[n] * a.E + expert_of(lane, j)] = sc[n][j];
   }
-  float mx = 0.f;
+  float mx[NT], sum[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    mx[n] = 0.f;
+    sum[n] = 0.f;
+  }
   if (a.softmax) {
-    mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (expert_of(lane, j) < a.E) mx = fmaxf(mx, sc[j]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(full, mx, o));
-  }
-  float sum = 0.f;
+    for (int n = 0; n < NT; ++n) {
+      mx[n] = -INFINITY;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float l = sc[j];
-    sc[j] = 0.f;
-    if (expert_of(lane, j) < a.E) {
-      sc[j] = a.softmax ? expf(l - mx) : 1.0f / (1.0f + expf(-l));
-      sum += sc[j];
+      for (int j = 0; j < 8; ++j)
+        if (expert_of(lane, j) < a.E) mx[n] = fmaxf(mx[n], sc[n][j]);
     }
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mx[n] = fmaxf(mx[n], __shfl_xor_sync(full, mx[n], o));
   }
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float l = sc[n][j];
+      sc[n][j] = 0.f;
+      if (expert_of(lane, j) < a.E) {
+        sc[n][j] = a.softmax ? expf(l - mx[n]) : 1.0f / (1.0f + expf(-l));
+        sum[n] += sc[n][j];
+      }
+    }
   if (a.softmax) {
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(full, sum, o);
+    for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sc[j] /= sum;
-  }
-  unsigned key[8];
+      for (int n = 0; n < NT; ++n) sum[n] += __shfl_xor_sync(full, sum[n], o);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    float b = sc[j] + bias_v[j];
-    b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
-    key[j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sc[n][j] /= sum[n];
   }
-  unsigned taken = 0;  // bit j: slot j already chosen
-  int my_e = 0;        // lane k keeps the k-th choice
-  float my_s = 0.f, l1 = 0.f;
+  unsigned key[NT][8];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float b = sc[n][j] + bias_v[j];
+      b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
+      key[n][j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
+    }
+  unsigned taken[NT];  // bit j: slot j already chosen
+  int my_e[NT];        // lane k keeps the k-th choice
+  float my_s[NT], l1[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    taken[n] = 0;
+    my_e[n] = 0;
+    my_s[n] = 0.f;
+    l1[n] = 0.f;
+  }
   for (int k = 0; k < a.K; ++k) {
-    // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
-    unsigned kb = 0;
-    int eb = INT_MAX;
+    unsigned kb[NT], m[NT];
+    int eb[NT], w[NT];
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (!((taken >> j) & 1u) && key[j] > kb) {
-        kb = key[j];
-        eb = expert_of(lane, j);
-      }
-    const unsigned m = warp_max_u32(kb);
-    int w = static_cast<int>(warp_min_u32(kb == m && kb != 0u ? static_cast<unsigned>(eb) : 0xffffffffu));
-    if (w < 0 || w >= a.E) w = 0;  // unreachable for K <= E (checked on the host)
-    const int owner = (w & 127) >> 2, slot = (w >> 7) * 4 + (w & 3);
-    float s = 0.f;
+    for (int n = 0; n < NT; ++n) {
+      // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
+      kb[n] = 0;
+      eb[n] = INT_MAX;
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (lane == owner && j == slot) {
-        s = sc[j];
-        taken |= 1u << j;
+      for (int j = 0; j < 8; ++j)
+        if (!((taken[n] >> j) & 1u) && key[n][j] > kb[n]) {
+          kb[n] = key[n][j];
+          eb[n] = expert_of(lane, j);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+      w[n] = static_cast<int>(warp_min_u32(kb[n] == m[n] && kb[n] != 0u ? static_cast<unsigned>(eb[n]) : 0xffffffffu));
+    float s[NT];
+    int owner[NT];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      if (w[n] < 0 || w[n] >= a.E) w[n] = 0;  // unreachable for K <= E (checked on the host)
+      owner[n] = (w[n] & 127) >> 2;
+      const int slot = (w[n] >> 7) * 4 + (w[n] & 3);
+      s[n] = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (lane == owner[n] && j == slot) {
+          s[n] = sc[n][j];
+          taken[n] |= 1u << j;
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      s[n] = __shfl_sync(full, s[n], owner[n]);
+      l1[n] += fabsf(s[n]);  // the CPU's order: k = 0, 1, ...
+      if (lane == k) {
+        my_e[n] = w[n];
+        my_s[n] = s[n];
       }
-    s = __shfl_sync(full, s, owner);
-    l1 += fabsf(s);  // the CPU's order: k = 0, 1, ...
-    if (lane == k) {
-      my_e = w;
-      my_s = s;
     }
   }
-  if (lane < a.K) {
-    const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
-    a.idx[p * a.K + lane] = my_e;
-    a.w[p * a.K + lane] = (a.norm ? my_s / denom : my_s) * a.scale;
-  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+    if (valid[n] && lane < a.K) {
+      const float denom = a.norm ? fmaxf(l1[n], 1e-12f) : 1.0f;
+      a.idx[p[n] * a.K + lane] = my_e[n];
+      a.w[p[n] * a.K + lane] = (a.norm ? my_s[n] / denom : my_s[n]) * a.scale;
+    }
 }
 
 // ---- router_kernel: fp32 logits on the CUDA cores ------------------------------------------------------
@@ -357,7 +413,11 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a,
   for (int i = 0; i < 8; ++i) {
     const int64_t t = t0 + 8 * warp + i;
     if (t >= a.T) break;  // uniform across the warp
-    select_top_k(a, h, t, lane, acc[i], bias_v);
+    const int64_t tt[1] = {t};
+    float sc[1][8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sc[0][j] = acc[i][j];
+    select_top_k<1>(a, h, tt, lane, sc, bias_v);
   }
 }
 
@@ -511,13 +571,21 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
 
   float bias_v[8];
   load_bias(a, h, lane, bias_v);
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 8; i += kTopKTokens) {
     const int r = 8 * warp + i;
-    if (t0 + r >= a.T) break;  // uniform across the warp
-    const float4 l0 = *reinterpret_cast<const float4*>(tile + r * kLogitStride + 4 * lane);
-    const float4 l1 = *reinterpret_cast<const float4*>(tile + r * kLogitStride + 128 + 4 * lane);
-    float logit[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-    select_top_k(a, h, t0 + r, lane, logit, bias_v);
+    if (t0 + r >= a.T) break;  // uniform across the warp (tokens past T in the group are not stored)
+    int64_t tt[kTopKTokens];
+    float logit[kTopKTokens][8];
+#pragma unroll
+    for (int n = 0; n < kTopKTokens; ++n) {
+      tt[n] = t0 + r + n;
+      const float4 l0 = *reinterpret_cast<const float4*>(tile + (r + n) * kLogitStride + 4 * lane);
+      const float4 l1 = *reinterpret_cast<const float4*>(tile + (r + n) * kLogitStride + 128 + 4 * lane);
+      const float v[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+#pragma unroll
+      for (int q = 0; q < 8; ++q) logit[n][q] = v[q];
+    }
+    select_top_k<kTopKTokens>(a, h, tt, lane, logit, bias_v);
   }
 #else
   __trap();  // launch_router only launches it where the device code was built for sm_80+
