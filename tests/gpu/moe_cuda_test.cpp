@@ -701,6 +701,65 @@ Tensor ref_combine(const Tensor& rows, const std::vector<int32_t>& idx, const st
   return o.to(out);
 }
 
+// permute against std::stable_sort of the slots by group h*E + e (the order the CPU's and the grouped
+// kernels' rows follow): sorted_slot, its inverse slot_pos, the group offsets and the 64-row tile table,
+// element for element. Shapes: a tail tile of tokens (T 1, 33, 1000, 4097 against 32-token tiles),
+// K 16 (every lane of the walk), E 256 (every counter), repeated experts in a (token, head) (their k
+// order must hold) and most groups empty (E 200 with T 1).
+TEST(CudaMoe, PermuteMatchesStableSort) {
+  Device dev;
+  std::mt19937 gen(61);
+  struct Case { int64_t T, H, E, K; bool dup; };
+  for (const Case& cs : {Case{1, 3, 200, 6, false}, Case{33, 2, 16, 16, false}, Case{1000, 12, 256, 6, false},
+                         Case{4097, 4, 64, 8, false}, Case{300, 3, 12, 9, true}, Case{77, 1, 16, 16, true}}) {
+    const int64_t S = cs.T * cs.H * cs.K, G = cs.H * cs.E;
+    std::vector<int32_t> idx(S);
+    for (int64_t th = 0; th < cs.T * cs.H; ++th) {
+      std::vector<int32_t> e(cs.E);
+      std::iota(e.begin(), e.end(), 0);
+      std::shuffle(e.begin(), e.end(), gen);
+      // Skewed loads: experts 0-3 of each head take most slots (when not repeated ones).
+      for (int64_t k = 0; k < cs.K; ++k) idx[th * cs.K + k] = cs.dup ? int32_t(gen() % 4) : e[k];
+    }
+    Routing r;
+    r.indices = to_device(dev, ints(idx, {cs.T, cs.H, cs.K}));
+    r.weights = to_device(dev, hash_uniform({cs.T, cs.H, cs.K}, DType::F32, 1.f, 9));
+    const RouterConfig c{cs.H, cs.E, cs.K, 64, false, true, 1.f};
+    const Permutation p = permute(dev, r, c);
+    std::vector<int32_t> want(S), want_pos(S), want_off(G + 1, 0);
+    std::iota(want.begin(), want.end(), 0);
+    auto group = [&](int32_t s) { return int64_t((s / cs.K) % cs.H) * cs.E + idx[s]; };
+    std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return group(a) < group(b); });
+    for (int64_t i = 0; i < S; ++i) want_pos[want[i]] = int32_t(i);
+    for (int64_t s = 0; s < S; ++s) ++want_off[group(int32_t(s)) + 1];
+    for (int64_t g = 0; g < G; ++g) want_off[g + 1] += want_off[g];
+    auto same = [](const Tensor& got, const std::vector<int32_t>& v) {
+      return got.numel() == int64_t(v.size()) && std::memcmp(got.raw(), v.data(), v.size() * 4) == 0;
+    };
+    const Tensor got = to_host(dev, p.sorted_slot), pos = to_host(dev, p.slot_pos), off = to_host(dev, p.offsets);
+    // The tile table: per group, ceil(rows / 64) tiles of consecutive rows, in group order.
+    std::vector<int32_t> tg, tr;
+    for (int64_t g = 0; g < G; ++g)
+      for (int32_t row = want_off[g]; row < want_off[g + 1]; row += p.tile_rows) {
+        tg.push_back(int32_t(g));
+        tr.push_back(row);
+      }
+    const Tensor count = to_host(dev, p.tile_count);
+    const int32_t tiles = count.data<int32_t>()[0];
+    const Tensor tgs = to_host(dev, p.tile_group), trs = to_host(dev, p.tile_row);
+    const bool tiles_ok = tiles == int32_t(tg.size()) && std::memcmp(tgs.raw(), tg.data(), tg.size() * 4) == 0 &&
+                          std::memcmp(trs.raw(), tr.data(), tr.size() * 4) == 0;
+    std::printf("  permute T%ld H%ld E%ld K%ld%s: sorted %s, inverse %s, offsets %s, %d tiles %s\n", long(cs.T),
+                long(cs.H), long(cs.E), long(cs.K), cs.dup ? " (repeated experts)" : "", same(got, want) ? "ok" : "DIFFER",
+                same(pos, want_pos) ? "ok" : "DIFFER", same(off, want_off) ? "ok" : "DIFFER", tiles,
+                tiles_ok ? "ok" : "DIFFER");
+    EXPECT_TRUE(same(got, want));
+    EXPECT_TRUE(same(pos, want_pos));
+    EXPECT_TRUE(same(off, want_off));
+    EXPECT_TRUE(tiles_ok);
+  }
+}
+
 TEST(CudaMoe, CombineBitExact) {
   Device dev;
   std::mt19937 gen(41);

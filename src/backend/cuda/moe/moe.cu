@@ -18,30 +18,101 @@ namespace avdit::cuda::moe {
 namespace {
 
 // ---- permutation -------------------------------------------------------------------------------
-__global__ void keys_kernel(const int* idx, int64_t S, int H, int E, int K, int* keys, int* vals) {
-  for (int64_t s = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; s < S; s += int64_t{gridDim.x} * blockDim.x) {
-    const int h = static_cast<int>((s / K) % H);
-    int e = idx[s];
-    e = e < 0 ? 0 : (e >= E ? E - 1 : e);  // indices come from route(); clamp, never read out of bounds
-    keys[s] = h * E + e;
-    vals[s] = static_cast<int>(s);
+// A stable counting sort of the slots by group g = h*E + e (the order LSD radix sort gave: by group,
+// then by slot s = (t*H + h)*K + k): per block 256 tokens of one head (a tile), counted, one exclusive
+// scan over [group][tile], then placed. In a tile, warp w walks tokens 32w .. 32w+31 in order with lane
+// k holding choice k (from shared memory: the indices are staged first), so a slot's rank among its
+// group's slots is the tile's base for that expert, plus the counts of the warps before, plus the warp's
+// running count, plus the lanes below it with the same expert (__match_any_sync: repeated experts in a
+// (token, head) keep their k order). Why: the radix sort (keys + two 8-bit passes + offsets + inverse)
+// took 0.45 ms at T = 65,536, and a first version with one warp per 32-token tile (4-byte counts
+// scattered over 3,072 x 2,048 tiles, a global load per token) 0.51 ms (bench/NOTES.md, session 10).
+constexpr int kPermWarps = 8;                 // warps per block
+constexpr int kPermTile = 32 * kPermWarps;    // tokens per block (32 per warp)
+
+struct PermTile {
+  int hist[kPermWarps][kMaxExperts];          // per warp: its slots per expert, then its running base
+  int e[kPermWarps][32 * kMaxTopK];           // the warp's tokens' choices, clamped (-1 past T)
+};
+
+// Stages warp w's 32 tokens' choices and counts them per expert into hist[w] (zeroed first).
+__device__ __forceinline__ void perm_stage_count(const int* idx, int64_t T, int H, int E, int K, int h,
+                                                 int64_t tile, PermTile& sm) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int e = lane; e < E; e += 32) sm.hist[w][e] = 0;
+  const int64_t t0 = tile * kPermTile + 32 * w;
+  for (int j = lane; j < 32 * K; j += 32) {
+    const int64_t t = t0 + j / K;
+    int e = -1;
+    if (t < T) {
+      e = idx[(t * H + h) * K + j % K];
+      e = e < 0 ? 0 : (e >= E ? E - 1 : e);  // indices come from route(); clamp, never out of bounds
+    }
+    sm.e[w][j] = e;
+  }
+  __syncwarp();
+  for (int i = 0; i < 32 && t0 + i < T; ++i) {
+    const int e = lane < K ? sm.e[w][i * K + lane] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (lane < K && (peers & ((1u << lane) - 1u)) == 0) sm.hist[w][e] += __popc(peers);
+    __syncwarp();
   }
 }
 
-// offsets[g] = first sorted row with key >= g: each boundary between two sorted keys fills the
-// groups in between (empty groups get the next group's start).
-__global__ void offsets_kernel(const int* sorted_keys, int64_t S, int G, int* offsets) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < S; i += int64_t{gridDim.x} * blockDim.x) {
-    const int k = sorted_keys[i], prev = i ? sorted_keys[i - 1] : -1;
-    for (int g = prev + 1; g <= k; ++g) offsets[g] = static_cast<int>(i);
-    if (i == S - 1)
-      for (int g = k + 1; g <= G; ++g) offsets[g] = static_cast<int>(S);
+// counts[(h*E + e) * nt + tile] = the tile's slots on expert e.
+__global__ void __launch_bounds__(kPermWarps * 32)
+    perm_count_kernel(const int* idx, int64_t T, int H, int E, int K, int nt, int* counts) {
+  __shared__ PermTile sm;
+  const int h = blockIdx.y, tile = blockIdx.x;
+  perm_stage_count(idx, T, H, E, K, h, tile, sm);
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int c = 0;
+    for (int w = 0; w < kPermWarps; ++w) c += sm.hist[w][e];
+    counts[(int64_t(h) * E + e) * nt + tile] = c;
   }
 }
 
-__global__ void inverse_kernel(const int* sorted_slot, int64_t S, int* pos) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < S; i += int64_t{gridDim.x} * blockDim.x)
-    pos[sorted_slot[i]] = static_cast<int>(i);
+// base = the exclusive scan of counts. Each slot's sorted row = base of its (group, tile) + the slots of
+// the warps before + its rank in the warp's walk.
+__global__ void __launch_bounds__(kPermWarps * 32)
+    perm_place_kernel(const int* idx, int64_t T, int H, int E, int K, int nt, const int* base, int* sorted_slot,
+                      int* slot_pos) {
+  __shared__ PermTile sm;
+  const int h = blockIdx.y, tile = blockIdx.x;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  perm_stage_count(idx, T, H, E, K, h, tile, sm);
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {  // hist[w][e] becomes warp w's first row for e
+    int run = base[(int64_t(h) * E + e) * nt + tile];
+    for (int v = 0; v < kPermWarps; ++v) {
+      const int c = sm.hist[v][e];
+      sm.hist[v][e] = run;
+      run += c;
+    }
+  }
+  __syncthreads();
+  const int64_t t0 = int64_t(tile) * kPermTile + 32 * w;
+  for (int i = 0; i < 32 && t0 + i < T; ++i) {
+    const int e = lane < K ? sm.e[w][i * K + lane] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (lane < K) {
+      const unsigned below = peers & ((1u << lane) - 1u);
+      const int row = sm.hist[w][e] + __popc(below);
+      const int64_t s = ((t0 + i) * H + h) * K + lane;
+      sorted_slot[row] = static_cast<int>(s);
+      slot_pos[s] = row;
+      __syncwarp(peers);  // every peer read hist[w][e] before the lowest one adds to it
+      if (below == 0) sm.hist[w][e] += __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
+// offsets[g] = base of (g, tile 0); offsets[G] = S.
+__global__ void perm_offsets_kernel(const int* base, int G, int nt, int64_t S, int* offsets) {
+  for (int g = blockIdx.x * blockDim.x + threadIdx.x; g <= G; g += gridDim.x * blockDim.x)
+    offsets[g] = g < G ? base[int64_t(g) * nt] : static_cast<int>(S);
 }
 
 // One block: per-group tile counts, a block-wide exclusive scan, then each thread lists its groups'
@@ -382,27 +453,26 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
   if (S == 0) {
     AVDIT_CUDA_CHECK(cudaMemsetAsync(offsets, 0, sizeof(int) * (G + 1), st));
   } else {
-    Tensor keys = cuda_empty(dev, {S}, DType::I32), keys_sorted = cuda_empty(dev, {S}, DType::I32),
-           vals = cuda_empty(dev, {S}, DType::I32);
-    keys_kernel<<<grid_for(S), kThreads, 0, st>>>(cptr<int32_t>(routing.indices), S, static_cast<int>(cfg.heads),
-                                                  static_cast<int>(cfg.experts), static_cast<int>(cfg.top_k),
-                                                  static_cast<int*>(device_ptr(keys)), static_cast<int*>(device_ptr(vals)));
+    const int nt = static_cast<int>((T + kPermTile - 1) / kPermTile);
+    const int64_t n = int64_t(G) * nt;
+    Tensor counts = cuda_empty(dev, {n}, DType::I32), base = cuda_empty(dev, {n}, DType::I32);
+    const dim3 grid(static_cast<unsigned>(nt), static_cast<unsigned>(cfg.heads));
+    const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), K = static_cast<int>(cfg.top_k);
+    perm_count_kernel<<<grid, kPermWarps * 32, 0, st>>>(cptr<int32_t>(routing.indices), T, H, E, K, nt,
+                                                        static_cast<int*>(device_ptr(counts)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    // LSD radix sort is stable: within a group the slots keep their (token, head, k) order.
-    int end_bit = 1;
-    while ((int64_t{1} << end_bit) < G) ++end_bit;
+    AVDIT_REQUIRE(n < INT_MAX, "moe permute: {} tokens x {} groups are too many for one scan", T, G);
     size_t temp_bytes = 0;
-    AVDIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cptr<int32_t>(keys),
-                                                     static_cast<int*>(device_ptr(keys_sorted)), cptr<int32_t>(vals),
-                                                     static_cast<int*>(device_ptr(p.sorted_slot)), S, 0, end_bit, st));
+    AVDIT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, cptr<int32_t>(counts),
+                                                   static_cast<int*>(device_ptr(base)), static_cast<int>(n), st));
     Tensor temp = cuda_empty(dev, {static_cast<int64_t>(temp_bytes) + 1}, DType::U8);
-    AVDIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(device_ptr(temp), temp_bytes, cptr<int32_t>(keys),
-                                                     static_cast<int*>(device_ptr(keys_sorted)), cptr<int32_t>(vals),
-                                                     static_cast<int*>(device_ptr(p.sorted_slot)), S, 0, end_bit, st));
-    offsets_kernel<<<grid_for(S), kThreads, 0, st>>>(cptr<int32_t>(keys_sorted), S, G, offsets);
+    AVDIT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(device_ptr(temp), temp_bytes, cptr<int32_t>(counts),
+                                                   static_cast<int*>(device_ptr(base)), static_cast<int>(n), st));
+    perm_place_kernel<<<grid, kPermWarps * 32, 0, st>>>(cptr<int32_t>(routing.indices), T, H, E, K, nt,
+                                                        cptr<int32_t>(base), static_cast<int*>(device_ptr(p.sorted_slot)),
+                                                        static_cast<int*>(device_ptr(p.slot_pos)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    inverse_kernel<<<grid_for(S), kThreads, 0, st>>>(cptr<int32_t>(p.sorted_slot), S,
-                                                     static_cast<int*>(device_ptr(p.slot_pos)));
+    perm_offsets_kernel<<<grid_for(G + 1), kThreads, 0, st>>>(cptr<int32_t>(base), G, nt, S, offsets);
     AVDIT_CUDA_CHECK_LAUNCH();
   }
   tile_table_kernel<<<1, kTileThreads, 0, st>>>(offsets, G, tile_rows, static_cast<int*>(device_ptr(p.tile_group)),
