@@ -77,6 +77,7 @@ struct LayerWeights {
   moe::ExpertWeights ex;      // BF16 [in, out]
   Tensor shared_fc1, shared_fc2;  // [2*Is, hidden] (rows interleaved gate/linear), [hidden, Is]
   Tensor ms_fc1, ms_fc2;          // [3*2*Im, hidden], [3*hidden, Im]
+  Tensor merge_shared;            // [hidden, W + Is]: merge | shared_fc2 side by side (the model's layout)
 };
 
 Tensor filled(cuda::Device& dev, Shape shape, DType dt, float a, uint64_t seed) {
@@ -109,6 +110,7 @@ LayerWeights make_weights(cuda::Device& dev, const LayerShape& s, uint64_t seed)
   w.shared_fc2 = filled(dev, {s.hidden, s.Is}, DType::BF16, u(s.Is), seed + 9);
   w.ms_fc1 = filled(dev, {3 * 2 * s.Im, s.hidden}, DType::BF16, u(s.hidden), seed + 10);
   w.ms_fc2 = filled(dev, {3 * s.hidden, s.Im}, DType::BF16, u(s.Im), seed + 11);
+  w.merge_shared = concat_columns(dev, w.merge, w.shared_fc2);
   return w;
 }
 
@@ -121,6 +123,7 @@ std::vector<int64_t> modality_counts(int64_t T) {
 struct Activations {
   Tensor x, mod;  // input [T, hidden] BF16; modality I32 [T]
   Tensor xn, split, experts, merge, shared_out, out;
+  Tensor cat;  // [T, W + Is]: the routed experts' output (combine), then the shared expert's h
   moe::Routing r;
   moe::Permutation p;
   Tensor rows;
@@ -152,10 +155,14 @@ struct Layer {
     else
       a.rows = moe::expert_rows(dev, a.split, a.r, a.p, w.ex, s.router(), DType::BF16, path);
   }
-  void combine(Activations& a) const { a.experts = moe::combine(dev, a.rows, a.r, a.p, s.router(), DType::BF16); }
-  // As the model (magi2/model.cpp) sums the three outputs: each GEMM adds the sum so far as its C
-  // operand (beta = 1): a.out = specific, then + shared (shared_out), then + merge; no element-wise
-  // add passes.
+  void combine(Activations& a) const {
+    a.cat = cuda_empty(dev, {a.split.size(0), s.W + s.Is}, DType::BF16);
+    moe::combine(dev, a.rows, a.r, a.p, s.router(), DType::BF16, &a.cat);
+    if (keep_parts) a.experts = moe::combine(dev, a.rows, a.r, a.p, s.router(), DType::BF16);  // [T, W] on its own
+  }
+  // As the model (magi2/model.cpp) sums the three outputs: a.out = specific, then one GEMM adds
+  // [experts | shared h] x [merge | shared_fc2]^T with a.out as its C operand (beta = 1); no
+  // element-wise add passes.
   void specific(Activations& a) const {
     const int64_t T = a.xn.size(0);
     Tensor u = cuda_empty(dev, {T, 2 * s.Im}, DType::BF16);
@@ -174,14 +181,17 @@ struct Layer {
       row += n;
     }
   }
+  // The shared expert's fc1 and swiglu7, its h into a.cat beside the experts' output (its fc2 runs
+  // inside merge()).
   void shared(Activations& a) const {
-    const Tensor hs = swiglu7_interleaved(dev, linear(dev, a.xn, w.shared_fc1, nullptr, DType::BF16), DType::BF16);
-    a.out = linear(dev, hs, w.shared_fc2, nullptr, DType::BF16, &a.out);
-    if (keep_parts) a.shared_out = a.out;
+    const Tensor u = linear(dev, a.xn, w.shared_fc1, nullptr, DType::BF16);
+    swiglu7_interleaved(dev, u, DType::BF16, &a.cat, s.W);
+    if (keep_parts)  // on its own for --dump-check: specific + shared, as the peer reports it
+      a.shared_out = linear(dev, swiglu7_interleaved(dev, u, DType::BF16), w.shared_fc2, nullptr, DType::BF16, &a.out);
   }
   void merge(Activations& a) const {
     if (keep_parts) a.merge = linear(dev, a.experts, w.merge, nullptr, DType::BF16);
-    a.out = linear(dev, a.experts, w.merge, nullptr, DType::BF16, &a.out);
+    a.out = linear(dev, a.cat, w.merge_shared, nullptr, DType::BF16, &a.out);
   }
   void core(Activations& a) const {
     router(a);
@@ -385,12 +395,12 @@ int run(const Options& o) {
         {"pre-norm", 0, [&] { layer.norm(a); }},
         {"split linear", f_split, [&] { layer.split(a); }},
         {"router (fp32 logits GEMM + top-k)", f_router, [&] { layer.router(a); }},
-        {"permutation (radix sort, offsets, tiles)", 0, [&] { layer.permute(a); }},
+        {"permutation (counting sort, offsets, tiles)", 0, [&] { layer.permute(a); }},
         {"experts: gather + gate/up + swiglu7 + down + weight", f_experts, [&] { layer.experts(a); }},
         {"combine", 0, [&] { layer.combine(a); }},
         {"modality shared experts (into out)", f_spec, [&] { layer.specific(a); }},
-        {"shared expert (adds into out)", f_shared, [&] { layer.shared(a); }},
-        {"merge linear (adds into out)", f_split, [&] { layer.merge(a); }},
+        {"shared expert fc1 + swiglu7 (its fc2 in the merge)", f_shared * 2 / 3, [&] { layer.shared(a); }},
+        {"merge + shared fc2, one GEMM (adds into out)", f_split + f_shared / 3, [&] { layer.merge(a); }},
         {"ROUTED CORE (router..combine)", f_router + f_experts, [&] { layer.core(a); }},
         {"SUB-LAYER (all)", f_router + f_experts + 2 * f_split + f_shared + f_spec, [&] { layer.all(a); }},
     };

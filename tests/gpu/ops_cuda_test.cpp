@@ -330,6 +330,53 @@ TEST(CudaOps, Swiglu7InterleavedVectorPathMatchesScalarPath) {
   EXPECT_CLOSE(dev, to_device(dev, got_al), ref, tol(DType::BF16, false), "swiglu7_interleaved vector path");
 }
 
+// swiglu7_interleaved into columns [col, col + width) of a wider buffer (the MAGI-2 MoE writes the shared
+// expert's h beside the routed experts' output): the same bits as the plain call, every other column
+// untouched; the vector kernel (BF16, col and row length multiples of 8) and the scalar one (F32 out; an
+// odd column) both. concat_columns / slice_columns: exact copies against the host.
+TEST(CudaOps, Swiglu7IntoColumnsAndConcat) {
+  Device dev;
+  Rng rng(19);
+  const int64_t rows = 7, width = 1280;
+  const Tensor u = up(dev, rng.host({rows, 2 * width}, DType::BF16, 4.f), DType::BF16);
+  struct Case { DType out; int64_t L, col; };
+  for (const Case& c : {Case{DType::BF16, 4352, 3072}, Case{DType::BF16, 1296, 8}, Case{DType::F32, 1300, 17}}) {
+    const Tensor fill = rng.host({rows, c.L}, c.out, 1.f).to(c.out);  // (host() returns F32)
+    Tensor into = up(dev, fill, c.out);
+    swiglu7_interleaved(dev, u, c.out, &into, c.col);
+    const Tensor got = to_host(dev, into), plain = to_host(dev, swiglu7_interleaved(dev, u, c.out));
+    const size_t es = c.out == DType::F32 ? 4 : 2;
+    int64_t bad_in = 0, bad_out = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < c.L; ++j) {
+        const char* g = static_cast<const char*>(got.raw()) + (r * c.L + j) * es;
+        const bool inside = j >= c.col && j < c.col + width;
+        const char* want = inside ? static_cast<const char*>(plain.raw()) + (r * width + j - c.col) * es
+                                  : static_cast<const char*>(fill.raw()) + (r * c.L + j) * es;
+        (inside ? bad_in : bad_out) += std::memcmp(g, want, es) != 0;
+      }
+    EXPECT_EQ(bad_in, 0) << "L " << c.L << " col " << c.col;
+    EXPECT_EQ(bad_out, 0) << "L " << c.L << " col " << c.col << ": columns outside the slice changed";
+  }
+  Tensor too_narrow = cuda_empty(dev, {rows, width}, DType::BF16);
+  EXPECT_THROW(swiglu7_interleaved(dev, u, DType::BF16, &too_narrow, 1), BadInput);
+
+  const Tensor a = rng.host({5, 3}, DType::BF16, 1.f).to(DType::BF16), b = rng.host({5, 11}, DType::BF16, 1.f).to(DType::BF16);
+  const Tensor ab = to_host(dev, concat_columns(dev, up(dev, a, DType::BF16), up(dev, b, DType::BF16)));
+  ASSERT_EQ(ab.shape(), (Shape{5, 14}));
+  int64_t bad = 0;
+  for (int64_t r = 0; r < 5; ++r) {
+    bad += std::memcmp(static_cast<const char*>(ab.raw()) + r * 28, static_cast<const char*>(a.raw()) + r * 6, 6) != 0;
+    bad += std::memcmp(static_cast<const char*>(ab.raw()) + r * 28 + 6, static_cast<const char*>(b.raw()) + r * 22, 22) != 0;
+  }
+  EXPECT_EQ(bad, 0);
+  const Tensor back = to_host(dev, slice_columns(dev, up(dev, ab, DType::BF16), 3, 11));
+  EXPECT_EQ(std::memcmp(back.raw(), b.raw(), size_t(b.nbytes())), 0);
+  EXPECT_THROW(concat_columns(dev, up(dev, a, DType::BF16), up(dev, rng.host({4, 2}, DType::BF16, 1.f), DType::BF16)),
+               BadInput);
+  EXPECT_THROW(slice_columns(dev, up(dev, ab, DType::BF16), 10, 5), BadInput);
+}
+
 TEST(CudaOps, GatedActivations) {
   Device dev;
   Rng rng(8);

@@ -96,7 +96,10 @@ __device__ __forceinline__ float swiglu7(float g, float l) {
 // swiglu7 on interleaved (gate, linear) pairs in BF16, 8 outputs per thread: output j of the flat
 // [rows * width] reads the flat pair (2j, 2j + 1) whatever the row, so no index division; two 16-byte
 // loads, one 16-byte store; the same swiglu7 as gated_kernel (same bits). u and y 16-byte aligned.
-__global__ void swiglu7_interleaved_vec_kernel(const __nv_bfloat16* u, __nv_bfloat16* y, int64_t n8) {
+// y's row r starts at y + r * ld (ld = width: a plain [rows, width] output; wider: the columns of a
+// bigger buffer that `into` names); width % 8 == 0.
+__global__ void swiglu7_interleaved_vec_kernel(const __nv_bfloat16* u, __nv_bfloat16* y, int64_t n8, int64_t width,
+                                               int64_t ld) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n8; i += int64_t{gridDim.x} * blockDim.x) {
     float lo[8], hi[8], v[8];  // pairs 0-3, pairs 4-7
     load8(u, 2 * i, lo);
@@ -105,14 +108,15 @@ __global__ void swiglu7_interleaved_vec_kernel(const __nv_bfloat16* u, __nv_bflo
       v[k] = swiglu7(lo[2 * k], lo[2 * k + 1]);
       v[k + 4] = swiglu7(hi[2 * k], hi[2 * k + 1]);
     }
-    store8(y, i, v);
+    const int64_t r = 8 * i / width;
+    store8(y + r * (ld - width), i, v);  // group i's 8 values start at element 8 i + r (ld - width)
   }
 }
 
-// Output [rows, width]. For the fused forms u is [rows, 2 * width]; for the split form g = u and
-// l = u2, both [rows, width].
+// Output [rows, width], row r at y + r * ld. For the fused forms u is [rows, 2 * width]; for the split
+// form g = u and l = u2, both [rows, width].
 __global__ void gated_kernel(Gated kind, const void* u, Elt ut, const void* u2, Elt u2t, void* y, Elt yt,
-                             int64_t rows, int64_t width) {
+                             int64_t rows, int64_t width, int64_t ld) {
   const int64_t n = rows * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / width, c = i % width;
@@ -125,7 +129,7 @@ __global__ void gated_kernel(Gated kind, const void* u, Elt ut, const void* u2, 
     } else {
       v = swiglu7(load_elt(u, ut, i), load_elt(u2, u2t, i));
     }
-    store_elt(y, yt, i, v);
+    store_elt(y, yt, r * ld + c, v);
   }
 }
 
@@ -171,7 +175,7 @@ void binary_into(Device& dev, Binary op, const Tensor& a, const Tensor& b, Tenso
 }
 
 Tensor gated(Device& dev, Gated kind, const Tensor& u, const Tensor* u2, std::optional<DType> out,
-             const char* what) {
+             const char* what, Tensor* into = nullptr, int64_t col = 0) {
   require_cuda(u, what);
   AVDIT_REQUIRE(u.ndim() >= 1, "{}: scalar input", what);
   const Elt ut = elt_of(u, what);
@@ -188,19 +192,30 @@ Tensor gated(Device& dev, Gated kind, const Tensor& u, const Tensor* u2, std::op
     shape.back() /= 2;
   }
   const int64_t width = shape.back(), rows = width ? shape_numel(shape) / width : 0;
-  Tensor y = cuda_empty(dev, shape, out.value_or(u.dtype()));
+  const DType yd = out.value_or(u.dtype());
+  if (into) {
+    require_cuda(*into, what);
+    AVDIT_REQUIRE(into->dtype() == yd && into->ndim() == 2 && into->size(0) == rows && col >= 0 &&
+                      col + width <= into->size(1),
+                  "{} into: expected {} [{}, >= {}] for columns {} .. {}, got {} {}", what, dtype_name(yd), rows,
+                  col + width, col, col + width - 1, dtype_name(into->dtype()), into->shape_str());
+  }
+  Tensor y = into ? *into : cuda_empty(dev, shape, yd);
   const Elt yt = elt_of(y, what);
-  if (y.numel() == 0) return y;
-  if (kind == Gated::Swiglu7Interleaved && ut == Elt::BF16 && yt == Elt::BF16 && y.numel() % 8 == 0 &&
-      reinterpret_cast<uintptr_t>(u.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(y.raw()) % 16 == 0) {
-    const int64_t n8 = y.numel() / 8;
+  const int64_t ld = into ? into->size(1) : width;
+  if (rows * width == 0) return y;
+  const int esz = yt == Elt::F32 ? 4 : 2;
+  char* y0 = static_cast<char*>(device_ptr(y)) + col * esz;
+  if (kind == Gated::Swiglu7Interleaved && ut == Elt::BF16 && yt == Elt::BF16 && width % 8 == 0 && ld % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(u.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(y0) % 16 == 0) {
+    const int64_t n8 = rows * width / 8;
     swiglu7_interleaved_vec_kernel<<<grid_for(n8), kThreads, 0, dev.stream()>>>(
-        static_cast<const __nv_bfloat16*>(u.raw()), static_cast<__nv_bfloat16*>(device_ptr(y)), n8);
+        static_cast<const __nv_bfloat16*>(u.raw()), reinterpret_cast<__nv_bfloat16*>(y0), n8, width, ld);
     AVDIT_CUDA_CHECK_LAUNCH();
     return y;
   }
-  gated_kernel<<<grid_for(y.numel()), kThreads, 0, dev.stream()>>>(kind, u.raw(), ut, u2 ? u2->raw() : nullptr, u2t,
-                                                                    device_ptr(y), yt, rows, width);
+  gated_kernel<<<grid_for(rows * width), kThreads, 0, dev.stream()>>>(kind, u.raw(), ut, u2 ? u2->raw() : nullptr,
+                                                                       u2t, y0, yt, rows, width, ld);
   AVDIT_CUDA_CHECK_LAUNCH();
   return y;
 }
@@ -229,8 +244,41 @@ void add_(Device& dev, Tensor& a, const Tensor& b) { binary_into(dev, Binary::Ad
 Tensor swiglu(Device& dev, const Tensor& gate_up, std::optional<DType> out) {
   return gated(dev, Gated::SwigluGateFirst, gate_up, nullptr, out, "swiglu");
 }
-Tensor swiglu7_interleaved(Device& dev, const Tensor& u, std::optional<DType> out) {
-  return gated(dev, Gated::Swiglu7Interleaved, u, nullptr, out, "swiglu7_interleaved");
+Tensor concat_columns(Device& dev, const Tensor& a, const Tensor& b) {
+  require_cuda(a, "concat_columns a");
+  require_cuda(b, "concat_columns b");
+  AVDIT_REQUIRE(a.ndim() == 2 && b.ndim() == 2 && a.size(0) == b.size(0) && a.dtype() == b.dtype(),
+                "concat_columns: {} {} and {} {} need the same rows and dtype", dtype_name(a.dtype()), a.shape_str(),
+                dtype_name(b.dtype()), b.shape_str());
+  const int64_t N = a.size(0), Ka = a.size(1), Kb = b.size(1);
+  Tensor y = cuda_empty(dev, {N, Ka + Kb}, a.dtype());
+  const size_t es = size_t(dtype_nbytes(a.dtype(), 1)), row = size_t(Ka + Kb) * es;
+  char* y0 = static_cast<char*>(device_ptr(y));
+  if (N && Ka)
+    AVDIT_CUDA_CHECK(cudaMemcpy2DAsync(y0, row, a.raw(), size_t(Ka) * es, size_t(Ka) * es, size_t(N),
+                                       cudaMemcpyDeviceToDevice, dev.stream()));
+  if (N && Kb)
+    AVDIT_CUDA_CHECK(cudaMemcpy2DAsync(y0 + size_t(Ka) * es, row, b.raw(), size_t(Kb) * es, size_t(Kb) * es, size_t(N),
+                                       cudaMemcpyDeviceToDevice, dev.stream()));
+  return y;
+}
+
+Tensor slice_columns(Device& dev, const Tensor& x, int64_t col, int64_t width) {
+  require_cuda(x, "slice_columns x");
+  AVDIT_REQUIRE(x.ndim() == 2 && col >= 0 && width >= 0 && col + width <= x.size(1),
+                "slice_columns: columns {} .. {} of {}", col, col + width - 1, x.shape_str());
+  const int64_t N = x.size(0);
+  Tensor y = cuda_empty(dev, {N, width}, x.dtype());
+  const size_t es = size_t(dtype_nbytes(x.dtype(), 1));
+  if (N && width)
+    AVDIT_CUDA_CHECK(cudaMemcpy2DAsync(device_ptr(y), size_t(width) * es, static_cast<const char*>(x.raw()) + col * es,
+                                       size_t(x.size(1)) * es, size_t(width) * es, size_t(N), cudaMemcpyDeviceToDevice,
+                                       dev.stream()));
+  return y;
+}
+
+Tensor swiglu7_interleaved(Device& dev, const Tensor& u, std::optional<DType> out, Tensor* into, int64_t col) {
+  return gated(dev, Gated::Swiglu7Interleaved, u, nullptr, out, "swiglu7_interleaved", into, col);
 }
 Tensor swiglu7_split(Device& dev, const Tensor& g, const Tensor& l, std::optional<DType> out) {
   return gated(dev, Gated::Swiglu7Split, g, &l, out, "swiglu7_split");

@@ -42,10 +42,20 @@ void add_(Device& dev, Tensor& a, const Tensor& b);  // a += b
 // SwiGLU with the gate first: gate_up [..., 2F] -> silu(g) * u, [..., F] (H3 MLP).
 Tensor swiglu(Device& dev, const Tensor& gate_up, std::optional<DType> out = {});
 // swiglu7 (MAGI-2): g' = min(g, 7), l' = clamp(l, -7, 7), g' sigmoid(1.702 g') (l' + 1).
-// Interleaved channels (even = gate, odd = linear): u [..., 2I] -> [..., I].
-Tensor swiglu7_interleaved(Device& dev, const Tensor& u, std::optional<DType> out = {});
+// Interleaved channels (even = gate, odd = linear): u [..., 2I] -> [..., I]. With `into` (a 2-D
+// [rows, L] tensor of the out dtype): written into its columns col .. col + I - 1 instead, and returned
+// (the MAGI-2 MoE puts the shared expert's h beside the routed experts' output for one merge GEMM).
+Tensor swiglu7_interleaved(Device& dev, const Tensor& u, std::optional<DType> out = {}, Tensor* into = nullptr,
+                           int64_t col = 0);
 // Separate halves: g, l [..., I] -> [..., I].
 Tensor swiglu7_split(Device& dev, const Tensor& g, const Tensor& l, std::optional<DType> out = {});
+
+// [a | b]: two matrices with the same rows side by side, [N, Ka] and [N, Kb] -> [N, Ka + Kb] (same dtype;
+// one strided copy each). The MAGI-2 layer keeps its merge and shared_fc2 weights this way, K-concatenated,
+// so one GEMM computes both and sums them.
+Tensor concat_columns(Device& dev, const Tensor& a, const Tensor& b);
+// The reverse for one part: columns [col, col + width) of x [N, K] as a new contiguous [N, width].
+Tensor slice_columns(Device& dev, const Tensor& x, int64_t col, int64_t width);
 
 // Columns [col, col + H) of a row table [T, W] (adaLN outputs keep shift, scale and gate side by
 // side in one table); a token picks its table row through an index.

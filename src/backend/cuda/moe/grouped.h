@@ -82,6 +82,6 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 // routed_experts (moe.h) on packed weights: permute, grouped_expert_rows, combine. The fast path of
 // the bf16 model, which packs each layer's experts once (grouped_supported must hold).
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const GroupedWeights& w,
-                      const RouterConfig& cfg, DType out);
+                      const RouterConfig& cfg, DType out, Tensor* into = nullptr);
 
 }  // namespace avdit::cuda::moe

@@ -314,11 +314,18 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&f)[8]) {
   *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Where (token, head) th's D outputs start: token th / H's row of ld elements, head th % H's columns
+// (ld = H*D: the plain [T, H*D] output; larger: columns 0 .. H*D-1 of a wider buffer, combine's `into`).
+__device__ __forceinline__ int64_t out_row(int64_t th, int H, int D, int64_t ld) {
+  return (th / H) * ld + (th % H) * int64_t(D);
+}
+
 // D % 8 == 0, 16-byte aligned rows and out: each lane sums 8 columns at a time, the K rows' loads
 // issued together (in batches of 8 rows to bound the registers) before the ordered adds.
 template <class TIn, class TOut>
 __global__ void __launch_bounds__(kCombineWarps * 32)
-combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, int K, int D, TOut* out) {
+combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, int K, int D, int H, int64_t ld,
+                   TOut* out) {
   constexpr bool kBf16Sum = std::is_same_v<TOut, __nv_bfloat16>;
   const int lane = threadIdx.x % 32;
   const int64_t th = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
@@ -345,14 +352,14 @@ combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, 
         for (int j = 0; j < 8; ++j) acc[j] = kBf16Sum ? round_bf16(acc[j] + f[j]) : acc[j] + f[j];
       }
     }
-    store8(out + th * D + c, acc);
+    store8(out + out_row(th, H, D, ld) + c, acc);
   }
 }
 
 // Any D, dtype chosen at run time: one column per lane per step.
 __global__ void __launch_bounds__(kCombineWarps * 32)
-combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, int64_t TH, int K, int D,
-                      bool bf16_sum, void* out, Elt ot) {
+combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, int64_t TH, int K, int D, int H,
+                      int64_t ld, bool bf16_sum, void* out, Elt ot) {
   const int lane = threadIdx.x % 32;
   const int64_t th = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
   if (th >= TH) return;
@@ -366,16 +373,16 @@ combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, 
       const float v = load_elt(rows, rt, int64_t(p[r]) * D + d);
       sum = bf16_sum ? round_bf16(sum + v) : sum + v;
     }
-    store_elt(out, ot, th * D + d, sum);
+    store_elt(out, ot, out_row(th, H, D, ld) + d, sum);
   }
 }
 
 template <class TIn, class TOut>
-void launch_combine_vec(const Tensor& rows, const int* idx, const int* pos, int64_t TH, int K, int D, Tensor& o,
-                        cudaStream_t st) {
+void launch_combine_vec(const Tensor& rows, const int* idx, const int* pos, int64_t TH, int K, int D, int H,
+                        int64_t ld, Tensor& o, cudaStream_t st) {
   const unsigned blocks = static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps);
   combine_vec_kernel<TIn, TOut><<<blocks, kCombineWarps * 32, 0, st>>>(
-      cptr<TIn>(rows), idx, pos, TH, K, D, static_cast<TOut*>(device_ptr(o)));
+      cptr<TIn>(rows), idx, pos, TH, K, D, H, ld, static_cast<TOut*>(device_ptr(o)));
 }
 
 void check_shape(const Tensor& t, const Shape& want, const char* what) {
@@ -566,7 +573,7 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
 }
 
 Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Permutation& perm,
-               const RouterConfig& cfg, DType out) {
+               const RouterConfig& cfg, DType out, Tensor* into) {
   check_config(cfg);
   require_cuda(rows, "moe combine rows");
   const Elt rt = elt_of(rows, "moe combine rows");
@@ -576,39 +583,48 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16, "moe combine: out must be F32 or BF16, got {}", dtype_name(out));
   require_i32(perm.slot_pos, "moe combine perm.slot_pos");
   check_shape(perm.slot_pos, {T * cfg.heads * cfg.top_k}, "moe combine perm.slot_pos");
-  Tensor o = cuda_empty(dev, {T, cfg.heads * cfg.head_dim}, out);
-  if (o.numel() == 0) return o;
-  const int64_t TH = T * cfg.heads;
-  const int K = static_cast<int>(cfg.top_k), D = static_cast<int>(cfg.head_dim);
+  const int64_t HD = cfg.heads * cfg.head_dim;
+  if (into) {
+    require_cuda(*into, "moe combine into");
+    AVDIT_REQUIRE(into->dtype() == out && into->ndim() == 2 && into->size(0) == T && into->size(1) >= HD,
+                  "moe combine into: expected {} [{}, >= {}], got {} {}", dtype_name(out), T, HD,
+                  dtype_name(into->dtype()), into->shape_str());
+  }
+  Tensor o = into ? *into : cuda_empty(dev, {T, HD}, out);
+  if (T == 0 || HD == 0) return o;
+  const int64_t TH = T * cfg.heads, ld = o.size(1);
+  const int K = static_cast<int>(cfg.top_k), D = static_cast<int>(cfg.head_dim), H = static_cast<int>(cfg.heads);
   const int* idx = cptr<int32_t>(routing.indices);
   const int* pos = cptr<int32_t>(perm.slot_pos);
   cudaStream_t st = dev.stream();
-  const bool aligned = reinterpret_cast<uintptr_t>(rows.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(o.raw()) % 16 == 0;
+  const int esz = out == DType::F32 ? 4 : 2;
+  const bool aligned = reinterpret_cast<uintptr_t>(rows.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(o.raw()) % 16 == 0 &&
+                       (ld * esz) % 16 == 0;
   if (D % 8 == 0 && aligned) {
-    if (rt == Elt::BF16 && out == DType::BF16) launch_combine_vec<__nv_bfloat16, __nv_bfloat16>(rows, idx, pos, TH, K, D, o, st);
-    else if (rt == Elt::BF16) launch_combine_vec<__nv_bfloat16, float>(rows, idx, pos, TH, K, D, o, st);
-    else if (rt == Elt::F32 && out == DType::BF16) launch_combine_vec<float, __nv_bfloat16>(rows, idx, pos, TH, K, D, o, st);
-    else if (rt == Elt::F32) launch_combine_vec<float, float>(rows, idx, pos, TH, K, D, o, st);
-    else if (out == DType::BF16) launch_combine_vec<__half, __nv_bfloat16>(rows, idx, pos, TH, K, D, o, st);
-    else launch_combine_vec<__half, float>(rows, idx, pos, TH, K, D, o, st);
+    if (rt == Elt::BF16 && out == DType::BF16) launch_combine_vec<__nv_bfloat16, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (rt == Elt::BF16) launch_combine_vec<__nv_bfloat16, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (rt == Elt::F32 && out == DType::BF16) launch_combine_vec<float, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (rt == Elt::F32) launch_combine_vec<float, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (out == DType::BF16) launch_combine_vec<__half, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else launch_combine_vec<__half, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
   } else {
     combine_scalar_kernel<<<static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, st>>>(
-        rows.raw(), rt, idx, pos, TH, K, D, out == DType::BF16, device_ptr(o), elt_of(o, "moe combine out"));
+        rows.raw(), rt, idx, pos, TH, K, D, H, ld, out == DType::BF16, device_ptr(o), elt_of(o, "moe combine out"));
   }
   AVDIT_CUDA_CHECK_LAUNCH();
   return o;
 }
 
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
-                      const RouterConfig& cfg, DType out, ExpertPath path) {
+                      const RouterConfig& cfg, DType out, ExpertPath path, Tensor* into) {
   const Permutation perm = permute(dev, routing, cfg, kSimtBM);
   const Tensor rows = expert_rows(dev, x, routing, perm, w, cfg, out, path);
-  return combine(dev, rows, routing, perm, cfg, out);
+  return combine(dev, rows, routing, perm, cfg, out, into);
 }
 
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
-                      const RouterConfig& cfg, DType out) {
-  return routed_experts(dev, x, routing, w, cfg, out, ExpertPath::Auto);
+                      const RouterConfig& cfg, DType out, Tensor* into) {
+  return routed_experts(dev, x, routing, w, cfg, out, ExpertPath::Auto, into);
 }
 
 }  // namespace avdit::cuda::moe

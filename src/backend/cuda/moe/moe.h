@@ -50,8 +50,9 @@ struct ExpertWeights {
 //   bf16, the fp32 down accumulator times the weight cast to bf16, summed per (token, head) in
 //   ascending expert order with the running sum rounded to bf16 after each add (the CPU bf16
 //   mode's fixed order, moe.cpp run_experts).
+// into: as combine's (the result written into the first heads*D columns of that [T, L] tensor).
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
-                      const RouterConfig& cfg, DType out);
+                      const RouterConfig& cfg, DType out, Tensor* into = nullptr);
 
 // ---- the stages of routed_experts, for the benchmark and for callers that reuse a permutation ----
 
@@ -88,13 +89,15 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
                    const ExpertWeights& w, const RouterConfig& cfg, DType out, ExpertPath path = ExpertPath::Auto);
 
 // out [T, heads*D]: per (token, head) the sum of its K rows of `rows` in ascending expert order (no
-// atomics; BF16: the running sum rounded after each add).
+// atomics; BF16: the running sum rounded after each add). With `into` (a [T, L] tensor of dtype out,
+// L >= heads*D), written into its columns 0 .. heads*D-1 instead and returned (the MAGI-2 layer puts
+// the shared expert's h beside it: one merge GEMM over both, magi2/model.cpp).
 Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Permutation& perm,
-               const RouterConfig& cfg, DType out);
+               const RouterConfig& cfg, DType out, Tensor* into = nullptr);
 
 // routed_experts with an explicit kernel choice.
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
-                      const RouterConfig& cfg, DType out, ExpertPath path);
+                      const RouterConfig& cfg, DType out, ExpertPath path, Tensor* into = nullptr);
 
 // Benchmarks: fills a device tensor (F32 / BF16 / F16) with deterministic values uniform in [lo, hi)
 // from a hash of (seed, index); never zero.

@@ -300,25 +300,29 @@ void Magi2CudaModel::layer(Step& st, int64_t i, Tensor& s, TensorMap* dumps) {
     hold(routing.indices);
     hold(routing.weights);
     if (routing.logits.defined()) hold(routing.logits);
-    const Tensor experts_out = hold(routed_experts(i, split, routing, rc));
+    // [routed experts' output | shared expert's h] side by side: one GEMM with [merge | shared_fc2] sums
+    // both (DeviceLayer::merge_shared); the combine and the swiglu7 write their columns in place.
+    const int64_t W = split.size(1), Is = lw.merge_shared.size(1) - W;
+    Tensor cat = alloc({L, W + Is}, act);
+    routed_experts(i, split, routing, rc, &cat);
     ++counts_.moe_calls;
     // Shared expert on every token + the modality-specific shared expert; fc1 rows interleave gate / linear.
     const Tensor sh_u = linear(xn, lw.shared_fc1, 1);
-    const Tensor sh_h = hold(swiglu7_interleaved(dev_, sh_u, act));
+    swiglu7_interleaved(dev_, sh_u, act, &cat, W);
     ++counts_.kernels;
     const Tensor ms_u = linear(xn, lw.ms_fc1, models::magi2::kNumModalities);
     const Tensor ms_h = hold(swiglu7_interleaved(dev_, ms_u, act));
     ++counts_.kernels;
-    // The three outputs are summed by the GEMMs themselves instead of two element-wise passes over
-    // [L, hidden]: the sum so far is each next GEMM's C operand (cuBLASLt, beta = 1, one rounding).
+    // The three outputs are summed by the GEMMs themselves instead of element-wise passes over
+    // [L, hidden]: the specific experts' output is the merge GEMM's C operand (cuBLASLt, beta = 1).
     const Tensor specific = linear(ms_h, lw.ms_fc2, models::magi2::kNumModalities);
-    const Tensor shared_out = hold(cuda::linear(dev_, sh_h, lw.shared_fc2, nullptr, act, &specific));
+    mlp_out = hold(cuda::linear(dev_, cat, lw.merge_shared, nullptr, act, &specific));
     ++counts_.gemms;
-    mlp_out = hold(cuda::linear(dev_, experts_out, lw.merge_linear, nullptr, act, &shared_out));
-    ++counts_.gemms;
-    if (dump) {
-      record("moe.merge_out", linear(experts_out, lw.merge_linear, 1));  // on its own, for the fixtures
-      record("moe.shared_out", shared_out);
+    if (dump) {  // the parts on their own, for the fixtures
+      const Tensor experts_out = slice_columns(dev_, cat, 0, W);
+      record("moe.merge_out", linear(experts_out, slice_columns(dev_, lw.merge_shared, 0, W), 1));
+      record("moe.shared_out", cuda::linear(dev_, slice_columns(dev_, cat, W, Is),
+                                            slice_columns(dev_, lw.merge_shared, W, Is), nullptr, act, &specific));
       record("moe.split_out", split);
       record("moe.experts_out", experts_out);
       if (routing.logits.defined()) record("router.logits", routing.logits.reshape({L, Hm, c.moe.num_experts}));
@@ -370,13 +374,13 @@ moe::ExpertWeights Magi2CudaModel::expert_weights(const DeviceLayer& lw) {
 }
 
 Tensor Magi2CudaModel::routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing,
-                                      const moe::RouterConfig& rc) {
+                                      const moe::RouterConfig& rc, Tensor* into) {
   const DeviceLayer& lw = w_.layers[i];
   const DType act = w_.gemm_dtype;
   const int64_t De = w_.config.moe.expert_intermediate_size;
-  if (grouped_[i]) return moe::routed_experts(dev_, split, routing, *grouped_[i], rc, act);
+  if (grouped_[i]) return moe::routed_experts(dev_, split, routing, *grouped_[i], rc, act, into);
   if (!moe::grouped_supported(dev_, split.dtype(), rc, De, act))
-    return moe::routed_experts(dev_, split, routing, expert_weights(lw), rc, act);
+    return moe::routed_experts(dev_, split, routing, expert_weights(lw), rc, act, into);
   // The constructor packed every bf16 MoE layer where the grouped path runs: what is left are NVFP4 experts.
   AVDIT_CHECK(lw.packed_gate.has_value(), "magi2 cuda: layer {} has neither packed nor NVFP4 experts", i);
   // NVFP4: gate into the even rows and up into the odd rows of one [G, 2 De, D] scratch (the grouped
@@ -395,7 +399,7 @@ Tensor Magi2CudaModel::routed_experts(int64_t i, const Tensor& split, const moe:
                           g.gate_up, 2, m);
   dequantize_nvfp4_bf16(dev_, parts[2]->values, parts[2]->block_scales, parts[2]->global_scales, 0, G, g.down);
   counts_.kernels += 3;
-  return moe::routed_experts(dev_, split, routing, g, rc, act);
+  return moe::routed_experts(dev_, split, routing, g, rc, act, into);
 }
 
 TensorMap Magi2CudaModel::forward(const PackedSequence& packed, const CudaForwardOptions& options) {

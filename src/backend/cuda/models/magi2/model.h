@@ -66,7 +66,9 @@ class Magi2CudaModel {
   // sm_90, CUTLASS), on weights packed for them: bf16 experts packed once by the constructor, NVFP4
   // experts dequantised straight into the packed layout of a reused scratch per call. Otherwise
   // moe::routed_experts' Auto path on expert_weights().
-  Tensor routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing, const moe::RouterConfig& rc);
+  // into: as moe::combine's (the output written into the first columns of that tensor).
+  Tensor routed_experts(int64_t i, const Tensor& split, const moe::Routing& routing, const moe::RouterConfig& rc,
+                        Tensor* into = nullptr);
 
   Device& dev_;
   bool bf16_ = false;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cuda/ops_cuda.h"
 #include "models/magi2/layers.h"
 
 namespace avdit::cuda::magi2 {
@@ -119,7 +120,6 @@ DeviceWeights upload_weights(Device& dev, const Magi2Weights& w, bool bf16) {
                     m.expert_begin, m.expert_end, c.moe.num_experts);
       L.mlp_pre_norm = up(m.pre_norm, DType::F32, {models::magi2::kNumModalities, hidden});
       L.split_linear = up(m.split_linear, g);
-      L.merge_linear = up(m.merge_linear, g);
       L.router_gate = up(m.gate, DType::F32);
       L.expert_bias = up(m.expert_bias, DType::F32);
       if (!m.heads.empty() && m.heads[0].nvfp4()) {
@@ -151,7 +151,7 @@ DeviceWeights upload_weights(Device& dev, const Magi2Weights& w, bool bf16) {
         L.experts.down = up.experts(wd, g);
       }
       L.shared_fc1 = up(m.shared_fc1, g);
-      L.shared_fc2 = up(m.shared_fc2, g);
+      L.merge_shared = concat_columns(dev, up(m.merge_linear, g), up(m.shared_fc2, g));
       L.ms_fc1 = up(m.ms_fc1, g);
       L.ms_fc2 = up(m.ms_fc2, g);
     } else {

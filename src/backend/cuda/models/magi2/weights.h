@@ -41,7 +41,7 @@ struct DeviceLayer {
   Tensor up_gate_proj;   // [G*2I, hidden]
   Tensor down_proj;      // [G*hidden, I]
   // MoE.
-  Tensor split_linear, merge_linear;  // [W, hidden], [hidden, W]
+  Tensor split_linear;                // [W, hidden]
   Tensor router_gate, expert_bias;    // [H*E, D_moe], [H*E] F32
   moe::ExpertWeights experts;         // [H*E, D_moe, De] x2, [H*E, De, D_moe]; undefined when packed
   // NVFP4 experts (quant/nvfp4.h layout, all heads stacked: values U8 [H*E, N, K/2], block scales
@@ -51,7 +51,11 @@ struct DeviceLayer {
     Tensor values, block_scales, global_scales;
   };
   std::optional<PackedExperts> packed_gate, packed_up, packed_down;
-  Tensor shared_fc1, shared_fc2;      // [2*I_s, hidden], [hidden, I_s]
+  Tensor shared_fc1;                  // [2*I_s, hidden]
+  // merge_linear [hidden, W] and shared_fc2 [hidden, I_s] side by side, [hidden, W + I_s]: one GEMM over
+  // [routed experts' output | shared expert's h] computes and sums both (model.cpp). No extra memory: the
+  // separate uploads are released.
+  Tensor merge_shared;
   Tensor ms_fc1, ms_fc2;              // [3*2*I_m, hidden], [3*hidden, I_m]
 };
 
