@@ -49,7 +49,6 @@ constexpr int kBT = 64;          // tokens per block
 constexpr int kBK = 32;          // head_dim per shared-memory stage
 constexpr int kEP = kMaxExperts; // experts computed per block (E <= 256; the rest are zero columns)
 constexpr int kRouterThreads = 256;    // 8 warps: warp w owns tokens 8w .. 8w+7 for the logits and the top-K
-constexpr int kTopKTokens = 2;  // router_mma_kernel: tokens per select_top_k call (their chains interleave; 4 spills)
 constexpr int kSmemBytes = 2 * (kBK * kBT + kBK * kEP) * int(sizeof(float));  // two stages of A and B: 80 KB
 
 // router_mma_kernel's shared memory: kMmaStages stages of the x tile (64 tokens) and the three gate planes
@@ -113,15 +112,6 @@ __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
   return __reduce_max_sync(0xffffffffu, v);
 #else
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-#endif
-}
-
-__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 #endif
 }
@@ -242,58 +232,56 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
       b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
       key[n][j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
     }
-  unsigned taken[NT];  // bit j: slot j already chosen
   int my_e[NT];        // lane k keeps the k-th choice
   float my_s[NT], l1[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    taken[n] = 0;
     my_e[n] = 0;
     my_s[n] = 0.f;
     l1[n] = 0.f;
   }
   for (int k = 0; k < a.K; ++k) {
     unsigned kb[NT], m[NT];
-    int eb[NT], w[NT];
+    int eb[NT], jb[NT];
+    float sb[NT];
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      // This lane's best untaken key, the lowest slot (= lowest expert) among equal keys.
+      // This lane's best untaken key (a chosen slot's key is 0), the lowest slot (= lowest expert) among
+      // equal keys, and its score.
       kb[n] = 0;
       eb[n] = INT_MAX;
+      jb[n] = 0;
+      sb[n] = 0.f;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        if (!((taken[n] >> j) & 1u) && key[n][j] > kb[n]) {
+        if (key[n][j] > kb[n]) {
           kb[n] = key[n][j];
           eb[n] = expert_of(lane, j);
+          jb[n] = j;
+          sb[n] = sc[n][j];
         }
     }
 #pragma unroll
     for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-      w[n] = static_cast<int>(warp_min_u32(kb[n] == m[n] && kb[n] != 0u ? static_cast<unsigned>(eb[n]) : 0xffffffffu));
-    float s[NT];
-    int owner[NT];
+    // The lowest expert among the lanes holding the max key: lane l's slots are experts 4l .. 4l+3 and
+    // 128 + 4l .. 128 + 4l + 3, so it is the lowest such lane whose best is below 128, else the lowest such
+    // lane (two ballots: shorter than a second warp reduction).
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      if (w[n] < 0 || w[n] >= a.E) w[n] = 0;  // unreachable for K <= E (checked on the host)
-      owner[n] = (w[n] & 127) >> 2;
-      const int slot = (w[n] >> 7) * 4 + (w[n] & 3);
-      s[n] = 0.f;
+      const bool tied = kb[n] == m[n] && kb[n] != 0u;
+      const unsigned lo = __ballot_sync(full, tied && eb[n] < 128), all = __ballot_sync(full, tied);
+      const int wl = lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
+      // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
+      const int w = all ? __shfl_sync(full, eb[n], wl) : 0;
+      const float s = __shfl_sync(full, all ? sb[n] : sc[n][0], wl);
+      const int jw = all ? jb[n] : 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        if (lane == owner[n] && j == slot) {
-          s[n] = sc[n][j];
-          taken[n] |= 1u << j;
-        }
-    }
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      s[n] = __shfl_sync(full, s[n], owner[n]);
-      l1[n] += fabsf(s[n]);  // the CPU's order: k = 0, 1, ...
+        if (lane == wl && j == jw) key[n][j] = 0u;  // taken: key 0 never wins again
+      l1[n] += fabsf(s);  // the CPU's order: k = 0, 1, ...
       if (lane == k) {
-        my_e[n] = w[n];
-        my_s[n] = s[n];
+        my_e[n] = w;
+        my_s[n] = s;
       }
     }
   }
@@ -569,6 +557,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
     }
   __syncthreads();
 
+  constexpr int kTopKTokens = 2;  // tokens per select_top_k call (their chains interleave; 4 spills)
   float bias_v[8];
   load_bias(a, h, lane, bias_v);
   for (int i = 0; i < 8; i += kTopKTokens) {
