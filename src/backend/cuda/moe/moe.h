@@ -57,7 +57,7 @@ Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, cons
 // ---- the stages of routed_experts, for the benchmark and for callers that reuse a permutation ----
 
 // The (token, head, k) slots, s = (t*heads + h)*K + k, ordered by group g = h*E + expert and, within a
-// group, by token (a stable radix sort: deterministic, the CPU's order). Plus the row-tile table the
+// group, by token (a stable counting sort: deterministic, the CPU's order). Plus the row-tile table the
 // grouped GEMM kernels walk (built on the device: no host synchronisation).
 struct Permutation {
   Tensor sorted_slot;  // [S] I32: slot of sorted row i
