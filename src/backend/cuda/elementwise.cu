@@ -94,10 +94,10 @@ __device__ __forceinline__ float swiglu7(float g, float l) {
 }
 
 // swiglu7 on interleaved (gate, linear) pairs in BF16, 8 outputs per thread: output j of the flat
-// [rows * width] reads the flat pair (2j, 2j + 1) whatever the row, so no index division; two 16-byte
-// loads, one 16-byte store; the same swiglu7 as gated_kernel (same bits). u and y 16-byte aligned.
-// y's row r starts at y + r * ld (ld = width: a plain [rows, width] output; wider: the columns of a
-// bigger buffer that `into` names); width % 8 == 0.
+// [rows * width] reads the flat pair (2j, 2j + 1) whatever the row, so the loads need no index division
+// (the store does, for its row); two 16-byte loads, one 16-byte store; the same swiglu7 as gated_kernel
+// (same bits). u and y 16-byte aligned. y's row r starts at y + r * ld (ld = width: a plain [rows, width]
+// output; wider: the columns of a bigger buffer that `into` names); width and ld multiples of 8.
 __global__ void swiglu7_interleaved_vec_kernel(const __nv_bfloat16* u, __nv_bfloat16* y, int64_t n8, int64_t width,
                                                int64_t ld) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n8; i += int64_t{gridDim.x} * blockDim.x) {

@@ -164,9 +164,10 @@ __device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, 
 // of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes holding it
 // (the CPU's tie rule, lower expert index first); the weights. Tokens with t[n] >= T are computed (on the
 // zero rows the caller passes) and not stored. Both kernels call it, so both choose with the same code.
-// Why NT tokens at once: each round is a chain of warp reductions (max, min, a shuffle) whose latency the
-// 16 warps of an SM did not hide - the top-K was 69% of router_mma_kernel's stall samples (bench/NOTES.md,
-// session 10); the NT chains interleave. Each token's arithmetic is the same as alone (the same bits).
+// Why NT tokens at once: each round is a dependent chain (a warp max, then the tie among the lanes holding
+// it and the winner's score) whose latency the 16 warps of an SM did not hide - the top-K was 69% of
+// router_mma_kernel's stall samples (bench/NOTES.md, session 10); the NT chains interleave. Each token's
+// arithmetic is the same as alone (the same bits).
 template <int NT>
 __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT], int lane,
                                              float (&sc)[NT][8], const float (&bias_v)[8]) {
