@@ -145,7 +145,8 @@ struct Layer {
   }
   void split(Activations& a) const { a.split = linear(dev, a.xn, w.split, nullptr, DType::BF16); }
   void router(Activations& a) const { a.r = moe::route(dev, a.split, w.gate, w.bias, s.router()); }
-  void permute(Activations& a) const { a.p = moe::permute(dev, a.r, s.router()); }
+  // The grouped path reads no tile table (as the model's routed_experts): tile_rows 0.
+  void permute(Activations& a) const { a.p = moe::permute(dev, a.r, s.router(), grouped ? 0 : 64); }
   void experts(Activations& a) const {
     if (grouped) {
       moe::GroupedOptions opt;
@@ -395,7 +396,7 @@ int run(const Options& o) {
         {"pre-norm", 0, [&] { layer.norm(a); }},
         {"split linear", f_split, [&] { layer.split(a); }},
         {"router (fp32 logits GEMM + top-k)", f_router, [&] { layer.router(a); }},
-        {"permutation (counting sort, offsets, tiles)", 0, [&] { layer.permute(a); }},
+        {"permutation (counting sort, offsets; tiles for the SIMT path)", 0, [&] { layer.permute(a); }},
         {"experts: gather + gate/up + swiglu7 + down + weight", f_experts, [&] { layer.experts(a); }},
         {"combine", 0, [&] { layer.combine(a); }},
         {"modality shared experts (into out)", f_spec, [&] { layer.specific(a); }},

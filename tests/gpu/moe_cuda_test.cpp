@@ -709,17 +709,20 @@ Tensor ref_combine(const Tensor& rows, const std::vector<int32_t>& idx, const st
 TEST(CudaMoe, PermuteMatchesStableSort) {
   Device dev;
   std::mt19937 gen(61);
-  struct Case { int64_t T, H, E, K; bool dup; };
-  for (const Case& cs : {Case{1, 3, 200, 6, false}, Case{33, 2, 16, 16, false}, Case{1000, 12, 256, 6, false},
-                         Case{4097, 4, 64, 8, false}, Case{300, 3, 12, 9, true}, Case{77, 1, 16, 16, true}}) {
+  // dup 0: distinct experts per (token, head); 1: K draws from experts 0-3 everywhere (repeats in every
+  // warp: the walk); n > 1: every n-th (token, head) repeats its first expert (the walk only in the warps
+  // holding one, the mask path in the rest of the tile).
+  struct Case { int64_t T, H, E, K; int dup; };
+  for (const Case& cs : {Case{1, 3, 200, 6, 0}, Case{33, 2, 16, 16, 0}, Case{1000, 12, 256, 6, 0}, Case{4097, 4, 64, 8, 0},
+                         Case{300, 3, 12, 9, 1}, Case{77, 1, 16, 16, 1}, Case{2000, 2, 64, 6, 97}}) {
     const int64_t S = cs.T * cs.H * cs.K, G = cs.H * cs.E;
     std::vector<int32_t> idx(S);
     for (int64_t th = 0; th < cs.T * cs.H; ++th) {
       std::vector<int32_t> e(cs.E);
       std::iota(e.begin(), e.end(), 0);
       std::shuffle(e.begin(), e.end(), gen);
-      // Skewed loads: experts 0-3 of each head take most slots (when not repeated ones).
-      for (int64_t k = 0; k < cs.K; ++k) idx[th * cs.K + k] = cs.dup ? int32_t(gen() % 4) : e[k];
+      for (int64_t k = 0; k < cs.K; ++k) idx[th * cs.K + k] = cs.dup == 1 ? int32_t(gen() % 4) : e[k];
+      if (cs.dup > 1 && th % cs.dup == 0) idx[th * cs.K + cs.K - 1] = idx[th * cs.K];
     }
     Routing r;
     r.indices = to_device(dev, ints(idx, {cs.T, cs.H, cs.K}));
@@ -757,6 +760,12 @@ TEST(CudaMoe, PermuteMatchesStableSort) {
     EXPECT_TRUE(same(pos, want_pos));
     EXPECT_TRUE(same(off, want_off));
     EXPECT_TRUE(tiles_ok);
+    // tile_rows 0 (the grouped path): the same order, no tile table.
+    const Permutation p0 = permute(dev, r, c, 0);
+    EXPECT_TRUE(same(to_host(dev, p0.sorted_slot), want));
+    EXPECT_TRUE(same(to_host(dev, p0.offsets), want_off));
+    EXPECT_EQ(p0.max_tiles, 0);
+    EXPECT_FALSE(p0.tile_group.defined());
   }
 }
 

@@ -179,7 +179,7 @@ Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, cons
   AVDIT_REQUIRE(grouped_supported(dev, x.dtype(), cfg, w.inter, out),
                 "moe routed_experts (grouped): needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim {} "
                 "and expert width {} multiples of 8", cfg.head_dim, w.inter);
-  const Permutation perm = permute(dev, routing, cfg);
+  const Permutation perm = permute(dev, routing, cfg, 0);  // no tile table: only sorted_slot and offsets are read
   const Tensor rows = grouped_expert_rows(dev, x, routing, perm, w, cfg, out);
   return combine(dev, rows, routing, perm, cfg, out, into);
 }

@@ -57,7 +57,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <cub/block/block_scan.cuh>
 #include <utility>
 
 #include "backend/cuda/moe/mbarrier_sm90.cuh"
@@ -454,24 +453,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// One block: the (group, m-tile) table of the chunk's units in group order, and their number.
-// (The same scan as moe.cu's tile_table_kernel over 128-row tiles; sharing it changes the kernel's
-// inputs and waits for a device run.)
-__global__ void units_kernel(const int* offsets, int groups, int2* units, int* total) {
-  using Scan = cub::BlockScan<int, 1024>;
-  __shared__ typename Scan::TempStorage tmp;
-  const int per = (groups + 1023) / 1024;
-  const int g0 = threadIdx.x * per, g1 = min(groups, g0 + per);
-  int mine = 0;
-  for (int g = g0; g < g1; ++g) mine += (offsets[g + 1] - offsets[g] + kBM - 1) / kBM;
-  int at = 0, sum = 0;
-  Scan(tmp).ExclusiveSum(mine, at, sum);
-  for (int g = g0; g < g1; ++g) {
-    const int tiles = (offsets[g + 1] - offsets[g] + kBM - 1) / kBM;
-    for (int m = 0; m < tiles; ++m) units[at++] = make_int2(g, m);
-  }
-  if (threadIdx.x == 0) *total = sum;
-}
+// The unit table (moe_internal.h: scan, then fill): (group in the chunk, m-tile) per unit, group order.
+struct UnitOut {
+  int2* units;
+  __device__ void operator()(int64_t j, int g, int m) const { units[j] = make_int2(g, m); }
+};
 
 }  // namespace
 
@@ -509,15 +495,19 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   const CUtensorMap tw =
       make_tma_map_bf16(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
 
-  // The unit table: at most a_rows / 128 + groups units.
+  // The unit table: at most a_rows / 128 + groups units; the scan's tile bases [groups + 1] after it.
   const int64_t max_units = r.a_rows / kBM + r.groups + 1;
-  Tensor scratch = cuda_empty(dev, {max_units * 8 + 256}, DType::U8);
+  Tensor scratch = cuda_empty(dev, {max_units * 8 + 256 + (int64_t(r.groups) + 1) * 4}, DType::U8);
   char* base = static_cast<char*>(device_ptr(scratch));
   int* counter = reinterpret_cast<int*>(base);
   int* total = counter + 1;
   int2* units = reinterpret_cast<int2*>(base + 256);
+  int* unit_base = reinterpret_cast<int*>(base + 256 + max_units * 8);
   AVDIT_CUDA_CHECK(cudaMemsetAsync(counter, 0, 4, dev.stream()));
-  units_kernel<<<1, 1024, 0, dev.stream()>>>(r.offsets, r.groups, units, total);
+  tile_scan_kernel<<<1, kTileScanThreads, 0, dev.stream()>>>(r.offsets, r.groups, kBM, unit_base, total);
+  AVDIT_CUDA_CHECK_LAUNCH();
+  tile_fill_kernel<<<static_cast<unsigned>(std::min<int64_t>((max_units + 255) / 256, 4096)), 256, 0, dev.stream()>>>(
+      r.offsets, unit_base, r.groups, max_units, UnitOut{units});
   AVDIT_CUDA_CHECK_LAUNCH();
 
   FusedParams p{};

@@ -20,24 +20,29 @@ namespace {
 // ---- permutation -------------------------------------------------------------------------------
 // A stable counting sort of the slots by group g = h*E + e (the order LSD radix sort gave: by group,
 // then by slot s = (t*H + h)*K + k): per block 256 tokens of one head (a tile), counted, one exclusive
-// scan over [group][tile], then placed. In a tile, warp w walks tokens 32w .. 32w+31 in order with lane
-// k holding choice k (from shared memory: the indices are staged first), so a slot's rank among its
-// group's slots is the tile's base for that expert, plus the counts of the warps before, plus the warp's
-// running count, plus the lanes below it with the same expert (__match_any_sync: repeated experts in a
-// (token, head) keep their k order). Why: the radix sort (keys + two 8-bit passes + offsets + inverse)
-// took 0.45 ms at T = 65,536, and a first version with one warp per 32-token tile (4-byte counts
-// scattered over 3,072 x 2,048 tiles, a global load per token) 0.51 ms (bench/NOTES.md, session 10).
+// scan over [group][tile], then placed. Warp w of a tile owns tokens 32w .. 32w+31 (their indices staged
+// in shared memory); a slot's rank among its group's slots is the tile's base for that expert, plus the
+// slots of the warps before, plus its rank in the warp: the warp's tokens below it that chose the same
+// expert (a per-expert bit mask of the warp's tokens, lane i = token i, all K choices at once), or, in a
+// warp where a token holds an expert twice (permute() takes any indices; route() never gives that), a
+// walk over the tokens in order with lane k = choice k and __match_any_sync (k order for the repeats).
+// Why: the radix sort (keys + two 8-bit passes + offsets + inverse) took 0.45 ms at T = 65,536; this
+// with the walk for every warp 0.42, of which the walk ~0.2 and the one-block tile table ~0.2
+// (bench/NOTES.md, session 10).
 constexpr int kPermWarps = 8;                 // warps per block
 constexpr int kPermTile = 32 * kPermWarps;    // tokens per block (32 per warp)
 
 struct PermTile {
   int hist[kPermWarps][kMaxExperts];          // per warp: its slots per expert, then its running base
+  unsigned mask[kPermWarps][kMaxExperts];     // per warp (fast path): bit i = token i chose the expert
   int e[kPermWarps][32 * kMaxTopK];           // the warp's tokens' choices, clamped (-1 past T)
 };
 
-// Stages warp w's 32 tokens' choices and counts them per expert into hist[w] (zeroed first).
-__device__ __forceinline__ void perm_stage_count(const int* idx, int64_t T, int H, int E, int K, int h,
-                                                 int64_t tile, PermTile& sm) {
+// Stages warp w's 32 tokens' choices, zeroes hist[w], and says (warp-uniform) whether a token of the warp
+// holds an expert twice (route() never does so; permute() takes any indices): then the walk below ranks
+// the slots, else lane i (token i) does its K choices at once.
+__device__ __forceinline__ bool perm_stage(const int* idx, int64_t T, int H, int E, int K, int h, int64_t tile,
+                                           PermTile& sm) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int e = lane; e < E; e += 32) sm.hist[w][e] = 0;
   const int64_t t0 = tile * kPermTile + 32 * w;
@@ -51,10 +56,27 @@ __device__ __forceinline__ void perm_stage_count(const int* idx, int64_t T, int 
     sm.e[w][j] = e;
   }
   __syncwarp();
+  bool dup = false;
+  const int* mine = sm.e[w] + lane * K;
+  for (int k = 1; k < K; ++k)
+    for (int k2 = 0; k2 < k; ++k2) dup |= mine[k] >= 0 && mine[k] == mine[k2];
+  return __any_sync(0xffffffffu, dup);
+}
+
+// The walk for warps with repeated experts: tokens in order, lane k = choice k; place(e, rank, k, token)
+// for each slot, rank = hist[w][e] + the lanes below with the same expert; hist[w][e] then grows by them.
+template <class Place>
+__device__ __forceinline__ void perm_walk(int64_t T, int K, int64_t t0, PermTile& sm, Place place) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int i = 0; i < 32 && t0 + i < T; ++i) {
     const int e = lane < K ? sm.e[w][i * K + lane] : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, e);
-    if (lane < K && (peers & ((1u << lane) - 1u)) == 0) sm.hist[w][e] += __popc(peers);
+    if (lane < K) {
+      const unsigned below = peers & ((1u << lane) - 1u);
+      place(e, sm.hist[w][e] + __popc(below), lane, i);
+      __syncwarp(peers);  // every peer read hist[w][e] before the lowest one adds to it
+      if (below == 0) sm.hist[w][e] += __popc(peers);
+    }
     __syncwarp();
   }
 }
@@ -64,24 +86,48 @@ __global__ void __launch_bounds__(kPermWarps * 32)
     perm_count_kernel(const int* idx, int64_t T, int H, int E, int K, int nt, int* counts) {
   __shared__ PermTile sm;
   const int h = blockIdx.y, tile = blockIdx.x;
-  perm_stage_count(idx, T, H, E, K, h, tile, sm);
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool dup = perm_stage(idx, T, H, E, K, h, tile, sm);
+  if (dup) {
+    perm_walk(T, K, int64_t(tile) * kPermTile + 32 * w, sm, [](int, int, int, int) {});
+  } else {
+    for (int k = 0; k < K; ++k) {
+      const int e = sm.e[w][lane * K + k];
+      if (e >= 0) atomicAdd(&sm.hist[w][e], 1);
+    }
+  }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int c = 0;
-    for (int w = 0; w < kPermWarps; ++w) c += sm.hist[w][e];
+    for (int v = 0; v < kPermWarps; ++v) c += sm.hist[v][e];
     counts[(int64_t(h) * E + e) * nt + tile] = c;
   }
 }
 
 // base = the exclusive scan of counts. Each slot's sorted row = base of its (group, tile) + the slots of
-// the warps before + its rank in the warp's walk.
+// the warps before + its rank in the warp: without repeated experts, the tokens below it holding the same
+// expert (a per-expert mask of the warp's tokens); with them, the walk.
 __global__ void __launch_bounds__(kPermWarps * 32)
     perm_place_kernel(const int* idx, int64_t T, int H, int E, int K, int nt, const int* base, int* sorted_slot,
                       int* slot_pos) {
   __shared__ PermTile sm;
   const int h = blockIdx.y, tile = blockIdx.x;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  perm_stage_count(idx, T, H, E, K, h, tile, sm);
+  const bool dup = perm_stage(idx, T, H, E, K, h, tile, sm);
+  const int64_t t0 = int64_t(tile) * kPermTile + 32 * w;
+  if (dup) {
+    perm_walk(T, K, t0, sm, [](int, int, int, int) {});  // the counts only
+  } else {
+    for (int e = lane; e < E; e += 32) sm.mask[w][e] = 0u;
+    __syncwarp();
+    for (int k = 0; k < K; ++k) {
+      const int e = sm.e[w][lane * K + k];
+      if (e >= 0) {
+        atomicAdd(&sm.hist[w][e], 1);
+        atomicOr(&sm.mask[w][e], 1u << lane);
+      }
+    }
+  }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {  // hist[w][e] becomes warp w's first row for e
     int run = base[(int64_t(h) * E + e) * nt + tile];
@@ -92,20 +138,18 @@ __global__ void __launch_bounds__(kPermWarps * 32)
     }
   }
   __syncthreads();
-  const int64_t t0 = int64_t(tile) * kPermTile + 32 * w;
-  for (int i = 0; i < 32 && t0 + i < T; ++i) {
-    const int e = lane < K ? sm.e[w][i * K + lane] : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    if (lane < K) {
-      const unsigned below = peers & ((1u << lane) - 1u);
-      const int row = sm.hist[w][e] + __popc(below);
-      const int64_t s = ((t0 + i) * H + h) * K + lane;
-      sorted_slot[row] = static_cast<int>(s);
-      slot_pos[s] = row;
-      __syncwarp(peers);  // every peer read hist[w][e] before the lowest one adds to it
-      if (below == 0) sm.hist[w][e] += __popc(peers);
+  auto put = [&](int row, int k, int i) {
+    const int64_t s = ((t0 + i) * H + h) * K + k;
+    sorted_slot[row] = static_cast<int>(s);
+    slot_pos[s] = row;
+  };
+  if (dup) {
+    perm_walk(T, K, t0, sm, [&](int, int row, int k, int i) { put(row, k, i); });
+  } else {
+    for (int k = 0; k < K; ++k) {
+      const int e = sm.e[w][lane * K + k];
+      if (e >= 0) put(sm.hist[w][e] + __popc(sm.mask[w][e] & ((1u << lane) - 1u)), k, lane);
     }
-    __syncwarp();
   }
 }
 
@@ -115,28 +159,17 @@ __global__ void perm_offsets_kernel(const int* base, int G, int nt, int64_t S, i
     offsets[g] = g < G ? base[int64_t(g) * nt] : static_cast<int>(S);
 }
 
-// One block: per-group tile counts, a block-wide exclusive scan, then each thread lists its groups'
-// tiles. The grid of the expert kernels is sized by the host bound max_tiles; extra blocks return.
-constexpr int kTileThreads = 1024;
-__global__ void __launch_bounds__(kTileThreads)
-tile_table_kernel(const int* offsets, int G, int BM, int* tile_group, int* tile_row, int* tile_count) {
-  using Scan = cub::BlockScan<int, kTileThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  const int per = (G + kTileThreads - 1) / kTileThreads;
-  const int g0 = threadIdx.x * per, g1 = min(G, g0 + per);
-  int mine = 0;
-  for (int g = g0; g < g1; ++g) mine += (offsets[g + 1] - offsets[g] + BM - 1) / BM;
-  int base = 0, total = 0;
-  Scan(tmp).ExclusiveSum(mine, base, total);
-  for (int g = g0; g < g1; ++g) {
-    for (int r = offsets[g]; r < offsets[g + 1]; r += BM) {
-      tile_group[base] = g;
-      tile_row[base] = r;
-      ++base;
-    }
+// The permutation's tile table (moe_internal.h: scan, then fill).
+struct TileRows {
+  int BM;
+  const int* offsets;
+  int* tile_group;
+  int* tile_row;
+  __device__ void operator()(int64_t j, int g, int m) const {
+    tile_group[j] = g;
+    tile_row[j] = offsets[g] + m * BM;
   }
-  if (threadIdx.x == 0) *tile_count = total;
-}
+};
 
 // ---- reference expert kernels (SIMT, fp32 math) -----------------------------------------------
 // 64 x 64 output tile per block, 16-deep K steps, 4 x 4 outputs per thread. kGateUp: A rows are the
@@ -401,6 +434,26 @@ void check_routing(const Routing& r, const RouterConfig& cfg, int64_t T) {
 
 }  // namespace
 
+__global__ void __launch_bounds__(kTileScanThreads)
+    tile_scan_kernel(const int* offsets, int G, int BM, int* tile_base, int* count) {
+  using Scan = cub::BlockScan<int, kTileScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  const int per = (G + kTileScanThreads - 1) / kTileScanThreads;
+  const int g0 = threadIdx.x * per, g1 = min(G, g0 + per);
+  int mine = 0;
+  for (int g = g0; g < g1; ++g) mine += (offsets[g + 1] - offsets[g] + BM - 1) / BM;
+  int base = 0, total = 0;
+  Scan(tmp).ExclusiveSum(mine, base, total);
+  for (int g = g0; g < g1; ++g) {
+    tile_base[g] = base;
+    base += (offsets[g + 1] - offsets[g] + BM - 1) / BM;
+  }
+  if (threadIdx.x == 0) {
+    tile_base[G] = total;
+    *count = total;
+  }
+}
+
 void check_config(const RouterConfig& cfg) {
   AVDIT_REQUIRE(cfg.heads > 0 && cfg.experts > 0 && cfg.top_k > 0 && cfg.head_dim > 0,
                 "moe config: heads {}, experts {}, top_k {}, head_dim {} must all be positive", cfg.heads,
@@ -440,7 +493,7 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
 
 Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows) {
   check_config(cfg);
-  AVDIT_REQUIRE(tile_rows > 0, "moe permute: tile_rows {} must be positive", tile_rows);
+  AVDIT_REQUIRE(tile_rows >= 0, "moe permute: tile_rows {} must be positive (or 0: no tile table)", tile_rows);
   const int64_t T = routing.indices.defined() && routing.indices.ndim() == 3 ? routing.indices.size(0) : -1;
   AVDIT_REQUIRE(T >= 0, "moe permute: routing.indices must be [T, heads, K]");
   check_routing(routing, cfg, T);
@@ -451,10 +504,12 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
   p.sorted_slot = cuda_empty(dev, {S}, DType::I32);
   p.slot_pos = cuda_empty(dev, {S}, DType::I32);
   p.offsets = cuda_empty(dev, {G + 1}, DType::I32);
-  p.max_tiles = (S + tile_rows - 1) / tile_rows + G;
-  p.tile_group = cuda_empty(dev, {p.max_tiles}, DType::I32);
-  p.tile_row = cuda_empty(dev, {p.max_tiles}, DType::I32);
-  p.tile_count = cuda_empty(dev, {1}, DType::I32);
+  if (tile_rows > 0) {
+    p.max_tiles = (S + tile_rows - 1) / tile_rows + G;
+    p.tile_group = cuda_empty(dev, {p.max_tiles}, DType::I32);
+    p.tile_row = cuda_empty(dev, {p.max_tiles}, DType::I32);
+    p.tile_count = cuda_empty(dev, {1}, DType::I32);
+  }
   cudaStream_t st = dev.stream();
   int* offsets = static_cast<int*>(device_ptr(p.offsets));
   if (S == 0) {
@@ -482,9 +537,13 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
     perm_offsets_kernel<<<grid_for(G + 1), kThreads, 0, st>>>(cptr<int32_t>(base), G, nt, S, offsets);
     AVDIT_CUDA_CHECK_LAUNCH();
   }
-  tile_table_kernel<<<1, kTileThreads, 0, st>>>(offsets, G, tile_rows, static_cast<int*>(device_ptr(p.tile_group)),
-                                                static_cast<int*>(device_ptr(p.tile_row)),
-                                                static_cast<int*>(device_ptr(p.tile_count)));
+  if (tile_rows == 0) return p;  // no tile table (the grouped path reads only sorted_slot and offsets)
+  Tensor tile_base = cuda_empty(dev, {G + 1}, DType::I32);
+  int* tb = static_cast<int*>(device_ptr(tile_base));
+  tile_scan_kernel<<<1, kTileScanThreads, 0, st>>>(offsets, G, tile_rows, tb, static_cast<int*>(device_ptr(p.tile_count)));
+  AVDIT_CUDA_CHECK_LAUNCH();
+  const TileRows out{tile_rows, offsets, static_cast<int*>(device_ptr(p.tile_group)), static_cast<int*>(device_ptr(p.tile_row))};
+  tile_fill_kernel<<<grid_for(p.max_tiles), kThreads, 0, st>>>(offsets, tb, G, p.max_tiles, out);
   AVDIT_CUDA_CHECK_LAUNCH();
   return p;
 }

@@ -69,6 +69,8 @@ struct Permutation {
   int64_t max_tiles = 0;
   int tile_rows = 0;   // rows per tile
 };
+// tile_rows 0: no tile table (max_tiles 0, the tile tensors undefined): the grouped path reads only
+// sorted_slot and offsets.
 Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows = 64);
 
 enum class ExpertPath {

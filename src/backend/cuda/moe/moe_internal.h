@@ -3,6 +3,8 @@
 
 #include <cuda_bf16.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include "backend/cuda/moe/moe.h"
 
 namespace avdit::cuda::moe {
@@ -49,6 +51,31 @@ __device__ __forceinline__ float swiglu7_lean_f(float g, float l) {
 template <class T>
 inline const T* cptr(const Tensor& t) {
   return static_cast<const T*>(t.raw());
+}
+
+// Row tiles of BM rows over the groups' row ranges [offsets[g], offsets[g+1]) in group order, in two
+// steps (moe.cu's permutation table, BM 64; the fused experts kernel's units, BM 128): one block scans the
+// per-group tile counts into tile_base [G + 1] (tile_base[G] = the total, also into *count), then every
+// thread writes tiles at once - tile j finds its group by a binary search in tile_base. Why: the one-block
+// table that also wrote the tiles, each thread its groups' tiles one by one, took 205 us at T = 65,536
+// (Nsight Compute, bench/NOTES.md session 10).
+constexpr int kTileScanThreads = 1024;
+__global__ void __launch_bounds__(kTileScanThreads)
+    tile_scan_kernel(const int* offsets, int G, int BM, int* tile_base, int* count);
+// out(j, g, m): tile j is tile m of group g (its first row offsets[g] + m * BM); j < max_tiles.
+template <class Out>
+__global__ void tile_fill_kernel(const int* offsets, const int* tile_base, int G, int64_t max_tiles, Out out) {
+  const int64_t total = tile_base[G];
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < max_tiles && j < total;
+       j += int64_t{gridDim.x} * blockDim.x) {
+    int lo = 0, hi = G - 1;  // the last group whose first tile is <= j: empty groups before it share its base
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (tile_base[mid] <= j) lo = mid;
+      else hi = mid - 1;
+    }
+    out(j, lo, static_cast<int>(j - tile_base[lo]));
+  }
 }
 
 void check_config(const RouterConfig& cfg);
