@@ -53,6 +53,7 @@ struct Options {
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
+  int router_topk = 2;      // RouterConfig::topk_version
 };
 
 }  // namespace
@@ -67,7 +68,8 @@ constexpr double kCeilingTflops = 770.0;  // measured bf16 GEMM ceiling of the H
 struct LayerShape {
   int64_t hidden = 3072, W = 3072, H = 12, E = 256, K = 6, D = 256, De = 1280, Is = 1280, Im = 1280;
   float route_scale = 4.9f;
-  moe::RouterConfig router() const { return moe::RouterConfig{H, E, K, D, false, true, route_scale}; }
+  int topk_version = 2;  // --router-topk
+  moe::RouterConfig router() const { return moe::RouterConfig{H, E, K, D, false, true, route_scale, topk_version}; }
 };
 
 struct LayerWeights {
@@ -362,7 +364,8 @@ int run(const Options& o) {
     dump_check(dev, o.dump_check, path, o.grouped_kernel);
     return 0;
   }
-  const LayerShape s;
+  LayerShape s;
+  s.topk_version = o.router_topk;
   const LayerWeights w = make_weights(dev, s, 1);
   // The grouped path runs on weights packed once (gate/up interleaved, K-major), as a model would at
   // load time; the packing is timed on its own row, not inside the expert stage.
@@ -395,7 +398,8 @@ int run(const Options& o) {
     const std::vector<Stage> stages = {
         {"pre-norm", 0, [&] { layer.norm(a); }},
         {"split linear", f_split, [&] { layer.split(a); }},
-        {"router (fp32 logits GEMM + top-k)", f_router, [&] { layer.router(a); }},
+        {s.topk_version == 2 ? "router (fp32 logits GEMM + top-k)" : "router (fp32 logits GEMM + top-k, top-K version 1)",
+         f_router, [&] { layer.router(a); }},
         {"permutation (counting sort, offsets; tiles for the SIMT path)", 0, [&] { layer.permute(a); }},
         {"experts: gather + gate/up + swiglu7 + down + weight", f_experts, [&] { layer.experts(a); }},
         {"combine", 0, [&] { layer.combine(a); }},
@@ -489,6 +493,10 @@ Run add_bench_moe(CLI::App& bench) {
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
                   "--path grouped: the expert-GEMM variant 0-7, 9, 10 (GroupedOptions::kernel in moe/grouped.h; default: its default)");
+  cmd->add_option("--router-topk", opt->router_topk,
+                  "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "
+                  "RouterConfig::topk_version in moe/moe.h, to time one against the other")
+      ->check(CLI::IsMember({1, 2}));
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

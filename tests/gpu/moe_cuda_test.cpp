@@ -926,6 +926,51 @@ TEST(CudaMoe, RouterTensorCoresMatchSimt) {
   }
 }
 
+// The two top-K versions (RouterConfig::topk_version) on both kernels choose the same experts in the
+// same order with the same weight bits: random scores, many exact ties (integer logits and a three-class
+// bias, so lanes hold equal keys and a lane often holds several of the top K), K up to 16 (lanes pop
+// their pairs many times: the rescan path), E not a multiple of 8, softmax scores.
+TEST(CudaMoe, RouterTopKVersionsAgree) {
+  Device dev;
+  std::mt19937 gen(53);
+  struct Case { int64_t T, H, E, K, D; bool softmax, ints; };
+  int64_t compared = 0;
+  for (const Case& cs : {Case{300, 12, 256, 6, 256, false, false}, Case{200, 3, 256, 16, 64, false, true},
+                         Case{150, 2, 77, 9, 40, true, false}, Case{100, 2, 256, 6, 32, false, true},
+                         Case{64, 1, 16, 16, 16, false, true}}) {
+    const RouterConfig c1{cs.H, cs.E, cs.K, cs.D, cs.softmax, true, 4.9f, 1};
+    const RouterConfig c2{cs.H, cs.E, cs.K, cs.D, cs.softmax, true, 4.9f, 2};
+    Tensor x = normal(gen, {cs.T, cs.H * cs.D});
+    Tensor gate = normal(gen, {cs.H * cs.E, cs.D}, 1.0f / std::sqrt(float(cs.D)));
+    Tensor bias = normal(gen, {cs.H * cs.E}, 0.05f);
+    if (cs.ints) {  // small integers: exact logits, and equal keys all over
+      for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(int(gen() % 3) - 1);
+      for (int64_t i = 0; i < gate.numel(); ++i) gate.f32()[i] = float(int(gen() % 3) - 1);
+      for (int64_t i = 0; i < bias.numel(); ++i) bias.f32()[i] = 0.125f * float(int(gen() % 3) - 1);
+    }
+    const Tensor xd = to_device(dev, x.to(DType::BF16)), gd = to_device(dev, gate), bd = to_device(dev, bias);
+    for (bool tc : {true, false}) {
+      const RouterRun a = run_router(dev, xd, gd, bd, c1, tc), b = run_router(dev, xd, gd, bd, c2, tc);
+      const std::string what = std::string(tc ? "tensor cores" : "simt") + " T" + std::to_string(cs.T) + " E" +
+                               std::to_string(cs.E) + " K" + std::to_string(cs.K);
+      EXPECT_EQ(a.tensor_cores, b.tensor_cores) << what;
+      EXPECT_EQ(std::memcmp(a.idx.raw(), b.idx.raw(), size_t(a.idx.nbytes())), 0) << what << ": indices differ";
+      EXPECT_EQ(std::memcmp(a.w.raw(), b.w.raw(), size_t(a.w.nbytes())), 0) << what << ": weights differ";
+      // Not vacuous: every (token, head) chose K distinct experts.
+      for (int64_t p = 0; p < cs.T * cs.H; ++p) {
+        std::vector<int32_t> e(b.idx.data<int32_t>() + p * cs.K, b.idx.data<int32_t>() + (p + 1) * cs.K);
+        std::sort(e.begin(), e.end());
+        EXPECT_TRUE(std::adjacent_find(e.begin(), e.end()) == e.end() && e.front() >= 0 && e.back() < cs.E) << what;
+      }
+      compared += cs.T * cs.H * cs.K;
+    }
+  }
+  std::printf("  router top-K versions 1 and 2: %ld choices compared, all equal\n", long(compared));
+  EXPECT_THROW(route(dev, to_device(dev, Tensor::empty({1, 16}, DType::F32)), to_device(dev, Tensor::empty({16, 16}, DType::F32)),
+                     to_device(dev, Tensor::empty({16}, DType::F32)), RouterConfig{1, 16, 2, 16, false, true, 1.f, 3}),
+               BadInput);
+}
+
 // RouterTieRule on the tensor-core kernel (that test's x is F32, which takes the SIMT kernel): experts 2, 37
 // and 200 (computed by warps 0, 1 and 6) share a gate row and a bias far above the rest, so their logits
 // must be the same bits and every token must pick 2, 37, 200 in that order.

@@ -462,6 +462,8 @@ void check_config(const RouterConfig& cfg) {
                 cfg.experts, kMaxExperts);
   AVDIT_REQUIRE(cfg.top_k <= kMaxTopK && cfg.top_k <= cfg.experts, "moe config: top_k {} must be <= {} and <= experts {}",
                 cfg.top_k, kMaxTopK, cfg.experts);
+  AVDIT_REQUIRE(cfg.topk_version == 1 || cfg.topk_version == 2, "moe config: topk_version {} (1 or 2)",
+                cfg.topk_version);
 }
 
 Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,

@@ -17,6 +17,10 @@ struct RouterConfig {
   bool softmax = false;  // score function: softmax over a head's experts; else sigmoid
   bool route_norm = true;  // L1-normalise the K unbiased scores (eps 1e-12) before route_scale
   float route_scale = 1.0f;
+  // The GPU router's top-K rounds (router.cu), for measuring one against the other; both choose the
+  // same experts with the same weights, bit for bit. 2 (default): each lane keeps its best two
+  // candidates; 1: each round rescans every candidate (until session 11).
+  int topk_version = 2;
 };
 
 // Routing of every (token, head): fp32 logits x_h · gate_h^T, scores, top-K of score + bias (ties:

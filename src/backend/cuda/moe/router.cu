@@ -159,6 +159,164 @@ __device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, 
   }
 }
 
+// This lane's best two (key, slot) pairs among the slots not in `taken`, best first; among equal keys the
+// lower slot (= the lower expert) first, as the strict compares in slot order keep it. Key 0 = none.
+__device__ __forceinline__ void lane_top2(const unsigned (&key)[8], unsigned taken, unsigned& k1, int& j1,
+                                          unsigned& k2, int& j2) {
+  k1 = k2 = 0u;
+  j1 = j2 = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const unsigned v = (taken >> j) & 1u ? 0u : key[j];
+    const bool c1 = v > k1, c2 = v > k2;
+    k2 = c1 ? k1 : (c2 ? v : k2);
+    j2 = c1 ? j1 : (c2 ? j : j2);
+    k1 = c1 ? v : k1;
+    j1 = c1 ? j : j1;
+  }
+}
+
+// Version 1 of the K rounds (RouterConfig::topk_version; kept to measure against): every round each lane
+// rescans its 8 slots for its best untaken (key, expert, slot, score); the winner's score is shuffled to
+// every lane and summed into l1 as the round goes.
+template <int NT>
+__device__ __forceinline__ void top_k_scan(const RouterArgs& a, int lane, const float (&sc)[NT][8],
+                                   unsigned (&key)[NT][8], const int64_t (&p)[NT], const bool (&valid)[NT]) {
+  const unsigned full = 0xffffffffu;
+  int my_e[NT];        // lane k keeps the k-th choice
+  float my_s[NT], l1[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    my_e[n] = 0;
+    my_s[n] = 0.f;
+    l1[n] = 0.f;
+  }
+  for (int k = 0; k < a.K; ++k) {
+    unsigned kb[NT], m[NT];
+    int eb[NT], jb[NT];
+    float sb[NT];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      // This lane's best untaken key (a chosen slot's key is 0), the lowest slot (= lowest expert) among
+      // equal keys, and its score.
+      kb[n] = 0;
+      eb[n] = INT_MAX;
+      jb[n] = 0;
+      sb[n] = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (key[n][j] > kb[n]) {
+          kb[n] = key[n][j];
+          eb[n] = expert_of(lane, j);
+          jb[n] = j;
+          sb[n] = sc[n][j];
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
+    // The lowest expert among the lanes holding the max key: lane l's slots are experts 4l .. 4l+3 and
+    // 128 + 4l .. 128 + 4l + 3, so it is the lowest such lane whose best is below 128, else the lowest such
+    // lane (two ballots: shorter than a second warp reduction).
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const bool tied = kb[n] == m[n] && kb[n] != 0u;
+      const unsigned lo = __ballot_sync(full, tied && eb[n] < 128), all = __ballot_sync(full, tied);
+      const int wl = lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
+      // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
+      const int w = all ? __shfl_sync(full, eb[n], wl) : 0;
+      const float s = __shfl_sync(full, all ? sb[n] : sc[n][0], wl);
+      const int jw = all ? jb[n] : 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (lane == wl && j == jw) key[n][j] = 0u;  // taken: key 0 never wins again
+      l1[n] += fabsf(s);  // the CPU's order: k = 0, 1, ...
+      if (lane == k) {
+        my_e[n] = w;
+        my_s[n] = s;
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+    if (valid[n] && lane < a.K) {
+      const float denom = a.norm ? fmaxf(l1[n], 1e-12f) : 1.0f;
+      a.idx[p[n] * a.K + lane] = my_e[n];
+      a.w[p[n] * a.K + lane] = (a.norm ? my_s[n] / denom : my_s[n]) * a.scale;
+    }
+}
+
+// Version 2 (the default): each lane keeps its best two untaken (key, slot) pairs and a round pops the
+// winner's; the scores are fetched once after the rounds. Same choices, scores and l1 order as version 1
+// (the same bits; CudaMoe.RouterTopKVersionsAgree).
+template <int NT>
+__device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const float (&sc)[NT][8],
+                                   unsigned (&key)[NT][8], const int64_t (&p)[NT], const bool (&valid)[NT]) {
+  const unsigned full = 0xffffffffu;
+  // Each lane keeps its best two untaken (key, slot) pairs, made by one pass over its 8 slots; a round
+  // pops the winner lane's first pair. Only when a lane has popped both does every lane rescan its
+  // untaken slots (the taken ones are bits of `taken`) - for ~40% of tokens once, instead of a scan of
+  // all 8 slots in every round.
+  int my_e[NT];  // lane k keeps the k-th choice
+  unsigned k1[NT], k2[NT], taken[NT];
+  int j1[NT], j2[NT], popped[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    my_e[n] = 0;
+    taken[n] = 0;
+    popped[n] = 0;
+    lane_top2(key[n], 0u, k1[n], j1[n], k2[n], j2[n]);
+  }
+  for (int k = 0; k < a.K; ++k) {
+    unsigned m[NT];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(k1[n]);
+    // The lowest expert among the lanes holding the max key: lane l's slots are experts 4l .. 4l+3 and
+    // 128 + 4l .. 128 + 4l + 3, so it is the lowest such lane whose best is below 128 (slot < 4), else the
+    // lowest such lane (two ballots: shorter than a second warp reduction).
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const bool tied = k1[n] == m[n] && k1[n] != 0u;
+      const unsigned lo = __ballot_sync(full, tied && j1[n] < 4), all = __ballot_sync(full, tied);
+      const int wl = lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
+      const int jw = __shfl_sync(full, j1[n], wl);
+      // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
+      const int w = all ? expert_of(wl, jw) : 0;
+      if (all && lane == wl) {  // pop; the taken bit keeps the slot out of any rescan
+        taken[n] |= 1u << jw;
+        k1[n] = k2[n];
+        j1[n] = j2[n];
+        k2[n] = 0u;
+        ++popped[n];
+      }
+      if (lane == k) my_e[n] = w;
+      if (__any_sync(full, popped[n] == 2) && k + 1 < a.K) {  // the winner used up its pair: rescan
+        lane_top2(key[n], taken[n], k1[n], j1[n], k2[n], j2[n]);
+        popped[n] = 0;
+      }
+    }
+  }
+  // The scores of the choices: lane k takes its expert's score from the lane holding it (8 shuffles and
+  // a select, once per token instead of once per round), then every lane sums |score| in the CPU's order
+  // k = 0, 1, ... - the same values in the same order as when each round fetched its winner's score.
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int owner = (my_e[n] & 127) >> 2, js = (my_e[n] >> 7) * 4 + (my_e[n] & 3);
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float v = __shfl_sync(full, sc[n][j], owner);
+      if (j == js) s = v;
+    }
+    float l1 = 0.f;
+    for (int k = 0; k < a.K; ++k) l1 += fabsf(__shfl_sync(full, s, k));
+    if (valid[n] && lane < a.K) {
+      const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
+      a.idx[p[n] * a.K + lane] = my_e[n];
+      a.w[p[n] * a.K + lane] = (a.norm ? s / denom : s) * a.scale;
+    }
+  }
+}
+
 // NT tokens t[n] of head h, one warp: each token's logits in this lane's 8 slots (expert_of; sc[n],
 // overwritten with the scores) -> logits out (when kept), the scores, the top-K of score + bias: K rounds
 // of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes holding it
@@ -168,7 +326,7 @@ __device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, 
 // it and the winner's score) whose latency the 16 warps of an SM did not hide - the top-K was 69% of
 // router_mma_kernel's stall samples (bench/NOTES.md, session 10); the NT chains interleave. Each token's
 // arithmetic is the same as alone (the same bits).
-template <int NT>
+template <int NT, int V>
 __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT], int lane,
                                              float (&sc)[NT][8], const float (&bias_v)[8]) {
   const unsigned full = 0xffffffffu;
@@ -233,66 +391,10 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
       b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
       key[n][j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
     }
-  int my_e[NT];        // lane k keeps the k-th choice
-  float my_s[NT], l1[NT];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    my_e[n] = 0;
-    my_s[n] = 0.f;
-    l1[n] = 0.f;
-  }
-  for (int k = 0; k < a.K; ++k) {
-    unsigned kb[NT], m[NT];
-    int eb[NT], jb[NT];
-    float sb[NT];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      // This lane's best untaken key (a chosen slot's key is 0), the lowest slot (= lowest expert) among
-      // equal keys, and its score.
-      kb[n] = 0;
-      eb[n] = INT_MAX;
-      jb[n] = 0;
-      sb[n] = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (key[n][j] > kb[n]) {
-          kb[n] = key[n][j];
-          eb[n] = expert_of(lane, j);
-          jb[n] = j;
-          sb[n] = sc[n][j];
-        }
-    }
-#pragma unroll
-    for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
-    // The lowest expert among the lanes holding the max key: lane l's slots are experts 4l .. 4l+3 and
-    // 128 + 4l .. 128 + 4l + 3, so it is the lowest such lane whose best is below 128, else the lowest such
-    // lane (two ballots: shorter than a second warp reduction).
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const bool tied = kb[n] == m[n] && kb[n] != 0u;
-      const unsigned lo = __ballot_sync(full, tied && eb[n] < 128), all = __ballot_sync(full, tied);
-      const int wl = lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
-      // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
-      const int w = all ? __shfl_sync(full, eb[n], wl) : 0;
-      const float s = __shfl_sync(full, all ? sb[n] : sc[n][0], wl);
-      const int jw = all ? jb[n] : 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (lane == wl && j == jw) key[n][j] = 0u;  // taken: key 0 never wins again
-      l1[n] += fabsf(s);  // the CPU's order: k = 0, 1, ...
-      if (lane == k) {
-        my_e[n] = w;
-        my_s[n] = s;
-      }
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < NT; ++n)
-    if (valid[n] && lane < a.K) {
-      const float denom = a.norm ? fmaxf(l1[n], 1e-12f) : 1.0f;
-      a.idx[p[n] * a.K + lane] = my_e[n];
-      a.w[p[n] * a.K + lane] = (a.norm ? my_s[n] / denom : my_s[n]) * a.scale;
-    }
+  if constexpr (V == 1)
+    top_k_scan<NT>(a, lane, sc, key, p, valid);
+  else
+    top_k_pairs<NT>(a, lane, sc, key, p, valid);
 }
 
 // ---- router_kernel: fp32 logits on the CUDA cores ------------------------------------------------------
@@ -345,7 +447,7 @@ __device__ __forceinline__ void load_gate_async(const RouterArgs& a, int h, int 
   cp_async_commit();
 }
 
-template <bool kVec>
+template <bool kVec, int V>
 __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a, Elt xt) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -406,7 +508,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a,
     float sc[1][8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) sc[0][j] = acc[i][j];
-    select_top_k<1>(a, h, tt, lane, sc, bias_v);
+    select_top_k<1, V>(a, h, tt, lane, sc, bias_v);
   }
 }
 
@@ -480,7 +582,7 @@ __device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64
 // (4 x 4 MMA tiles of 16 x 8, 64 accumulators per thread). Per 16 values of k a warp loads its A fragments
 // once (4 ldmatrix.x4) and, per plane, its B fragments (2 ldmatrix.x4) for 16 MMAs: 10 ldmatrix per 48 MMAs.
 // Then the logits go through shared memory into select_top_k's layout: warp w, tokens 8w .. 8w+7.
-template <bool kVec>
+template <bool kVec, int V>
 __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArgs a) {
 #if __CUDA_ARCH__ >= 800
   extern __shared__ float4 smem4[];
@@ -558,7 +660,9 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
     }
   __syncthreads();
 
-  constexpr int kTopKTokens = 2;  // tokens per select_top_k call (their chains interleave; 4 spills)
+  // Tokens per select_top_k call (their chains interleave): 2. Version 1 spills with 4; version 2 fits 4
+  // in 128 registers but ran no faster (bench/NOTES.md, session 11).
+  constexpr int kTopKTokens = 2;
   float bias_v[8];
   load_bias(a, h, lane, bias_v);
   for (int i = 0; i < 8; i += kTopKTokens) {
@@ -575,7 +679,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
 #pragma unroll
       for (int q = 0; q < 8; ++q) logit[n][q] = v[q];
     }
-    select_top_k<kTopKTokens>(a, h, tt, lane, logit, bias_v);
+    select_top_k<kTopKTokens, V>(a, h, tt, lane, logit, bias_v);
   }
 #else
   __trap();  // launch_router only launches it where the device code was built for sm_80+
@@ -587,7 +691,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
 bool mma_router_available(Device& dev) {
   if (dev.props().major < 8 || dev.props().sharedMemPerBlockOptin < size_t{kMmaSmemBytes}) return false;
   cudaFuncAttributes attr{};
-  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true>));
+  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true, 2>));
   return attr.ptxVersion >= 80;
 }
 
@@ -608,7 +712,9 @@ bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tenso
     split_gate_kernel<<<grid_for(int64_t(H) * kEP * Dp), kRouterThreads, 0, dev.stream()>>>(
         cptr<float>(gate), H, E, D, Dp, static_cast<__nv_bfloat16*>(device_ptr(gp)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    auto kernel = vec ? router_mma_kernel<true> : router_mma_kernel<false>;
+    const bool v1 = cfg.topk_version == 1;
+    auto kernel = vec ? (v1 ? router_mma_kernel<true, 1> : router_mma_kernel<true, 2>)
+                      : (v1 ? router_mma_kernel<false, 1> : router_mma_kernel<false, 2>);
     AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes));
     kernel<<<grid, kRouterThreads, kMmaSmemBytes, dev.stream()>>>(a);
     AVDIT_CUDA_CHECK_LAUNCH();
@@ -619,7 +725,9 @@ bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tenso
   transpose_gate_kernel<<<grid_for(gt.numel()), kRouterThreads, 0, dev.stream()>>>(cptr<float>(gate), H, E, D, Dp,
                                                                              static_cast<float*>(device_ptr(gt)));
   AVDIT_CUDA_CHECK_LAUNCH();
-  auto kernel = vec ? router_kernel<true> : router_kernel<false>;
+  const bool v1 = cfg.topk_version == 1;
+  auto kernel = vec ? (v1 ? router_kernel<true, 1> : router_kernel<true, 2>)
+                    : (v1 ? router_kernel<false, 1> : router_kernel<false, 2>);
   AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   kernel<<<grid, kRouterThreads, kSmemBytes, dev.stream()>>>(a, xt);
   AVDIT_CUDA_CHECK_LAUNCH();
