@@ -176,6 +176,17 @@ __device__ __forceinline__ void lane_top2(const unsigned (&key)[8], unsigned tak
   }
 }
 
+// The round's winner lane among the lanes whose best key equals the warp max m: lane l's slots are experts
+// 4l .. 4l+3 and 128 + 4l .. 128 + 4l + 3, so the lowest expert is in the lowest such lane whose best is
+// below 128 (`low`), else in the lowest such lane (two ballots: shorter than a second warp reduction).
+// `any`: some lane still holds a candidate (key 0 = none).
+__device__ __forceinline__ int winner_lane(unsigned best, unsigned m, bool low, bool& any) {
+  const bool tied = best == m && best != 0u;
+  const unsigned lo = __ballot_sync(0xffffffffu, tied && low), all = __ballot_sync(0xffffffffu, tied);
+  any = all != 0u;
+  return lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
+}
+
 // Version 1 of the K rounds (RouterConfig::topk_version; kept to measure against): every round each lane
 // rescans its 8 slots for its best untaken (key, expert, slot, score); the winner's score is shuffled to
 // every lane and summed into l1 as the round goes.
@@ -214,14 +225,10 @@ __device__ __forceinline__ void top_k_scan(const RouterArgs& a, int lane, const 
     }
 #pragma unroll
     for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
-    // The lowest expert among the lanes holding the max key: lane l's slots are experts 4l .. 4l+3 and
-    // 128 + 4l .. 128 + 4l + 3, so it is the lowest such lane whose best is below 128, else the lowest such
-    // lane (two ballots: shorter than a second warp reduction).
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      const bool tied = kb[n] == m[n] && kb[n] != 0u;
-      const unsigned lo = __ballot_sync(full, tied && eb[n] < 128), all = __ballot_sync(full, tied);
-      const int wl = lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
+      bool all;
+      const int wl = winner_lane(kb[n], m[n], eb[n] < 128, all);
       // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
       const int w = all ? __shfl_sync(full, eb[n], wl) : 0;
       const float s = __shfl_sync(full, all ? sb[n] : sc[n][0], wl);
@@ -270,14 +277,10 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
     unsigned m[NT];
 #pragma unroll
     for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(k1[n]);
-    // The lowest expert among the lanes holding the max key: lane l's slots are experts 4l .. 4l+3 and
-    // 128 + 4l .. 128 + 4l + 3, so it is the lowest such lane whose best is below 128 (slot < 4), else the
-    // lowest such lane (two ballots: shorter than a second warp reduction).
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      const bool tied = k1[n] == m[n] && k1[n] != 0u;
-      const unsigned lo = __ballot_sync(full, tied && j1[n] < 4), all = __ballot_sync(full, tied);
-      const int wl = lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
+      bool all;
+      const int wl = winner_lane(k1[n], m[n], j1[n] < 4, all);  // slot < 4: expert < 128
       const int jw = __shfl_sync(full, j1[n], wl);
       // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
       const int w = all ? expert_of(wl, jw) : 0;
