@@ -32,7 +32,8 @@
 //   8 warps x 8 x 240 = 15.4k warp instructions, select_top_k ~600 per token (bench/NOTES.md, session 6) =
 //   38.4k: ~54k / 4 schedulers x 93 blocks = 1.26M cycles = 0.64 ms at 1.98 GHz; the top-K of one block
 //   runs beside the other block's MMAs;
-// total ~0.9 ms (0.75-1.1; all three near 0.6 ms and imperfectly overlapped), from 3.45-3.74 ms.
+// total ~0.9 ms (0.75-1.1; all three near 0.6 ms and imperfectly overlapped), from 3.45-3.74 ms. Measured:
+// 1.7-2.2 ms (sessions 8-11), the top-K and the scoring before it ~64% of the stall samples (session 11).
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -328,7 +329,7 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
 // Why NT tokens at once: each round is a dependent chain (a warp max, then the tie among the lanes holding
 // it and the winner's score) whose latency the 16 warps of an SM did not hide - the top-K was 69% of
 // router_mma_kernel's stall samples (bench/NOTES.md, session 10); the NT chains interleave. Each token's
-// arithmetic is the same as alone (the same bits).
+// arithmetic is the same as alone (the same bits). V: the rounds' version (top_k_scan 1, top_k_pairs 2).
 template <int NT, int V>
 __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT], int lane,
                                              float (&sc)[NT][8], const float (&bias_v)[8]) {
