@@ -506,8 +506,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_CUDA_CHECK(cudaMemsetAsync(counter, 0, 4, dev.stream()));
   tile_scan_kernel<<<1, kTileScanThreads, 0, dev.stream()>>>(r.offsets, r.groups, kBM, unit_base, total);
   AVDIT_CUDA_CHECK_LAUNCH();
-  tile_fill_kernel<<<static_cast<unsigned>(std::min<int64_t>((max_units + 255) / 256, 4096)), 256, 0, dev.stream()>>>(
-      r.offsets, unit_base, r.groups, max_units, UnitOut{units});
+  tile_fill_kernel<<<grid_for(max_units), kThreads, 0, dev.stream()>>>(r.offsets, unit_base, r.groups, max_units,
+                                                                       UnitOut{units});
   AVDIT_CUDA_CHECK_LAUNCH();
 
   FusedParams p{};

@@ -440,13 +440,14 @@ __global__ void __launch_bounds__(kTileScanThreads)
   __shared__ typename Scan::TempStorage tmp;
   const int per = (G + kTileScanThreads - 1) / kTileScanThreads;
   const int g0 = threadIdx.x * per, g1 = min(G, g0 + per);
+  auto tiles = [&](int g) { return (offsets[g + 1] - offsets[g] + BM - 1) / BM; };
   int mine = 0;
-  for (int g = g0; g < g1; ++g) mine += (offsets[g + 1] - offsets[g] + BM - 1) / BM;
+  for (int g = g0; g < g1; ++g) mine += tiles(g);
   int base = 0, total = 0;
   Scan(tmp).ExclusiveSum(mine, base, total);
   for (int g = g0; g < g1; ++g) {
     tile_base[g] = base;
-    base += (offsets[g + 1] - offsets[g] + BM - 1) / BM;
+    base += tiles(g);
   }
   if (threadIdx.x == 0) {
     tile_base[G] = total;
@@ -495,7 +496,7 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
 
 Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows) {
   check_config(cfg);
-  AVDIT_REQUIRE(tile_rows >= 0, "moe permute: tile_rows {} must be positive (or 0: no tile table)", tile_rows);
+  AVDIT_REQUIRE(tile_rows >= 0, "moe permute: tile_rows {} must be >= 0 (0: no tile table)", tile_rows);
   const int64_t T = routing.indices.defined() && routing.indices.ndim() == 3 ? routing.indices.size(0) : -1;
   AVDIT_REQUIRE(T >= 0, "moe permute: routing.indices must be [T, heads, K]");
   check_routing(routing, cfg, T);
@@ -519,13 +520,13 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
   } else {
     const int nt = static_cast<int>((T + kPermTile - 1) / kPermTile);
     const int64_t n = int64_t(G) * nt;
+    AVDIT_REQUIRE(n < INT_MAX, "moe permute: {} tokens x {} groups are too many for one scan", T, G);
     Tensor counts = cuda_empty(dev, {n}, DType::I32), base = cuda_empty(dev, {n}, DType::I32);
     const dim3 grid(static_cast<unsigned>(nt), static_cast<unsigned>(cfg.heads));
     const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), K = static_cast<int>(cfg.top_k);
     perm_count_kernel<<<grid, kPermWarps * 32, 0, st>>>(cptr<int32_t>(routing.indices), T, H, E, K, nt,
                                                         static_cast<int*>(device_ptr(counts)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    AVDIT_REQUIRE(n < INT_MAX, "moe permute: {} tokens x {} groups are too many for one scan", T, G);
     size_t temp_bytes = 0;
     AVDIT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, cptr<int32_t>(counts),
                                                    static_cast<int*>(device_ptr(base)), static_cast<int>(n), st));

@@ -188,6 +188,17 @@ __device__ __forceinline__ int winner_lane(unsigned best, unsigned m, bool low, 
   return lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
 }
 
+// Lane k < K stores choice k of token slot p (expert e, unbiased score s) with the weight s / l1 (when
+// normalised) x route_scale; tokens past T (valid false) are not stored.
+__device__ __forceinline__ void store_choice(const RouterArgs& a, int64_t p, bool valid, int lane, int e, float s,
+                                             float l1) {
+  if (valid && lane < a.K) {
+    const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
+    a.idx[p * a.K + lane] = e;
+    a.w[p * a.K + lane] = (a.norm ? s / denom : s) * a.scale;
+  }
+}
+
 // Version 1 of the K rounds (RouterConfig::topk_version; kept to measure against): every round each lane
 // rescans its 8 slots for its best untaken (key, expert, slot, score); the winner's score is shuffled to
 // every lane and summed into l1 as the round goes.
@@ -245,12 +256,7 @@ __device__ __forceinline__ void top_k_scan(const RouterArgs& a, int lane, const 
     }
   }
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
-    if (valid[n] && lane < a.K) {
-      const float denom = a.norm ? fmaxf(l1[n], 1e-12f) : 1.0f;
-      a.idx[p[n] * a.K + lane] = my_e[n];
-      a.w[p[n] * a.K + lane] = (a.norm ? my_s[n] / denom : my_s[n]) * a.scale;
-    }
+  for (int n = 0; n < NT; ++n) store_choice(a, p[n], valid[n], lane, my_e[n], my_s[n], l1[n]);
 }
 
 // Version 2 (the default): each lane keeps its best two untaken (key, slot) pairs and a round pops the
@@ -313,11 +319,7 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
     }
     float l1 = 0.f;
     for (int k = 0; k < a.K; ++k) l1 += fabsf(__shfl_sync(full, s, k));
-    if (valid[n] && lane < a.K) {
-      const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
-      a.idx[p[n] * a.K + lane] = my_e[n];
-      a.w[p[n] * a.K + lane] = (a.norm ? s / denom : s) * a.scale;
-    }
+    store_choice(a, p[n], valid[n], lane, my_e[n], s, l1);
   }
 }
 
