@@ -368,17 +368,28 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
 #pragma unroll
       for (int n = 0; n < NT; ++n) mx[n] = fmaxf(mx[n], __shfl_xor_sync(full, mx[n], o));
   }
+  // The scores, branch-free: every slot is computed and the slots past E are zeroed by a select (the
+  // branch per slot cost a BSSY/BSYNC pair each), and 1 / (1 + e) as __frcp_rn, which rounds the
+  // reciprocal as the IEEE division does (the same bits) without the division's slow-path check.
+  // The scoring was ~31% of the kernel's stall samples (bench/NOTES.md, session 11).
+  if (a.softmax) {
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
+    for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float l = sc[n][j];
-      sc[n][j] = 0.f;
-      if (expert_of(lane, j) < a.E) {
-        sc[n][j] = a.softmax ? expf(l - mx[n]) : 1.0f / (1.0f + expf(-l));
+      for (int j = 0; j < 8; ++j) {
+        const float v = expf(sc[n][j] - mx[n]);
+        sc[n][j] = expert_of(lane, j) < a.E ? v : 0.f;
         sum[n] += sc[n][j];
       }
-    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float v = __frcp_rn(1.0f + expf(-sc[n][j]));
+        sc[n][j] = expert_of(lane, j) < a.E ? v : 0.f;
+      }
+  }
   if (a.softmax) {
     for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
