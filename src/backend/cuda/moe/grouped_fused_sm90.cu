@@ -57,6 +57,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cstddef>
 #include <utility>
 
 #include "backend/cuda/moe/mbarrier_sm90.cuh"
@@ -141,37 +142,72 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&b);
 }
 
+// One SS wgmma m64n96k16 with the descriptors da, db into acc.
+template <size_t... I>
+__device__ __forceinline__ void gu_fma(uint64_t da, uint64_t db, AccGu& acc, cute::GMMA::ScaleOut scale,
+                                       std::index_sequence<I...>) {
+  AtomGu::fma(da, db, acc(I)..., scale);
+}
+__device__ __forceinline__ uint64_t desc_at(uint32_t hi, uint32_t lo) { return (uint64_t{hi} << 32) | lo; }
+
+// The consumer warp groups' side of a unit. The wgmma descriptors are built once per thread (the
+// first k-block / slot / k16 step; the others add their byte offset / 16 to the low word, the 14-bit
+// start address field: no carry below 256 KB) and the barriers are addressed from one shared base.
+// Session 13 (bench/NOTES.md): cute rebuilt each k-block's descriptors and every barrier pointer went
+// through a generic-to-shared conversion; with signed slot arithmetic that was ~180 of the step loop's
+// 483 SASS instructions per chunk and warp. Now 388; the kernel went from 18.0 to 16.4 ms (Nsight
+// Compute, T = 65,536), same bits.
 struct Consumer {
   char* smem;
   Bars* bars;
   int wg, wt, lane;
   int n = 0;  // chunks issued so far (the slot rings' position)
+  uint32_t a_lo = 0, a_hi = 0, gu_lo = 0, gu_hi = 0, wd_lo = 0, wd_hi = 0;  // descriptor words
+  uint32_t bar_s = 0;  // the shared-memory address of *bars
+  // The shared-memory address of barrier `i` of the array at byte offset `off` in Bars.
+  __device__ __forceinline__ uint32_t bar_at(size_t off, uint32_t i) const {
+    return bar_s + static_cast<uint32_t>(off) + 8u * i;
+  }
 
-  // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group).
-  __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase) {
+  __device__ __forceinline__ void init_descs() {
     using namespace cute;
-    MmaGu mma;
-    auto thr = mma.get_slice(wt);
+    MmaGu mg;
+    auto tg = mg.get_slice(wt);
+    cute::Tensor sA = make_tensor(
+        make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA) + wg * 64 * kBK), LayoutA{});
+    cute::Tensor sB = make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu)), LayoutGu{});
+    const uint64_t da = tg.make_fragment_A(tg.partition_A(sA))(0, 0, 0).desc_;
+    const uint64_t db = tg.make_fragment_B(tg.partition_B(sB))(0, 0, 0).desc_;
+    MmaDn md;
+    auto td = md.get_slice(wt);
+    cute::Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd)), LayoutWd{});
+    const uint64_t dw = td.make_fragment_B(td.partition_B(sW))(0, 0, 0).desc_;
+    // Through a volatile move: ptxas would otherwise rematerialise the conversion (S2UR SR_CgaCtaId and
+    // six uniform ops) at every use rather than hold the result.
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(bar_s) : "r"(smem_u32(bars)));
+    a_lo = uint32_t(da), a_hi = uint32_t(da >> 32);
+    gu_lo = uint32_t(db), gu_hi = uint32_t(db >> 32);
+    wd_lo = uint32_t(dw), wd_hi = uint32_t(dw >> 32);
+  }
+
+  // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group). Chunk n's four k-blocks are
+  // slots 4 (n & 1) + k of the 8-slot ring, all of phase (n >> 1) & 1. wait_a: only at a unit's first
+  // chunk (its rows then stay in A for the whole unit).
+  __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase, bool wait_a) {
+    using namespace cute;
+    const uint32_t s0 = (uint32_t(n) & 1u) << 2, ph = (uint32_t(n) >> 1) & 1u;
+    static_assert(kGuSlots == 2 * kMaxKB, "two chunks of k-blocks in the gate/up ring");
     warpgroup_fence_operand(acc);
     CUTE_UNROLL
     for (int k = 0; k < kMaxKB; ++k) {
-      const int idx = 4 * n + k, s = idx % kGuSlots;
-      bar_wait(&bars->a_full[k], a_phase);
-      bar_wait(&bars->gu_full[s], (idx / kGuSlots) & 1);
-      cute::Tensor sA = make_tensor(
-          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA + k * kSlot) + wg * 64 * kBK),
-          LayoutA{});
-      cute::Tensor sB = make_tensor(
-          make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu + s * kGuSlot)), LayoutGu{});
-      cute::Tensor tA = thr.make_fragment_A(thr.partition_A(sA));
-      cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
-      mma.accumulate_ = k == 0 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+      if (wait_a) bar_wait(bar_at(offsetof(Bars, a_full), k), a_phase);
+      bar_wait(bar_at(offsetof(Bars, gu_full), s0 + k), ph);
       warpgroup_arrive();
+      const uint32_t b_lo = gu_lo + (s0 + k) * (kGuSlot >> 4);
       CUTE_UNROLL
-      for (int kk = 0; kk < size<2>(tA); ++kk) {
-        gemm(mma, tA(_, _, kk), tB(_, _, kk), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
+      for (int kk = 0; kk < kBK / 16; ++kk)  // a k16 step is 32 bytes further along the swizzled rows
+        gu_fma(desc_at(a_hi, a_lo + uint32_t((k * kSlot + kk * 32) >> 4)), desc_at(gu_hi, b_lo + uint32_t(kk * 2)),
+               acc, (k == 0 && kk == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One, std::make_index_sequence<48>{});
     }
     warpgroup_commit_batch();
     warpgroup_fence_operand(acc);
@@ -180,22 +216,15 @@ struct Consumer {
   // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group).
   __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
     using namespace cute;
-    const int s = n & 1;
-    bar_wait(&bars->wd_full[s], (n >> 1) & 1);
-    MmaDn mma;
-    auto thr = mma.get_slice(wt);
-    cute::Tensor sB = make_tensor(
-        make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd + s * kWdSlot)), LayoutWd{});
-    cute::Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+    const uint32_t s = uint32_t(n) & 1u;
+    bar_wait(bar_at(offsetof(Bars, wd_full), s), (uint32_t(n) >> 1) & 1u);
     warpgroup_fence_operand(acc);
     warpgroup_arrive();
+    const uint32_t w_lo = wd_lo + s * (kWdSlot >> 4);
     CUTE_UNROLL
-    for (int ks = 0; ks < 3; ++ks) {
-      const uint64_t desc = tB(0, 0, ks).desc_;
-      down_fma(h + 4 * ks, desc, acc,
-               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
-               std::make_index_sequence<128>{});
-    }
+    for (int ks = 0; ks < 3; ++ks)
+      down_fma(h + 4 * ks, desc_at(wd_hi, w_lo + uint32_t(ks * 2)), acc,
+               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One, std::make_index_sequence<128>{});
     warpgroup_commit_batch();
     warpgroup_fence_operand(acc);
   }
@@ -220,11 +249,15 @@ struct Consumer {
     }
   }
   __device__ __forceinline__ void release_gu(bool last_gu) {
+    const uint32_t s0 = (uint32_t(n) & 1u) << 2;
     CUTE_UNROLL
     for (int k = 0; k < kMaxKB; ++k) {
-      bar_arrive_if(&bars->gu_empty[(4 * n + k) % kGuSlots], lane == 0);
-      bar_arrive_if(&bars->a_empty[k], lane == 0 && last_gu);
+      bar_arrive_if(bar_at(offsetof(Bars, gu_empty), s0 + k), lane == 0);
+      bar_arrive_if(bar_at(offsetof(Bars, a_empty), k), lane == 0 && last_gu);
     }
+  }
+  __device__ __forceinline__ void release_wd(uint32_t chunk) {
+    bar_arrive_if(bar_at(offsetof(Bars, wd_empty), chunk & 1u), lane == 0);
   }
   // One step, entered with nothing in flight and chunk n's h (fp32) in gu: pack h, issue gate/up
   // n + 1 and down n, then swiglu7 of n + 1 while down n runs. The loop's back edge is where
@@ -233,7 +266,7 @@ struct Consumer {
                                        bool first, bool next_is_last) {
     pack(gu, h);
     ++n;
-    issue_gu(gu, a_phase);  // chunk n + 1
+    issue_gu(gu, a_phase, false);  // chunk n + 1 (the unit's rows were waited for at its chunk 0)
     --n;
     issue_down(out, h, first);
     cute::warpgroup_wait<1>();  // gate/up n + 1 done; down n runs on
@@ -243,7 +276,7 @@ struct Consumer {
     swiglu(gu);
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(out);
-    bar_arrive_if(&bars->wd_empty[(n - 1) & 1], lane == 0);
+    release_wd(uint32_t(n) - 1u);
   }
 };
 
@@ -399,9 +432,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   cutlass::arch::warpgroup_reg_alloc<232>();
   Consumer cs{smem, bars};
   const int ct = threadIdx.x;
-  cs.wg = ct / 128;
+  cs.wg = cutlass::canonical_warp_group_idx();
   cs.wt = ct % 128;
   cs.lane = threadIdx.x % 32;
+  cs.init_descs();
   AccGu gu = cute::partition_fragment_C(MmaGu{}, cute::Shape<cute::_64, cute::_96>{});
   AccDn out = cute::partition_fragment_C(MmaDn{}, cute::Shape<cute::_64, cute::_256>{});
   uint32_t h[12];
@@ -416,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (cs.lane == 0) bar_arrive(&bars->r_empty[slot]);
     if (u < 0) break;
     const uint32_t a_phase = units & 1;
-    cs.issue_gu(gu, a_phase);
+    cs.issue_gu(gu, a_phase, true);
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(gu);
     cs.release_gu(nc == 1);

@@ -22,24 +22,28 @@ __device__ __forceinline__ void bar_init(uint64_t* b, int count) {
 }
 // The spin loop is inside the PTX: a C++ branch around it would make ptxas treat the wgmmas after
 // it as being on a divergent path and serialise them (bench/NOTES.md, session 7).
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
+// On a shared-memory address (smem_u32): converting a pointer costs a generic-to-shared conversion
+// (the CTA's window in the cluster) at each call, which hot loops can hoist by keeping the address.
+__device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
   asm volatile(
       "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra "
-      "WAIT;\n}\n" ::"r"(smem_u32(b)),
+      "WAIT;\n}\n" ::"r"(b),
       "r"(parity)
       : "memory");
 }
+__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) { bar_wait(smem_u32(b), parity); }
 __device__ __forceinline__ void bar_arrive(uint64_t* b) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
 }
 // bar_arrive if `pred`, as a predicated instruction rather than a branch (see bar_wait).
-__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
+__device__ __forceinline__ void bar_arrive_if(uint32_t b, bool pred) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, "
-      "[%0];\n}\n" ::"r"(smem_u32(b)),
+      "[%0];\n}\n" ::"r"(b),
       "r"(uint32_t(pred))
       : "memory");
 }
+__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) { bar_arrive_if(smem_u32(b), pred); }
 __device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
                "r"(bytes)
