@@ -793,9 +793,17 @@ TEST(CudaMoe, CombineBitExact) {
     Permutation perm;
     perm.slot_pos = to_device(dev, ints(pos, {S}));
     const RouterConfig c{cs.H, cs.E, cs.K, cs.D, false, true, 1.f};
+    // spread: each value times 2^(-20..20), so the running sums meet every exponent gap (the bf16 kernel
+    // adds in bf16x2 and relies on the fp32 sum of two bf16 values rounding as the exact one does).
+    for (bool spread : {false, true})
     for (DType rd : {DType::BF16, DType::F32})
       for (DType od : {DType::BF16, DType::F32}) {
-        const Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
+        Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
+        if (spread) {
+          Tensor f = rows.to_f32();
+          for (int64_t i = 0; i < f.numel(); ++i) f.f32()[i] = std::ldexp(f.f32()[i], int((i * 7919) % 41) - 20);
+          rows = f.to(rd);  // exact: powers of two
+        }
         const Tensor rows_d = to_device(dev, rows);
         const Tensor got = to_host(dev, combine(dev, rows_d, r, perm, c, od));
         const Tensor want = ref_combine(rows, idx, pos, TH, cs.K, cs.D, od);
@@ -822,8 +830,9 @@ TEST(CudaMoe, CombineBitExact) {
         const size_t es = od == DType::F32 ? 4 : 2;
         for (int64_t i = 0; i < want.numel(); ++i)
           diff += std::memcmp(static_cast<const char*>(got.raw()) + i * es, static_cast<const char*>(want.raw()) + i * es, es) != 0;
-        std::printf("  combine T%ld H%ld K%ld D%ld%s rows %s out %s: %ld of %ld elements differ\n", long(cs.T),
-                    long(cs.H), long(cs.K), long(cs.D), cs.dup ? " (repeated experts)" : "", std::string(dtype_name(rd)).c_str(),
+        std::printf("  combine T%ld H%ld K%ld D%ld%s%s rows %s out %s: %ld of %ld elements differ\n", long(cs.T),
+                    long(cs.H), long(cs.K), long(cs.D), cs.dup ? " (repeated experts)" : "", spread ? " (spread exponents)" : "",
+                    std::string(dtype_name(rd)).c_str(),
                     std::string(dtype_name(od)).c_str(), long(diff), long(want.numel()));
         EXPECT_EQ(diff, 0);
       }

@@ -365,27 +365,61 @@ combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, 
   if (th >= TH) return;
   int p[kMaxTopK];
   combine_order(idx, pos, th, K, lane, p);
-  for (int c = lane * 8; c < D; c += 32 * 8) {
-    float acc[8];
+  if constexpr (std::is_same_v<TIn, __nv_bfloat16> && kBf16Sum) {
+    // bf16 rows into a bf16 running sum: add.rn.bf16x2, two columns per instruction. The same bits as
+    // round_bf16(float(acc) + float(v)) below: the fp32 sum of two bf16 values is exact unless their
+    // exponents are more than 16 apart (then both forms give the larger one), so both are the correctly
+    // rounded bf16 sum; +0 start as there. Session 13: the float form's conversions kept the XU pipe
+    // 59% busy and the combine at 3.3 TB/s (bench/NOTES.md).
+    for (int c = lane * 8; c < D; c += 32 * 8) {
+      __nv_bfloat162 acc[4];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+      for (int j = 0; j < 4; ++j) acc[j] = __float2bfloat162_rn(0.f);
 #pragma unroll
-    for (int b = 0; b < kMaxTopK / 8; ++b) {
-      if (b * 8 >= K) break;
-      Vec8<TIn> v[8];
+      for (int b = 0; b < kMaxTopK / 8; ++b) {
+        if (b * 8 >= K) break;
+        uint4 v[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        if (b * 8 + i < K) v[i].load(rows + int64_t(p[b * 8 + i]) * D + c);
+        for (int i = 0; i < 8; ++i)
+          if (b * 8 + i < K) v[i] = __ldcs(reinterpret_cast<const uint4*>(rows + int64_t(p[b * 8 + i]) * D + c));
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        if (b * 8 + i >= K) break;
-        float f[8];
-        v[i].to_float(f);
+        for (int i = 0; i < 8; ++i) {
+          if (b * 8 + i >= K) break;
+          const unsigned w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[j] = kBf16Sum ? round_bf16(acc[j] + f[j]) : acc[j] + f[j];
+          for (int j = 0; j < 4; ++j) acc[j] = __hadd2_rn(acc[j], *reinterpret_cast<const __nv_bfloat162*>(&w[j]));
+        }
       }
+      uint4 o;
+      o.x = *reinterpret_cast<const unsigned*>(&acc[0]);
+      o.y = *reinterpret_cast<const unsigned*>(&acc[1]);
+      o.z = *reinterpret_cast<const unsigned*>(&acc[2]);
+      o.w = *reinterpret_cast<const unsigned*>(&acc[3]);
+      *reinterpret_cast<uint4*>(out + out_row(th, H, D, ld) + c) = o;
     }
-    store8(out + out_row(th, H, D, ld) + c, acc);
+  } else {
+    for (int c = lane * 8; c < D; c += 32 * 8) {
+      float acc[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+      for (int b = 0; b < kMaxTopK / 8; ++b) {
+        if (b * 8 >= K) break;
+        Vec8<TIn> v[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          if (b * 8 + i < K) v[i].load(rows + int64_t(p[b * 8 + i]) * D + c);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (b * 8 + i >= K) break;
+          float f[8];
+          v[i].to_float(f);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[j] = kBf16Sum ? round_bf16(acc[j] + f[j]) : acc[j] + f[j];
+        }
+      }
+      store8(out + out_row(th, H, D, ld) + c, acc);
+    }
   }
 }
 
