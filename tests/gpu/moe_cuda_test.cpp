@@ -796,46 +796,47 @@ TEST(CudaMoe, CombineBitExact) {
     // spread: each value times 2^(-20..20), so the running sums meet every exponent gap (the bf16 kernel
     // adds in bf16x2 and relies on the fp32 sum of two bf16 values rounding as the exact one does).
     for (bool spread : {false, true})
-    for (DType rd : {DType::BF16, DType::F32})
-      for (DType od : {DType::BF16, DType::F32}) {
-        Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
-        if (spread) {
-          Tensor f = rows.to_f32();
-          for (int64_t i = 0; i < f.numel(); ++i) f.f32()[i] = std::ldexp(f.f32()[i], int((i * 7919) % 41) - 20);
-          rows = f.to(rd);  // exact: powers of two
-        }
-        const Tensor rows_d = to_device(dev, rows);
-        const Tensor got = to_host(dev, combine(dev, rows_d, r, perm, c, od));
-        const Tensor want = ref_combine(rows, idx, pos, TH, cs.K, cs.D, od);
-        // Into the first H*D columns of a wider buffer (8 more columns: rows stay 16-byte aligned, the
-        // vector kernel; 3 more: the scalar one): the same bits there, the rest untouched.
-        for (int64_t extra : {int64_t{8}, int64_t{3}}) {
-          const int64_t HD = cs.H * cs.D, L = HD + extra;
-          const Tensor fill = hash_uniform({cs.T, L}, od, 1.f, 5);
-          Tensor into = to_device(dev, fill);
-          combine(dev, rows_d, r, perm, c, od, &into);
-          const Tensor gi = to_host(dev, into);
+      for (DType rd : {DType::BF16, DType::F32})
+        for (DType od : {DType::BF16, DType::F32}) {
+          Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
+          if (spread) {
+            Tensor f = rows.to_f32();
+            for (int64_t i = 0; i < f.numel(); ++i) f.f32()[i] = std::ldexp(f.f32()[i], int((i * 7919) % 41) - 20);
+            rows = f.to(rd);  // exact: powers of two
+          }
+          const Tensor rows_d = to_device(dev, rows);
+          const Tensor got = to_host(dev, combine(dev, rows_d, r, perm, c, od));
+          const Tensor want = ref_combine(rows, idx, pos, TH, cs.K, cs.D, od);
+          // Into the first H*D columns of a wider buffer (8 more columns: rows stay 16-byte aligned, the
+          // vector kernel; 3 more: the scalar one): the same bits there, the rest untouched.
+          for (int64_t extra : {int64_t{8}, int64_t{3}}) {
+            const int64_t HD = cs.H * cs.D, L = HD + extra;
+            const Tensor fill = hash_uniform({cs.T, L}, od, 1.f, 5);
+            Tensor into = to_device(dev, fill);
+            combine(dev, rows_d, r, perm, c, od, &into);
+            const Tensor gi = to_host(dev, into);
+            const size_t es = od == DType::F32 ? 4 : 2;
+            int64_t bad = 0;
+            for (int64_t t = 0; t < cs.T; ++t)
+              for (int64_t j = 0; j < L; ++j) {
+                const char* want_p = j < HD ? static_cast<const char*>(want.raw()) + (t * HD + j) * es
+                                            : static_cast<const char*>(fill.raw()) + (t * L + j) * es;
+                bad += std::memcmp(static_cast<const char*>(gi.raw()) + (t * L + j) * es, want_p, es) != 0;
+              }
+            EXPECT_EQ(bad, 0) << "combine into [T, H*D + " << extra << "]";
+          }
+          ASSERT_EQ(got.nbytes(), want.nbytes());
+          int64_t diff = 0;
           const size_t es = od == DType::F32 ? 4 : 2;
-          int64_t bad = 0;
-          for (int64_t t = 0; t < cs.T; ++t)
-            for (int64_t j = 0; j < L; ++j) {
-              const char* want_p = j < HD ? static_cast<const char*>(want.raw()) + (t * HD + j) * es
-                                          : static_cast<const char*>(fill.raw()) + (t * L + j) * es;
-              bad += std::memcmp(static_cast<const char*>(gi.raw()) + (t * L + j) * es, want_p, es) != 0;
-            }
-          EXPECT_EQ(bad, 0) << "combine into [T, H*D + " << extra << "]";
+          for (int64_t i = 0; i < want.numel(); ++i)
+            diff += std::memcmp(static_cast<const char*>(got.raw()) + i * es,
+                                static_cast<const char*>(want.raw()) + i * es, es) != 0;
+          std::printf("  combine T%ld H%ld K%ld D%ld%s%s rows %s out %s: %ld of %ld elements differ\n", long(cs.T),
+                      long(cs.H), long(cs.K), long(cs.D), cs.dup ? " (repeated experts)" : "",
+                      spread ? " (spread exponents)" : "", std::string(dtype_name(rd)).c_str(),
+                      std::string(dtype_name(od)).c_str(), long(diff), long(want.numel()));
+          EXPECT_EQ(diff, 0);
         }
-        ASSERT_EQ(got.nbytes(), want.nbytes());
-        int64_t diff = 0;
-        const size_t es = od == DType::F32 ? 4 : 2;
-        for (int64_t i = 0; i < want.numel(); ++i)
-          diff += std::memcmp(static_cast<const char*>(got.raw()) + i * es, static_cast<const char*>(want.raw()) + i * es, es) != 0;
-        std::printf("  combine T%ld H%ld K%ld D%ld%s%s rows %s out %s: %ld of %ld elements differ\n", long(cs.T),
-                    long(cs.H), long(cs.K), long(cs.D), cs.dup ? " (repeated experts)" : "", spread ? " (spread exponents)" : "",
-                    std::string(dtype_name(rd)).c_str(),
-                    std::string(dtype_name(od)).c_str(), long(diff), long(want.numel()));
-        EXPECT_EQ(diff, 0);
-      }
   }
 }
 
