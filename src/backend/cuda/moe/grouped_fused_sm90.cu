@@ -1,7 +1,8 @@
 // Kernels 9 and 10 (grouped.h, GroupedOptions::kernel; 10 is the default): the routed experts in one
 // Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each unit's
-// rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself (gather_rows
-// below) and needs neither the gather kernel nor the 2.4 GB buffer (T = 65,536).
+// rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself, one TMA load per
+// row and k-block (gather_rows below), and needs neither the gather kernel nor the 2.4 GB buffer
+// (T = 65,536).
 //
 // Why (bench/NOTES.md, sessions 4-8): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
 // T = 65,536) and reads it back, and its gate/up kernel spends most of its instructions on the h
@@ -35,11 +36,11 @@
 //   hold 208 and ptxas runs out: C7512, spills). A 288-thread CTA gets no more registers than 168
 //   (ptxas allocates per four warps), so a producer warp group and setmaxnreg 232 / 40.
 //
-// Shared memory (224 KB): A [4 k-blocks x 128 x 64] (64 KB, once per unit), a ring of 8 gate/up
+// Shared memory (225 KB): A [4 k-blocks x 128 x 64] (64 KB, once per unit), a ring of 8 gate/up
 // slots (12 KB: one k-block of one chunk; two chunks of prefetch) and a ring of 2 down slots
 // (32 KB: W_d [256 x 64] from column 48c; its last 16 columns are unused, the 128-byte swizzle
-// wants 64). Warp roles: warp groups 0, 1 = consumers (rows 0-63, 64-127), one thread of warp
-// group 2 issues every TMA load. Units come from an atomic counter over a (group, m-tile) table
+// wants 64), and kernel 10's UnitInfo (2 x 528 bytes). Warp roles: warp groups 0, 1 = consumers
+// (rows 0-63, 64-127), one thread of warp group 2 issues every weight load (and kernel 9's A loads). Units come from an atomic counter over a (group, m-tile) table
 // made by a one-block scan kernel, in group order, so CTAs on one expert read its weights from L2
 // together.
 //
@@ -80,8 +81,8 @@ constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
 constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
 constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
 constexpr int kConsumerWarps = 8;
-// Kernel 10: producer warps 1-3 gather the unit's rows of x (cp.async) instead of the TMA load
-// from the gathered buffer.
+// Kernel 10: producer warps 1-3 gather the unit's rows of x (a TMA load per row and k-block) instead
+// of kernel 9's TMA load from the gathered buffer.
 constexpr int kGatherWarps = 3, kGatherThreads = 32 * kGatherWarps;
 constexpr int kOffA = 0;
 constexpr int kOffGu = kOffA + kMaxKB * kSlot;
@@ -93,14 +94,27 @@ struct Bars {
       wd_full[kWdSlots], wd_empty[kWdSlots], r_full[kRing], r_empty[kRing];
 };
 constexpr int kOffRing = kOffBar + int(sizeof(Bars));
-constexpr int kSmemBytes = kOffRing + kRing * 4;
+// Kernel 10: a unit's out-row bookkeeping, written by the gather warps with its rows so that the
+// consumers' epilogue reads shared memory rather than a chain of four dependent global loads
+// (units -> offsets -> sorted_slot -> slot_weight: 7.9% of the consumers' stall samples, session 14).
+// Two of them: the gather of unit i + 1 overlaps unit i's epilogue.
+struct UnitInfo {
+  int64_t row0;  // the unit's first sorted row
+  int rows;      // its rows (<= 128)
+  int pad;
+  float w[kBM];  // the routing weight of each row (0 past rows)
+};
+constexpr int kOffInfo = kOffRing + kRing * 4;
+constexpr int kSmemBytes = kOffInfo + 2 * int(sizeof(UnitInfo));
 constexpr int kSmemAlloc = kSmemBytes + 1024;  // room to align the base to 1024 (128-byte swizzle)
 static_assert(kSmemAlloc <= 232448, "fused experts kernel: shared memory over 227 KB");
+static_assert(kOffInfo % 8 == 0, "UnitInfo holds an int64");
 static_assert(kOffGu % 1024 == 0 && kOffWd % 1024 == 0 && kSlot % 1024 == 0, "1024-byte slots");
 
 struct FusedParams {
   const bf16* x;       // kernel 10: [T, H * D], the rows of slot s at token s / (H K), head (s / K) % H
   int H, K;
+  int x_rows;          // T * H: x seen as [T * H, D] (kernel 10's TMA map)
   const int* offsets;  // Permutation::offsets at the chunk's first group
   const int2* units;   // (group in the chunk, m-tile) per unit, group order
   const int* total;    // number of units
@@ -114,6 +128,8 @@ struct FusedParams {
 };
 
 constexpr uint64_t kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+// x's rows are read once: they should not push the experts' weights out of L2.
+constexpr uint64_t kHintX = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_FIRST);
 
 using AtomGu =
     cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
@@ -280,19 +296,22 @@ struct Consumer {
   }
 };
 
-// Kernel 10's producer warps 1-3 (gw = 0..2): each unit's 128 rows of x, gathered by cp.async
-// straight into the A slots in the 128-byte swizzle (16-byte piece j of row r at piece j ^ (r % 8)).
-// Lane l copies piece l of a row (k-block l / 8), so a warp reads one 512-byte row per step; warp
-// gw takes rows gw, gw + 3, ... Rows past the group and columns past D are zero-filled (their
-// products meet TMA's zero-filled weights or are never stored). The A slots are free only after
-// the unit before's last gate/up, so the consumers wait for the rows at each unit start (5.6% of
-// their stall samples, NOTES session 9). Prefetching the next unit's rows into L2 meanwhile (the
-// producer claiming units one ahead) made the kernel slower by 0.24-0.30 ms (one call, session 9):
-// removed.
+// Kernel 10's producer warps 1-3 (gw = 0..2): each unit's 128 rows of x into the A slots. Lane l of
+// warp gw owns rows gw + 3 l and gw + 3 (l + 32) (below 128), reads their x rows and routing weights
+// as soon as the unit is claimed (one unit ahead of the weights, see the producer), then, once the
+// unit before has freed A, issues one TMA load per row and k-block: a 64 x 1 box, which TMA writes
+// in the 128-byte swizzle of its shared-memory address, so row r lands where the wgmmas read it.
+// Rows past the group (x row T * H) and columns past D are TMA's zero fill (their products meet
+// zero-filled weights or are never stored).
+// Session 14 (bench/NOTES.md): this replaced a cp.async gather (lane l copying 16-byte piece l of one
+// row per step, the row's x index passed by a shuffle). Its 43 steps per warp ran ~8 us per unit,
+// longer than the consumers' tail after freeing A, and the consumers waited for the rows at every
+// unit start (4-6% of their stall samples); Nsight Compute 16.65 -> 16.40 ms, same bits.
 struct GatherRows {
   int64_t beg = 0;    // the unit's first sorted row
   int rows = 0;       // its rows (<= 128)
   int xr0 = 0, xr1 = 0;  // x rows (token * H + head) of this lane's rows gw + 3 lane, gw + 3 (lane + 32)
+  float w0 = 0.f, w1 = 0.f;  // their routing weights (0 past the group)
 };
 
 __device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, int gw, int lane) {
@@ -306,19 +325,21 @@ __device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, i
   if (r0 < g.rows) {
     const int s = p.sorted_slot[g.beg + r0];
     g.xr0 = (s / hk) * p.H + (s / p.K) % p.H;
+    g.w0 = p.slot_weight[s];
   }
   if (r1 < g.rows) {
     const int s = p.sorted_slot[g.beg + r1];
     g.xr1 = (s / hk) * p.H + (s / p.K) % p.H;
+    g.w1 = p.slot_weight[s];
   }
   return g;
 }
 
-__device__ __forceinline__ void gather_rows(const FusedParams& p, char* smem, Bars* bars, const int* ring,
-                                            int gw) {
+__device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensorMap* tma_x, char* smem, Bars* bars,
+                                            const int* ring, UnitInfo* info, int gw) {
   const int lane = threadIdx.x % 32;
-  const int kb = lane >> 3, piece = lane & 7;
-  const bool col_ok = 8 * lane < p.D;
+  const int r0 = gw + kGatherWarps * lane, r1 = gw + kGatherWarps * (lane + 32);
+  const bool two = r1 < kBM;  // lanes 0-9 or 0-10 have a second row
   for (int units = 0;; ++units) {
     const int slot = units & (kRing - 1);
     bar_wait(&bars->r_full[slot], (units / kRing) & 1);
@@ -327,25 +348,31 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, char* smem, Ba
     if (lane == 0) bar_arrive(&bars->r_empty[slot]);
     if (u < 0) break;
     const GatherRows cur = gather_plan(p, u, gw, lane);
+    // Rows past the group read x row x_rows, past its end: TMA fills them with zeros.
+    const int y0 = r0 < cur.rows ? cur.xr0 : p.x_rows, y1 = r1 < cur.rows ? cur.xr1 : p.x_rows;
     for (int k = 0; k < kMaxKB; ++k) bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
-    const uint32_t base = smem_u32(smem + kOffA + kb * kSlot);
-    for (int i = 0; gw + kGatherWarps * i < kBM; ++i) {
-      const int r = gw + kGatherWarps * i;
-      const int xr = __shfl_sync(0xffffffffu, i < 32 ? cur.xr0 : cur.xr1, i & 31);
-      const bool ok = r < cur.rows && col_ok;
-      const bf16* src = ok ? p.x + int64_t(xr) * p.D + 8 * lane : p.x;
-      const uint32_t dst = base + r * 128 + ((piece ^ (r & 7)) << 4);
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
-                   : "memory");
+    // info[units & 1] was last read by the epilogue of unit units - 2, which each consumer warp ran
+    // before it released the rows of unit units - 1 (the wait above).
+    UnitInfo& in = info[units & 1];
+    in.w[r0] = cur.w0;
+    if (two) in.w[r1] = cur.w1;
+    if (gw == 0 && lane == 0) in.row0 = cur.beg, in.rows = cur.rows;
+    // One 64-column k-block of one row per TMA load (128 bytes); the 128-byte swizzle follows the
+    // shared-memory address, so row r lands in the layout the wgmmas read. The arrives release the
+    // info writes too (the consumers' a_full wait acquires them).
+    CUTE_UNROLL
+    for (int k = 0; k < kMaxKB; ++k) {
+      bar_expect(&bars->a_full[k], (two ? 2 : 1) * kBK * 2);
+      cute::SM90_TMA_LOAD_2D::copy(tma_x, &bars->a_full[k], kHintX, smem + kOffA + k * kSlot + r0 * 128, k * kBK, y0);
+      if (two)
+        cute::SM90_TMA_LOAD_2D::copy(tma_x, &bars->a_full[k], kHintX, smem + kOffA + k * kSlot + r1 * 128, k * kBK,
+                                     y1);
     }
-    // The copies are generic-proxy writes; the wgmmas read through the async proxy.
-    asm volatile("cp.async.wait_all;\n fence.proxy.async.shared::cta;\n" ::: "memory");
-    for (int k = 0; k < kMaxKB; ++k) bar_arrive(&bars->a_full[k]);
   }
 }
 
-// Gather (kernel 10): the unit's rows come from x by cp.async (producer warps 1-3), not from the
-// gathered buffer by TMA (kernel 9; tma_a unused in 10).
+// Gather (kernel 10): the unit's rows come from x (producer warps 1-3; tma_a is the map over x), not
+// from the gathered buffer (kernel 9; tma_a is the map over that buffer).
 template <bool Gather>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
@@ -356,6 +383,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   Bars* bars = reinterpret_cast<Bars*>(smem + kOffBar);
   int* ring = reinterpret_cast<int*>(smem + kOffRing);
+  UnitInfo* info = reinterpret_cast<UnitInfo*>(smem + kOffInfo);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kMaxKB; ++i) {
       bar_init(&bars->a_full[i], Gather ? kGatherThreads : 1);
@@ -383,13 +411,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<40>();
     const int pw = (threadIdx.x - 256) / 32;
     if (Gather && pw > 0) {
-      gather_rows(p, smem, bars, ring, pw - 1);
+      gather_rows(p, &tma_a, smem, bars, ring, info, pw - 1);
       return;
     }
     if (threadIdx.x != 256) return;
     const int total = *p.total;
     int n = 0, units = 0, sent = 0;
-    for (;;) {
+    // Claims the next unit (-1: none left) and hands it to the consumers and the gather warps.
+    auto claim = [&]() {
       int u = atomicAdd(p.counter, 1);
       if (u >= total) u = -1;
       const int slot = sent & (kRing - 1);
@@ -397,7 +426,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       ring[slot] = u;
       bar_arrive(&bars->r_full[slot]);
       ++sent;
-      if (u < 0) break;
+      return u;
+    };
+    // One unit ahead of the weights: the gather warps read unit i + 1's row indices and weights (three
+    // dependent global loads) while unit i runs, off the path from unit i freeing A to unit i + 1's
+    // first gate/up. Session 14 measured it with the cp.async gather: 16.75 against 16.85 ms.
+    for (int u = claim(); u >= 0;) {
+      const int next = claim();
       const int2 um = p.units[u];
       const int g = p.g0 + um.x;
       const int a_row = static_cast<int>(p.offsets[um.x] - p.chunk_row0) + um.y * kBM;
@@ -425,6 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       ++units;
+      u = next;
     }
     return;
   }
@@ -463,17 +499,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
     ++cs.n;
 
-    // out rows: bf16(weight x acc), columns < D, rows of the group only.
-    const int2 um = p.units[u];
-    const int64_t beg = p.offsets[um.x];
-    const int rows =
-        static_cast<int>(min(int64_t{kBM}, p.offsets[um.x + 1] - beg - int64_t(um.y) * kBM));
+    // out rows: bf16(weight x acc), columns < D, rows of the group only. Kernel 10 has the unit's
+    // rows and weights in shared memory (UnitInfo); 9 reads them from global memory.
+    int64_t row0;
+    int rows;
+    if constexpr (Gather) {
+      row0 = info[units & 1].row0;
+      rows = info[units & 1].rows;
+    } else {
+      const int2 um = p.units[u];
+      row0 = p.offsets[um.x] + int64_t(um.y) * kBM;
+      rows = static_cast<int>(min(int64_t{kBM}, p.offsets[um.x + 1] - row0));
+    }
     CUTE_UNROLL
     for (int half = 0; half < 2; ++half) {
       const int r = rt + 8 * half;
       const bool ok = r < rows;
-      const int64_t row = beg + int64_t(um.y) * kBM + (ok ? r : 0);
-      const float w = ok ? p.slot_weight[p.sorted_slot[row]] : 0.f;
+      const int64_t row = row0 + (ok ? r : 0);
+      float w;
+      if constexpr (Gather)
+        w = info[units & 1].w[r];
+      else
+        w = ok ? p.slot_weight[p.sorted_slot[row]] : 0.f;
       bf16* dst = p.rows + row * p.D + 2 * q;
       CUTE_UNROLL
       for (int i = 0; i < kDN / 8; ++i) {
@@ -508,7 +555,14 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the
   // map unused).
   CUtensorMap ta{};
-  if (!r.gather) {
+  if (r.gather) {  // kernel 10: x as [T * H, D], one 64-column k-block of one row per load
+    AVDIT_REQUIRE(r.T * r.H < (int64_t{1} << 31), "moe fused experts: {} x {} token rows exceed the TMA row index",
+                  r.T, r.H);
+    const cuuint64_t x_dims[2] = {D, static_cast<cuuint64_t>(r.T * r.H)};
+    const cuuint64_t x_strides[1] = {D * 2};
+    const cuuint32_t x_box[2] = {kBK, 1};
+    ta = make_tma_map_bf16(r.x, 2, x_dims, x_strides, x_box, "the token rows x");
+  } else {
     const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
     const cuuint64_t a_strides[1] = {D * 2};
     const cuuint32_t a_box[2] = {kBK, kBM};
@@ -548,6 +602,7 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.x = r.x;
   p.H = r.H;
   p.K = r.K;
+  p.x_rows = static_cast<int>(r.T * r.H);
   p.offsets = r.offsets;
   p.units = units;
   p.total = total;

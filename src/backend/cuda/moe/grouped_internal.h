@@ -50,6 +50,7 @@ void gateup_own_sm90(Device& dev, const GateUpRun& r);
 struct FusedRun {
   bool gather;               // kernel 10: the kernel reads its rows from x (a unused)
   const __nv_bfloat16* x;    // [T, H * D]
+  int64_t T;
   int H, K;
   const __nv_bfloat16* a;    // kernel 9: gathered rows of the chunk [a_rows, D]
   int64_t a_rows;            // rows of the chunk

@@ -180,6 +180,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       FusedRun f{};
       f.gather = gather_in_kernel;
       f.x = r.x;
+      f.T = r.T;
       f.H = r.H;
       f.K = r.K;
       f.a = r.a_buf;
