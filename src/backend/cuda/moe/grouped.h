@@ -57,8 +57,9 @@ struct GroupedOptions {
   // warp group's swiglu7 under its own down MMAs (grouped_fused_sm90.cu; no h buffer, so the scratch
   // holds more heads per chunk); head_dim > 256 or an expert width <= 48 falls back to 7. (8, the
   // same with 64-column chunks and every MMA step waited for, was replaced by 9.) 10 (default): 9
-  // gathering its rows from x itself (cp.async by producer warps): no gather kernel and no scratch at
-  // all (2.4 GB at T = 65,536). H200, T = 65,536: experts
+  // gathering its rows from x itself (producer warps; a TMA load per row and k-block since session 14,
+  // cp.async before): no gather kernel and no scratch at all (2.4 GB at T = 65,536). H200,
+  // T = 65,536: experts
   // 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 / 16.3; session 4), 24.0 / 23.2 with 2 / 5
   // (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with 5 / 6 (gate/up 15.9 / 14.5; one call,
   // session 6), 22.1 / 21.9 with 6 / 7 (gate/up 14.25 / 13.54; one call, session 7), 22.0 / 18.4 with
@@ -68,7 +69,8 @@ struct GroupedOptions {
   // all pass the same parity tests (8 and 9 gave 7's bits in the tiny models: the same k order in
   // both GEMMs; 10 has 9's arithmetic, its rows only come from elsewhere). Session 13: 9 and 10 build
   // their wgmma descriptors once and address their barriers from one shared base (fused kernel 18.0 ->
-  // 16.4 ms in Nsight Compute, the same bits).
+  // 16.4 ms in Nsight Compute, the same bits). Session 14: 10's rows by TMA and its epilogue's row
+  // bookkeeping from shared memory (fused kernel 16.65 -> 16.40 ms, one call, the same bits).
   int kernel = 10;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
