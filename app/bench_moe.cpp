@@ -52,6 +52,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
+  bool addresses = false;   // print the router's operand addresses (session 14: its time has two modes)
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
   int router_topk = 2;      // RouterConfig::topk_version
 };
@@ -386,6 +387,16 @@ int run(const Options& o) {
     layer.all(a);  // also the warm-up of every stage's first call
     int64_t empty = 0;
     const double ratio = load_ratio(dev, a, &empty);
+    if (o.addresses) {
+      // The router's time differs by ~18% between processes on the same inputs (NOTES session 14); its
+      // operands' placement is the first suspect. Offsets within 2 MiB pages, then the addresses.
+      auto at = [](const Tensor& t) {
+        const auto v = reinterpret_cast<uintptr_t>(device_ptr(t));
+        return fmt::format("{:#x} (+{:#x})", v, v & ((uintptr_t{1} << 21) - 1));
+      };
+      fmt::print("T {} router operands: x {}, gate {}, bias {}, indices {}, weights {}\n", T, at(a.split), at(w.gate),
+                 at(w.bias), at(a.r.indices), at(a.r.weights));
+    }
     const double S = double(T) * s.H * s.K;
     struct Stage {
       const char* name;
@@ -497,6 +508,7 @@ Run add_bench_moe(CLI::App& bench) {
                   "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "
                   "RouterConfig::topk_version in moe/moe.h, to time one against the other")
       ->check(CLI::IsMember({1, 2}));
+  cmd->add_flag("--addresses", opt->addresses, "print the router's operand addresses (its two timing modes)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA
