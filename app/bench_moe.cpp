@@ -52,7 +52,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  bool addresses = false;   // print the router's operand addresses (session 14: its time has two modes)
+  bool addresses = false;   // print the router's operand addresses (its two timing modes)
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
   int router_topk = 2;      // RouterConfig::topk_version
 };
@@ -388,8 +388,8 @@ int run(const Options& o) {
     int64_t empty = 0;
     const double ratio = load_ratio(dev, a, &empty);
     if (o.addresses) {
-      // The router's time differs by ~18% between processes on the same inputs (NOTES session 14); its
-      // operands' placement is the first suspect. Offsets within 2 MiB pages, then the addresses.
+      // The router's time differs by ~18% between processes on the same inputs (NOTES session
+      // 14); its operands' placement is the first suspect. Addresses and offsets in 2 MiB pages.
       auto at = [](const Tensor& t) {
         const auto v = reinterpret_cast<uintptr_t>(device_ptr(t));
         return fmt::format("{:#x} (+{:#x})", v, v & ((uintptr_t{1} << 21) - 1));

@@ -40,9 +40,10 @@
 // slots (12 KB: one k-block of one chunk; two chunks of prefetch) and a ring of 2 down slots
 // (32 KB: W_d [256 x 64] from column 48c; its last 16 columns are unused, the 128-byte swizzle
 // wants 64), and kernel 10's UnitInfo (2 x 528 bytes). Warp roles: warp groups 0, 1 = consumers
-// (rows 0-63, 64-127), one thread of warp group 2 issues every weight load (and kernel 9's A loads). Units come from an atomic counter over a (group, m-tile) table
-// made by a one-block scan kernel, in group order, so CTAs on one expert read its weights from L2
-// together.
+// (rows 0-63, 64-127), one thread of warp group 2 issues every weight load (and kernel 9's A loads),
+// its warps 1-3 gather kernel 10's rows. Units come from an atomic counter over a (group, m-tile)
+// table made by a one-block scan kernel, in group order, so CTAs on one expert read its weights from
+// L2 together.
 //
 // Limits: head_dim <= 256 (the gate/up K in four 64-wide k-blocks, the down N one 256-wide
 // wgmma; past D both are TMA's zero fill or rows never stored), head_dim and the expert width
