@@ -394,8 +394,8 @@ int run(const Options& o) {
         const auto v = reinterpret_cast<uintptr_t>(device_ptr(t));
         return fmt::format("{:#x} (+{:#x})", v, v & ((uintptr_t{1} << 21) - 1));
       };
-      fmt::print("T {} router operands: x {}, gate {}, bias {}, indices {}, weights {}\n", T, at(a.split), at(w.gate),
-                 at(w.bias), at(a.r.indices), at(a.r.weights));
+      fmt::print("T {} router operands: x {}, gate {}, bias {}, indices {}, weights {}\n", T,
+                 at(a.split), at(w.gate), at(w.bias), at(a.r.indices), at(a.r.weights));
     }
     const double S = double(T) * s.H * s.K;
     struct Stage {
@@ -508,7 +508,8 @@ Run add_bench_moe(CLI::App& bench) {
                   "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "
                   "RouterConfig::topk_version in moe/moe.h, to time one against the other")
       ->check(CLI::IsMember({1, 2}));
-  cmd->add_flag("--addresses", opt->addresses, "print the router's operand addresses (its two timing modes)");
+  cmd->add_flag("--addresses", opt->addresses,
+                "print the router's operand addresses (its two timing modes)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA

@@ -1,8 +1,8 @@
-// Kernels 9 and 10 (grouped.h, GroupedOptions::kernel; 10 is the default): the routed experts in one
-// Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each unit's
-// rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself, one TMA load per
-// row and k-block (gather_rows below), and needs neither the gather kernel nor the 2.4 GB buffer
-// (T = 65,536).
+// Kernels 9 and 10 (grouped.h, GroupedOptions::kernel; 10 is the default): the routed experts in
+// one Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each
+// unit's rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself, one
+// TMA load per row and k-block (gather_rows below), and needs neither the gather kernel nor the
+// 2.4 GB buffer (T = 65,536).
 //
 // Why (bench/NOTES.md, sessions 4-8): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
 // T = 65,536) and reads it back, and its gate/up kernel spends most of its instructions on the h
@@ -40,10 +40,10 @@
 // slots (12 KB: one k-block of one chunk; two chunks of prefetch) and a ring of 2 down slots
 // (32 KB: W_d [256 x 64] from column 48c; its last 16 columns are unused, the 128-byte swizzle
 // wants 64), and kernel 10's UnitInfo (2 x 528 bytes). Warp roles: warp groups 0, 1 = consumers
-// (rows 0-63, 64-127), one thread of warp group 2 issues every weight load (and kernel 9's A loads),
-// its warps 1-3 gather kernel 10's rows. Units come from an atomic counter over a (group, m-tile)
-// table made by a one-block scan kernel, in group order, so CTAs on one expert read its weights from
-// L2 together.
+// (rows 0-63, 64-127), one thread of warp group 2 issues every weight load (and kernel 9's A
+// loads), its warps 1-3 gather kernel 10's rows. Units come from an atomic counter over a (group,
+// m-tile) table made by a one-block scan kernel, in group order, so CTAs on one expert read its
+// weights from L2 together.
 //
 // Limits: head_dim <= 256 (the gate/up K in four 64-wide k-blocks, the down N one 256-wide
 // wgmma; past D both are TMA's zero fill or rows never stored), head_dim and the expert width
@@ -82,8 +82,8 @@ constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
 constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
 constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
 constexpr int kConsumerWarps = 8;
-// Kernel 10: producer warps 1-3 gather the unit's rows of x (a TMA load per row and k-block) instead
-// of kernel 9's TMA load from the gathered buffer.
+// Kernel 10: producer warps 1-3 gather the unit's rows of x (a TMA load per row and k-block)
+// instead of kernel 9's TMA load from the gathered buffer.
 constexpr int kGatherWarps = 3, kGatherThreads = 32 * kGatherWarps;
 constexpr int kOffA = 0;
 constexpr int kOffGu = kOffA + kMaxKB * kSlot;
@@ -97,8 +97,8 @@ struct Bars {
 constexpr int kOffRing = kOffBar + int(sizeof(Bars));
 // Kernel 10: a unit's out-row bookkeeping, written by the gather warps with its rows so that the
 // consumers' epilogue reads shared memory rather than a chain of four dependent global loads
-// (units -> offsets -> sorted_slot -> slot_weight: 7.9% of the consumers' stall samples, session 14).
-// Two of them: the gather of unit i + 1 overlaps unit i's epilogue.
+// (units -> offsets -> sorted_slot -> slot_weight: 7.9% of the consumers' stall samples, session
+// 14). Two of them: the gather of unit i + 1 overlaps unit i's epilogue.
 struct UnitInfo {
   int64_t row0;  // the unit's first sorted row
   int rows;      // its rows (<= 128)
@@ -298,16 +298,17 @@ struct Consumer {
 };
 
 // Kernel 10's producer warps 1-3 (gw = 0..2): each unit's 128 rows of x into the A slots. Lane l of
-// warp gw owns rows gw + 3 l and gw + 3 (l + 32) (below 128), reads their x rows and routing weights
-// as soon as the unit is claimed (one unit ahead of the weights, see the producer), then, once the
-// unit before has freed A, issues one TMA load per row and k-block: a 64 x 1 box, which TMA writes
-// in the 128-byte swizzle of its shared-memory address, so row r lands where the wgmmas read it.
-// Rows past the group (x row T * H) and columns past D are TMA's zero fill (their products meet
-// zero-filled weights or are never stored).
-// Session 14 (bench/NOTES.md): this replaced a cp.async gather (lane l copying 16-byte piece l of one
-// row per step, the row's x index passed by a shuffle). Its 43 steps per warp ran ~8 us per unit,
-// longer than the consumers' tail after freeing A, and the consumers waited for the rows at every
-// unit start (4-6% of their stall samples); Nsight Compute 16.65 -> 16.40 ms, same bits.
+// warp gw owns rows gw + 3 l and gw + 3 (l + 32) (below 128), reads their x rows and routing
+// weights as soon as the unit is claimed (one unit ahead of the weights, see the producer), then,
+// once the unit before has freed A, issues one TMA load per row and k-block: a 64 x 1 box, which
+// TMA writes in the 128-byte swizzle of its shared-memory address, so row r lands where the wgmmas
+// read it. Rows past the group (x row T * H) and columns past D are TMA's zero fill (their products
+// meet zero-filled weights or are never stored).
+//
+// Session 14 (bench/NOTES.md): this replaced a cp.async gather (lane l copying 16-byte piece l of
+// one row per step, the row's x index passed by a shuffle). Its 43 steps per warp ran ~8 us per
+// unit, longer than the consumers' tail after freeing A, and the consumers waited for the rows at
+// every unit start (4-6% of their stall samples); Nsight Compute 16.65 -> 16.40 ms, same bits.
 struct GatherRows {
   int64_t beg = 0;    // the unit's first sorted row
   int rows = 0;       // its rows (<= 128)
@@ -336,8 +337,9 @@ __device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, i
   return g;
 }
 
-__device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensorMap* tma_x, char* smem, Bars* bars,
-                                            const int* ring, UnitInfo* info, int gw) {
+__device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensorMap* tma_x,
+                                            char* smem, Bars* bars, const int* ring, UnitInfo* info,
+                                            int gw) {
   const int lane = threadIdx.x % 32;
   const int r0 = gw + kGatherWarps * lane, r1 = gw + kGatherWarps * (lane + 32);
   const bool two = r1 < kBM;  // lanes 0-9 or 0-10 have a second row
@@ -364,16 +366,17 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
     CUTE_UNROLL
     for (int k = 0; k < kMaxKB; ++k) {
       bar_expect(&bars->a_full[k], (two ? 2 : 1) * kBK * 2);
-      cute::SM90_TMA_LOAD_2D::copy(tma_x, &bars->a_full[k], kHintX, smem + kOffA + k * kSlot + r0 * 128, k * kBK, y0);
+      cute::SM90_TMA_LOAD_2D::copy(tma_x, &bars->a_full[k], kHintX,
+                                   smem + kOffA + k * kSlot + r0 * 128, k * kBK, y0);
       if (two)
-        cute::SM90_TMA_LOAD_2D::copy(tma_x, &bars->a_full[k], kHintX, smem + kOffA + k * kSlot + r1 * 128, k * kBK,
-                                     y1);
+        cute::SM90_TMA_LOAD_2D::copy(tma_x, &bars->a_full[k], kHintX,
+                                     smem + kOffA + k * kSlot + r1 * 128, k * kBK, y1);
     }
   }
 }
 
-// Gather (kernel 10): the unit's rows come from x (producer warps 1-3; tma_a is the map over x), not
-// from the gathered buffer (kernel 9; tma_a is the map over that buffer).
+// Gather (kernel 10): the unit's rows come from x (producer warps 1-3; tma_a is the map over x),
+// not from the gathered buffer (kernel 9; tma_a is the map over that buffer).
 template <bool Gather>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
@@ -429,9 +432,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       ++sent;
       return u;
     };
-    // One unit ahead of the weights: the gather warps read unit i + 1's row indices and weights (three
-    // dependent global loads) while unit i runs, off the path from unit i freeing A to unit i + 1's
-    // first gate/up. Session 14 measured it with the cp.async gather: 16.75 against 16.85 ms.
+    // One unit ahead of the weights: the gather warps read unit i + 1's row indices and weights
+    // (three dependent global loads) while unit i runs, off the path from unit i freeing A to unit
+    // i + 1's first gate/up. Session 14 measured it with the cp.async gather: 16.75 against
+    // 16.85 ms.
     for (int u = claim(); u >= 0;) {
       const int next = claim();
       const int2 um = p.units[u];
@@ -557,8 +561,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   // map unused).
   CUtensorMap ta{};
   if (r.gather) {  // kernel 10: x as [T * H, D], one 64-column k-block of one row per load
-    AVDIT_REQUIRE(r.T * r.H < (int64_t{1} << 31), "moe fused experts: {} x {} token rows exceed the TMA row index",
-                  r.T, r.H);
+    AVDIT_REQUIRE(r.T * r.H < (int64_t{1} << 31),
+                  "moe fused experts: {} x {} token rows exceed the TMA row index", r.T, r.H);
     const cuuint64_t x_dims[2] = {D, static_cast<cuuint64_t>(r.T * r.H)};
     const cuuint64_t x_strides[1] = {D * 2};
     const cuuint32_t x_box[2] = {kBK, 1};
