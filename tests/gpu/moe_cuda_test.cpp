@@ -798,6 +798,7 @@ TEST(CudaMoe, CombineBitExact) {
     for (bool spread : {false, true})
       for (DType rd : {DType::BF16, DType::F32})
         for (DType od : {DType::BF16, DType::F32}) {
+          const size_t es = od == DType::F32 ? 4 : 2;
           Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
           if (spread) {
             Tensor f = rows.to_f32();
@@ -815,7 +816,6 @@ TEST(CudaMoe, CombineBitExact) {
             Tensor into = to_device(dev, fill);
             combine(dev, rows_d, r, perm, c, od, &into);
             const Tensor gi = to_host(dev, into);
-            const size_t es = od == DType::F32 ? 4 : 2;
             int64_t bad = 0;
             for (int64_t t = 0; t < cs.T; ++t)
               for (int64_t j = 0; j < L; ++j) {
@@ -827,7 +827,6 @@ TEST(CudaMoe, CombineBitExact) {
           }
           ASSERT_EQ(got.nbytes(), want.nbytes());
           int64_t diff = 0;
-          const size_t es = od == DType::F32 ? 4 : 2;
           for (int64_t i = 0; i < want.numel(); ++i)
             diff += std::memcmp(static_cast<const char*>(got.raw()) + i * es,
                                 static_cast<const char*>(want.raw()) + i * es, es) != 0;
