@@ -798,7 +798,7 @@ TEST(CudaMoe, CombineBitExact) {
     for (bool spread : {false, true})
       for (DType rd : {DType::BF16, DType::F32})
         for (DType od : {DType::BF16, DType::F32}) {
-          const size_t es = od == DType::F32 ? 4 : 2;
+          const size_t es = static_cast<size_t>(dtype_nbytes(od, 1));
           Tensor rows = hash_uniform({S, cs.D}, rd, 2.f, uint64_t(cs.T * 131 + cs.D));
           if (spread) {
             Tensor f = rows.to_f32();
