@@ -400,8 +400,11 @@ __device__ __forceinline__ void store_out(bf16* dst, uint32_t v, bool pred) {
 // The variants of the kernel (GroupedOptions::kernel, grouped.h):
 //   Gather   (10-13): the unit's rows come from x (producer warps 1-3; tma_a is the map over x), not
 //            from the gathered buffer (9; tma_a is the map over that buffer);
-//   Regs240  (11-13): setmaxnreg 240 / 32 (consumers / producer), FlashAttention-3's split for two
-//            consumer warp groups, instead of 232 / 40 (ptxas -v: 10 spills into its step loop, 12 not);
+//   Regs240  (11-13): setmaxnreg 240 / 24 (consumers / producer), FlashAttention-3's split for two
+//            consumer warp groups, instead of 232 / 40. The two must sum to the launch's 168 per
+//            thread (384 x 168 registers): setmaxnreg.inc only takes what .dec released in the CTA,
+//            and 240 / 32 waits forever (measured: the first form of 12 hung). ptxas -v: the
+//            consumers no longer spill (10: 16 bytes), the producer's code spills 76 bytes;
 //   Overlap  (11): the next unit's first gate/up is issued under the epilogue's stores (below);
 //   L2Hints  (13): the weights' loads EVICT_LAST, the out rows' stores streaming.
 template <bool Gather, bool Regs240, bool Overlap, bool L2Hints>
@@ -442,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
 
   if (threadIdx.x >= 256) {  // the producer warp group: one thread loads every weight
-    cutlass::arch::warpgroup_reg_dealloc<Regs240 ? 32 : 40>();
+    cutlass::arch::warpgroup_reg_dealloc<Regs240 ? 24 : 40>();
     const int pw = (threadIdx.x - 256) / 32;
     if (Gather && pw > 0) {
       gather_rows(p, &tma_a, smem, bars, ring, info, pw - 1);

@@ -50,7 +50,7 @@ void gateup_own_sm90(Device& dev, const GateUpRun& r);
 struct FusedRun {
   int kernel;                // GroupedOptions::kernel (9-13; messages only)
   bool gather;               // kernels 10-13: the kernel reads its rows from x (a unused)
-  bool regs240 = false;      // kernels 11-13: setmaxnreg 240 / 32 (10: 232 / 40)
+  bool regs240 = false;      // kernels 11-13: setmaxnreg 240 / 24 (10: 232 / 40)
   bool overlap = false;      // kernel 11: the next unit's first gate/up under the epilogue
   bool l2_hints = false;     // kernel 13: weights EVICT_LAST, out rows streamed
   const __nv_bfloat16* x;    // [T, H * D]
