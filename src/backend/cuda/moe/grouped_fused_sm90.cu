@@ -707,7 +707,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
                 "moe fused experts: kernels 11-13 gather their rows (FusedRun::gather)");
   AVDIT_REQUIRE(!(r.overlap && r.l2_hints), "moe fused experts: no kernel overlaps with L2 hints");
   auto kernel = !r.gather     ? fused_kernel<false, false, false, false>
-                : r.overlap   ? fused_kernel<true, true, true, false>
+                : r.overlap   ? (r.regs240 ? fused_kernel<true, true, true, false>
+                                           : fused_kernel<true, false, true, false>)
                 : r.l2_hints  ? fused_kernel<true, true, false, true>
                 : r.regs240   ? fused_kernel<true, true, false, false>
                               : fused_kernel<true, false, false, false>;

@@ -146,7 +146,8 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 10:
       case 11:
       case 12:
-      case 13: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9-13: down only
+      case 13:
+      case 14: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9-13: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
@@ -183,8 +184,8 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       FusedRun f{};
       f.kernel = r.kernel;
       f.gather = gather_in_kernel;
-      f.regs240 = r.kernel >= 11;
-      f.overlap = r.kernel == 11;
+      f.regs240 = r.kernel >= 11 && r.kernel <= 13;
+      f.overlap = r.kernel == 11 || r.kernel == 14;
       f.l2_hints = r.kernel == 13;
       f.x = r.x;
       f.T = r.T;
