@@ -510,7 +510,7 @@ void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
     Tensor k10;
-    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14}) {
+    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16}) {
       const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
       if (kernel == 10) k10 = got;
       if (kernel > 10) {
@@ -557,7 +557,7 @@ TEST(CudaMoe, ExpertsGroupedUnknownKernel) {
   if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
   const DeviceProblem d = upload(dev, p, DType::BF16, false);
   const GroupedWeights gw = pack_grouped_weights(dev, d.w, p.c);
-  for (int kernel : {-1, 8, 15})
+  for (int kernel : {-1, 8, 17})
     EXPECT_THROW(grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel), BadInput) << "kernel " << kernel;
 }
 

@@ -345,6 +345,7 @@ __device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, i
   return g;
 }
 
+template <bool Prefetch>
 __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensorMap* tma_x,
                                             char* smem, Bars* bars, const int* ring, UnitInfo* info,
                                             int gw) {
@@ -361,6 +362,13 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
     const GatherRows cur = gather_plan(p, u, gw, lane);
     // Rows past the group read x row x_rows, past its end: TMA fills them with zeros.
     const int y0 = r0 < cur.rows ? cur.xr0 : p.x_rows, y1 = r1 < cur.rows ? cur.xr1 : p.x_rows;
+    if constexpr (Prefetch) {  // into L2 now, a unit ahead of the loads below
+      CUTE_UNROLL
+      for (int k = 0; k < kMaxKB; ++k) {
+        cute::SM90_TMA_LOAD_2D::PREFETCH::copy(tma_x, k * kBK, y0);
+        if (two) cute::SM90_TMA_LOAD_2D::PREFETCH::copy(tma_x, k * kBK, y1);
+      }
+    }
     for (int k = 0; k < kMaxKB; ++k) bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
     // info[units & 1] was last read by the epilogue of unit units - 2, which each consumer warp ran
     // before it released the rows of unit units - 1 (the wait above).
@@ -407,7 +415,7 @@ __device__ __forceinline__ void store_out(bf16* dst, uint32_t v, bool pred) {
 //            consumers no longer spill (10: 16 bytes), the producer's code spills 76 bytes;
 //   Overlap  (11): the next unit's first gate/up is issued under the epilogue's stores (below);
 //   L2Hints  (13): the weights' loads EVICT_LAST, the out rows' stores streaming.
-template <bool Gather, bool Regs240, bool Overlap, bool L2Hints>
+template <bool Gather, bool Regs240, bool Overlap, bool L2Hints, bool Prefetch = false>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_gu,
@@ -448,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Regs240 ? 24 : 40>();
     const int pw = (threadIdx.x - 256) / 32;
     if (Gather && pw > 0) {
-      gather_rows(p, &tma_a, smem, bars, ring, info, pw - 1);
+      gather_rows<Prefetch>(p, &tma_a, smem, bars, ring, info, pw - 1);
       return;
     }
     if (threadIdx.x != 256) return;
@@ -707,6 +715,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
                 "moe fused experts: kernels 11-13 gather their rows (FusedRun::gather)");
   AVDIT_REQUIRE(!(r.overlap && r.l2_hints), "moe fused experts: no kernel overlaps with L2 hints");
   auto kernel = !r.gather     ? fused_kernel<false, false, false, false>
+                : r.prefetch  ? (r.overlap ? fused_kernel<true, false, true, false, true>
+                                           : fused_kernel<true, false, false, false, true>)
                 : r.overlap   ? (r.regs240 ? fused_kernel<true, true, true, false>
                                            : fused_kernel<true, false, true, false>)
                 : r.l2_hints  ? fused_kernel<true, true, false, true>

@@ -53,6 +53,7 @@ struct FusedRun {
   bool regs240 = false;      // kernels 11-13: setmaxnreg 240 / 24 (10: 232 / 40)
   bool overlap = false;      // kernel 11: the next unit's first gate/up under the epilogue
   bool l2_hints = false;     // kernel 13: weights EVICT_LAST, out rows streamed
+  bool prefetch = false;     // kernels 15, 16: the next unit's rows prefetched into L2
   const __nv_bfloat16* x;    // [T, H * D]
   int64_t T;
   int H, K;
@@ -76,7 +77,7 @@ void fused_experts_sm90(Device& dev, const FusedRun& r);
 // Whether GroupedOptions::kernel `kernel` runs the fused experts kernel at these widths: the one
 // answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
-  return kernel >= 9 && kernel <= 14 && fused_experts_supported(D, De);
+  return kernel >= 9 && kernel <= 16 && fused_experts_supported(D, De);
 }
 // Whether it also gathers its rows from x itself (kernels 10-13): no gather kernel, no row scratch.
 inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) { return kernel >= 10 && runs_fused(kernel, D, De); }

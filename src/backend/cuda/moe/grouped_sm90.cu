@@ -147,7 +147,9 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 11:
       case 12:
       case 13:
-      case 14: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9-13: down only
+      case 14:
+      case 15:
+      case 16: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9-13: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
@@ -185,7 +187,8 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       f.kernel = r.kernel;
       f.gather = gather_in_kernel;
       f.regs240 = r.kernel >= 11 && r.kernel <= 13;
-      f.overlap = r.kernel == 11 || r.kernel == 14;
+      f.overlap = r.kernel == 11 || r.kernel == 14 || r.kernel == 16;
+      f.prefetch = r.kernel == 15 || r.kernel == 16;
       f.l2_hints = r.kernel == 13;
       f.x = r.x;
       f.T = r.T;
