@@ -501,22 +501,15 @@ Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const Grou
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
-// Every kernel variant (GroupedOptions::kernel 0-7, 9-13, grouped.h), both weight layouts. 11-13
-// change only the schedule, the register split and cache hints of 10: they must give its bytes.
+// Every kernel variant (GroupedOptions::kernel 0-7, 9, 10, grouped.h), both weight layouts.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
   for (bool km : {false, true}) {
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
-    Tensor k10;
-    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16}) {
+    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10}) {
       const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
-      if (kernel == 10) k10 = got;
-      if (kernel > 10) {
-        EXPECT_EQ(std::memcmp(got.raw(), k10.raw(), size_t(got.nbytes())), 0)
-            << what << " grouped kernel " << kernel << " against 10" << (km ? " k-major" : "");
-      }
       const double e = nmse(got, ref);
       std::printf("  experts %-52s grouped%d %-7s nmse %.2e (bound %.0e)\n", what.c_str(), kernel,
                   km ? "k-major" : "in,out", e, kNmseBf16);
@@ -557,7 +550,7 @@ TEST(CudaMoe, ExpertsGroupedUnknownKernel) {
   if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
   const DeviceProblem d = upload(dev, p, DType::BF16, false);
   const GroupedWeights gw = pack_grouped_weights(dev, d.w, p.c);
-  for (int kernel : {-1, 8, 17})
+  for (int kernel : {-1, 8, 11})
     EXPECT_THROW(grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel), BadInput) << "kernel " << kernel;
 }
 

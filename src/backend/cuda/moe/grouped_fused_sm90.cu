@@ -210,23 +210,16 @@ struct Consumer {
 
   // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group). Chunk n's four k-blocks are
   // slots 4 (n & 1) + k of the 8-slot ring, all of phase (n >> 1) & 1. wait_a: only at a unit's first
-  // chunk (its rows then stay in A for the whole unit). MaybeDead (kernel 11): the waits only when
-  // `live`; a dead issue (past the last unit) runs on stale shared memory and is discarded.
-  template <bool MaybeDead = false>
-  __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase, bool wait_a, bool live = true) {
+  // chunk (its rows then stay in A for the whole unit).
+  __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase, bool wait_a) {
     using namespace cute;
     const uint32_t s0 = (uint32_t(n) & 1u) << 2, ph = (uint32_t(n) >> 1) & 1u;
     static_assert(kGuSlots == 2 * kMaxKB, "two chunks of k-blocks in the gate/up ring");
     warpgroup_fence_operand(acc);
     CUTE_UNROLL
     for (int k = 0; k < kMaxKB; ++k) {
-      if constexpr (MaybeDead) {
-        if (wait_a) bar_wait_if(bar_at(offsetof(Bars, a_full), k), a_phase, live);
-        bar_wait_if(bar_at(offsetof(Bars, gu_full), s0 + k), ph, live);
-      } else {
-        if (wait_a) bar_wait(bar_at(offsetof(Bars, a_full), k), a_phase);
-        bar_wait(bar_at(offsetof(Bars, gu_full), s0 + k), ph);
-      }
+      if (wait_a) bar_wait(bar_at(offsetof(Bars, a_full), k), a_phase);
+      bar_wait(bar_at(offsetof(Bars, gu_full), s0 + k), ph);
       warpgroup_arrive();
       const uint32_t b_lo = gu_lo + (s0 + k) * (kGuSlot >> 4);
       CUTE_UNROLL
@@ -345,7 +338,6 @@ __device__ __forceinline__ GatherRows gather_plan(const FusedParams& p, int u, i
   return g;
 }
 
-template <bool Prefetch>
 __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensorMap* tma_x,
                                             char* smem, Bars* bars, const int* ring, UnitInfo* info,
                                             int gw) {
@@ -362,13 +354,6 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
     const GatherRows cur = gather_plan(p, u, gw, lane);
     // Rows past the group read x row x_rows, past its end: TMA fills them with zeros.
     const int y0 = r0 < cur.rows ? cur.xr0 : p.x_rows, y1 = r1 < cur.rows ? cur.xr1 : p.x_rows;
-    if constexpr (Prefetch) {  // into L2 now, a unit ahead of the loads below
-      CUTE_UNROLL
-      for (int k = 0; k < kMaxKB; ++k) {
-        cute::SM90_TMA_LOAD_2D::PREFETCH::copy(tma_x, k * kBK, y0);
-        if (two) cute::SM90_TMA_LOAD_2D::PREFETCH::copy(tma_x, k * kBK, y1);
-      }
-    }
     for (int k = 0; k < kMaxKB; ++k) bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
     // info[units & 1] was last read by the epilogue of unit units - 2, which each consumer warp ran
     // before it released the rows of unit units - 1 (the wait above).
@@ -391,38 +376,13 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
   }
 }
 
-// One 4-byte store of an out row (predicated, not branched: see bar_wait). Streaming (.cs) with the L2
-// hints (kernel 13): the 2.4 GB of out rows should not push the experts' weights out of L2.
-template <bool L2Hints>
-__device__ __forceinline__ void store_out(bf16* dst, uint32_t v, bool pred) {
-  if constexpr (L2Hints)
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.cs.b32 [%0], %1;\n}\n" ::"l"(dst),
-                 "r"(v), "r"(uint32_t(pred))
-                 : "memory");
-  else
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(dst),
-                 "r"(v), "r"(uint32_t(pred))
-                 : "memory");
-}
-
-// The variants of the kernel (GroupedOptions::kernel, grouped.h):
-//   Gather   (10-13): the unit's rows come from x (producer warps 1-3; tma_a is the map over x), not
-//            from the gathered buffer (9; tma_a is the map over that buffer);
-//   Regs240  (11-13): setmaxnreg 240 / 24 (consumers / producer), FlashAttention-3's split for two
-//            consumer warp groups, instead of 232 / 40. The two must sum to the launch's 168 per
-//            thread (384 x 168 registers): setmaxnreg.inc only takes what .dec released in the CTA,
-//            and 240 / 32 waits forever (measured: the first form of 12 hung). ptxas -v: the
-//            consumers no longer spill (10: 16 bytes), the producer's code spills 76 bytes;
-//   Overlap  (11): the next unit's first gate/up is issued under the epilogue's stores (below);
-//   L2Hints  (13): the weights' loads EVICT_LAST, the out rows' stores streaming.
-template <bool Gather, bool Regs240, bool Overlap, bool L2Hints, bool Prefetch = false>
+// Gather (kernel 10): the unit's rows come from x (producer warps 1-3; tma_a is the map over x),
+// not from the gathered buffer (kernel 9; tma_a is the map over that buffer).
+template <bool Gather>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_gu,
                  const __grid_constant__ CUtensorMap tma_wd, FusedParams p) {
-  static_assert(Gather || !Overlap, "kernel 11's epilogue reads UnitInfo (the gather warps')");
-  constexpr uint64_t kHintW =
-      L2Hints ? static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST) : kHint;
   extern __shared__ char smem_raw[];
   // Aligned by an offset from smem_raw (not an integer cast), so stores stay st.shared.
   char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -453,10 +413,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
 
   if (threadIdx.x >= 256) {  // the producer warp group: one thread loads every weight
-    cutlass::arch::warpgroup_reg_dealloc<Regs240 ? 24 : 40>();
+    cutlass::arch::warpgroup_reg_dealloc<40>();
     const int pw = (threadIdx.x - 256) / 32;
     if (Gather && pw > 0) {
-      gather_rows<Prefetch>(p, &tma_a, smem, bars, ring, info, pw - 1);
+      gather_rows(p, &tma_a, smem, bars, ring, info, pw - 1);
       return;
     }
     if (threadIdx.x != 256) return;
@@ -487,14 +447,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int idx = 4 * n + k, s = idx % kGuSlots;
           bar_wait(&bars->gu_empty[s], ((idx / kGuSlots) & 1) ^ 1);
           bar_expect(&bars->gu_full[s], kGuSlot);
-          cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHintW,
+          cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHint,
                                        smem + kOffGu + s * kGuSlot, k * kBK, 0, 0, 0,
                                        g * u_per_group + 6 * c);
         }
         const int s = n & 1;
         bar_wait(&bars->wd_empty[s], ((n >> 1) & 1) ^ 1);
         bar_expect(&bars->wd_full[s], kWdSlot);
-        cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHintW, smem + kOffWd + s * kWdSlot,
+        cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHint, smem + kOffWd + s * kWdSlot,
                                      c * kChunk, g * p.D);
         if (!Gather && c == 0) {  // the unit's rows, after its first weights (which may load early)
           for (int k = 0; k < kMaxKB; ++k) {
@@ -511,7 +471,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  cutlass::arch::warpgroup_reg_alloc<Regs240 ? 240 : 232>();
+  cutlass::arch::warpgroup_reg_alloc<232>();
   Consumer cs{smem, bars};
   const int ct = threadIdx.x;
   cs.wg = cutlass::canonical_warp_group_idx();
@@ -524,67 +484,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int q = cs.lane & 3;
   // This thread's first row of the unit (and r + 8): the sm90 accumulator layout.
   const int rt = 64 * cs.wg + 16 * (cs.wt / 32) + (cs.lane >> 2);
-  // The unit's chunks after its first gate/up was issued and waited for: out holds its rows.
-  auto unit_body = [&]() {
-    cs.release_gu(nc == 1);
-    cs.swiglu(gu);
-    for (int c = 0; c < nc - 1; ++c) cs.step(gu, out, h, 0u, c == 0, c + 1 == nc - 1);
-    cs.pack(gu, h);  // the last chunk
-    cs.issue_down(out, h, nc == 1);
-    cute::warpgroup_wait<0>();
-    cute::warpgroup_fence_operand(out);
-    bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
-    ++cs.n;
-  };
-
-  if constexpr (Overlap) {
-    // Kernel 11: the epilogue of unit i (its 128 scaled out values per thread, packed to bf16 first
-    // so that out's 128 registers are free) stores half its rows, issues unit i + 1's first gate/up
-    // (its rows are in A since unit i's last gate/up freed it, the gather warps' TMA), stores the
-    // other half under those 16 wgmmas, and waits for them at the end of the body: the loop's back
-    // edge stays where nothing is in flight (session 8). Past the last unit the gate/up is issued dead
-    // (no waits) and discarded, rather than branched around.
-    auto take = [&](int units) {  // unit number `units` of this CTA from the ring (-1: none)
-      const int slot = units & (kRing - 1);
-      bar_wait(&bars->r_full[slot], (units / kRing) & 1);
-      const int u = ring[slot];
-      __syncwarp();
-      bar_arrive_if(&bars->r_empty[slot], cs.lane == 0);
-      return u;
-    };
-    int u = take(0);
-    cs.issue_gu<true>(gu, 0u, true, u >= 0);
-    cute::warpgroup_wait<0>();
-    cute::warpgroup_fence_operand(gu);
-    for (int units = 0; u >= 0; ++units) {
-      unit_body();
-      const UnitInfo& in = info[units & 1];
-      const int64_t row0 = in.row0;
-      const int rows = in.rows;
-      uint32_t v[2][kDN / 8];
-      CUTE_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        const float w = in.w[rt + 8 * half];
-        CUTE_UNROLL
-        for (int i = 0; i < kDN / 8; ++i)
-          v[half][i] = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
-      }
-      auto store_half = [&](int half) {
-        const int r = rt + 8 * half;
-        const bool ok = r < rows;
-        bf16* dst = p.rows + (row0 + (ok ? r : 0)) * p.D + 2 * q;
-        CUTE_UNROLL
-        for (int i = 0; i < kDN / 8; ++i) store_out<L2Hints>(dst + 8 * i, v[half][i], ok && 8 * i + 2 * q < p.D);
-      };
-      store_half(0);
-      const int next = take(units + 1);
-      cs.issue_gu<true>(gu, uint32_t(units + 1) & 1u, true, next >= 0);
-      store_half(1);
-      cute::warpgroup_wait<0>();
-      cute::warpgroup_fence_operand(gu);
-      u = next;
-    }
-  } else {
   for (int units = 0;; ++units) {
     const int slot = units & (kRing - 1);
     bar_wait(&bars->r_full[slot], (units / kRing) & 1);
@@ -596,10 +495,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     cs.issue_gu(gu, a_phase, true);
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(gu);
-    unit_body();
+    cs.release_gu(nc == 1);
+    cs.swiglu(gu);
+    for (int c = 0; c < nc - 1; ++c) cs.step(gu, out, h, a_phase, c == 0, c + 1 == nc - 1);
+    cs.pack(gu, h);  // the last chunk
+    cs.issue_down(out, h, nc == 1);
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(out);
+    bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
+    ++cs.n;
 
-    // out rows: bf16(weight x acc), columns < D, rows of the group only. Kernels 10-13 have the
-    // unit's rows and weights in shared memory (UnitInfo); 9 reads them from global memory.
+    // out rows: bf16(weight x acc), columns < D, rows of the group only. Kernel 10 has the unit's
+    // rows and weights in shared memory (UnitInfo); 9 reads them from global memory.
     int64_t row0;
     int rows;
     if constexpr (Gather) {
@@ -622,11 +529,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         w = ok ? p.slot_weight[p.sorted_slot[row]] : 0.f;
       bf16* dst = p.rows + row * p.D + 2 * q;
       CUTE_UNROLL
-      for (int i = 0; i < kDN / 8; ++i)
-        store_out<L2Hints>(dst + 8 * i, pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1)),
-                           ok && 8 * i + 2 * q < p.D);
+      for (int i = 0; i < kDN / 8; ++i) {
+        const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
+        asm volatile(  // predicated, not branched (see bar_wait)
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(dst + 8 * i),
+            "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
+            : "memory");
+      }
     }
-  }
   }
 }
 
@@ -645,7 +555,7 @@ bool fused_experts_supported(int64_t D, int64_t De) {
 void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
                 "moe fused experts (kernel {}): head_dim {} / expert width {} unsupported",
-                r.kernel, r.D, r.De);
+                r.gather ? 10 : 9, r.D, r.De);
   if (r.a_rows == 0 || r.groups == 0) return;
   const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
   // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the
@@ -711,17 +621,7 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.sorted_slot = r.sorted_slot;
   p.slot_weight = r.slot_weight;
   p.rows = r.rows;
-  AVDIT_REQUIRE(r.gather || !(r.overlap || r.regs240 || r.l2_hints),
-                "moe fused experts: kernels 11-13 gather their rows (FusedRun::gather)");
-  AVDIT_REQUIRE(!(r.overlap && r.l2_hints), "moe fused experts: no kernel overlaps with L2 hints");
-  auto kernel = !r.gather     ? fused_kernel<false, false, false, false>
-                : r.prefetch  ? (r.overlap ? fused_kernel<true, false, true, false, true>
-                                           : fused_kernel<true, false, false, false, true>)
-                : r.overlap   ? (r.regs240 ? fused_kernel<true, true, true, false>
-                                           : fused_kernel<true, false, true, false>)
-                : r.l2_hints  ? fused_kernel<true, true, false, true>
-                : r.regs240   ? fused_kernel<true, true, false, false>
-                              : fused_kernel<true, false, false, false>;
+  auto kernel = r.gather ? fused_kernel<true> : fused_kernel<false>;
   AVDIT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
   const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, max_units));

@@ -45,15 +45,10 @@ struct GateUpRun {
 bool gateup_own_supported(int64_t D, int64_t De);
 void gateup_own_sm90(Device& dev, const GateUpRun& r);
 
-// Kernels 9-13's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on
+// Kernels 9 and 10's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on
 // the device.
 struct FusedRun {
-  int kernel;                // GroupedOptions::kernel (9-13; messages only)
-  bool gather;               // kernels 10-13: the kernel reads its rows from x (a unused)
-  bool regs240 = false;      // kernels 11-13: setmaxnreg 240 / 24 (10: 232 / 40)
-  bool overlap = false;      // kernel 11: the next unit's first gate/up under the epilogue
-  bool l2_hints = false;     // kernel 13: weights EVICT_LAST, out rows streamed
-  bool prefetch = false;     // kernels 15, 16: the next unit's rows prefetched into L2
+  bool gather;               // kernel 10: the kernel reads its rows from x (a unused)
   const __nv_bfloat16* x;    // [T, H * D]
   int64_t T;
   int H, K;
@@ -71,16 +66,16 @@ struct FusedRun {
   const float* slot_weight;  // [S]
   __nv_bfloat16* rows;       // [S, D] out (global sorted rows)
 };
-// Whether kernels 9-13 take these widths (head_dim <= 256, expert width > 48; both multiples of 8).
+// Whether kernels 9, 10 take these widths (head_dim <= 256, expert width > 48; both multiples of 8).
 bool fused_experts_supported(int64_t D, int64_t De);
 void fused_experts_sm90(Device& dev, const FusedRun& r);
 // Whether GroupedOptions::kernel `kernel` runs the fused experts kernel at these widths: the one
 // answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
-  return kernel >= 9 && kernel <= 16 && fused_experts_supported(D, De);
+  return (kernel == 9 || kernel == 10) && fused_experts_supported(D, De);
 }
-// Whether it also gathers its rows from x itself (kernels 10-13): no gather kernel, no row scratch.
-inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) { return kernel >= 10 && runs_fused(kernel, D, De); }
+// Whether it also gathers its rows from x itself (kernel 10): no gather kernel, no row scratch.
+inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) { return kernel == 10 && runs_fused(kernel, D, De); }
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();

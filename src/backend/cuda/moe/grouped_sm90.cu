@@ -98,8 +98,8 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
   const int G = r.H * r.E;
   const int64_t rows_per_head = r.T * r.K;
   cudaStream_t st = dev.stream();
-  // Kernels 9-13: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk, after the
-  // gather (9) or gathering its rows itself (10-13); where the widths are outside what it takes, kernel
+  // Kernels 9, 10: the fused experts kernel (grouped_fused_sm90.cu), one launch per chunk, after the
+  // gather (9) or gathering its rows itself (10); where the widths are outside what it takes, kernel
   // 7. Kernel 7: our own gate/up kernel (grouped_gateup_sm90.cu), kernel 6 for down; kernel 6 for
   // both where the widths are outside what it takes.
   const bool fused = runs_fused(r.kernel, r.D, r.De);
@@ -143,13 +143,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
       case 6:
       case 7:
       case 9:
-      case 10:
-      case 11:
-      case 12:
-      case 13:
-      case 14:
-      case 15:
-      case 16: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9-13: down only
+      case 10: run_gemm_bulk(dev, groups, shapes, a, sa, b, sb, e, workspace); break;  // 7, 9, 10: down only
       default: run_gemm_lean(dev, groups, shapes, a, sa, b, sb, e, workspace); break;
     }
   };
@@ -184,12 +178,7 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
     mark(1);
     if (fused) {
       FusedRun f{};
-      f.kernel = r.kernel;
       f.gather = gather_in_kernel;
-      f.regs240 = r.kernel >= 11 && r.kernel <= 13;
-      f.overlap = r.kernel == 11 || r.kernel == 14 || r.kernel == 16;
-      f.prefetch = r.kernel == 15 || r.kernel == 16;
-      f.l2_hints = r.kernel == 13;
       f.x = r.x;
       f.T = r.T;
       f.H = r.H;

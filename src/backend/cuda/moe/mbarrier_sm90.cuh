@@ -32,16 +32,6 @@ __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
       : "memory");
 }
 __device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) { bar_wait(smem_u32(b), parity); }
-// bar_wait when `live`, else nothing: the predicate seeds the loop's exit flag, so there is no
-// branch around the wait (see above). Kernel 11 issues one unit's gate/up past the last unit this
-// way, on stale shared memory, and discards it, rather than branch around the wgmmas.
-__device__ __forceinline__ void bar_wait_if(uint32_t b, uint32_t parity, bool live) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.eq.u32 p, %2, 0;\n WAIT:\n @!p mbarrier.try_wait.parity.shared::cta.b64 p, "
-      "[%0], %1;\n @!p bra WAIT;\n}\n" ::"r"(b),
-      "r"(parity), "r"(uint32_t(live))
-      : "memory");
-}
 __device__ __forceinline__ void bar_arrive(uint64_t* b) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
 }
