@@ -53,6 +53,7 @@ struct Options {
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
   bool addresses = false;   // print the router's operand addresses (its two timing modes)
+  bool no_clock = false;    // no NVML sampling of the SM clock and power
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
   int router_topk = 2;      // RouterConfig::topk_version
 };
@@ -365,6 +366,16 @@ int run(const Options& o) {
     dump_check(dev, o.dump_check, path, o.grouped_kernel);
     return 0;
   }
+  // The SM clock and power during each stage's timed runs (bench/gpu_clock.h): under this layer's
+  // load an H200 runs at its power cap, and the clock moves the figures (NOTES session 15).
+  std::unique_ptr<bench::ClockSampler> clock;
+  if (!o.no_clock) {
+    const cudaDeviceProp& pr = dev.props();
+    const std::string bus = fmt::format("{:04x}:{:02x}:{:02x}.0", pr.pciDomainID, pr.pciBusID, pr.pciDeviceID);
+    std::string why;
+    clock = bench::ClockSampler::open_nvml(bus, &why);
+    if (!clock) fmt::print("note: no SM clock / power columns: {}\n", why);
+  }
   LayerShape s;
   s.topk_version = o.router_topk;
   const LayerWeights w = make_weights(dev, s, 1);
@@ -421,7 +432,8 @@ int run(const Options& o) {
         {"SUB-LAYER (all)", f_router + f_experts + 2 * f_split + f_shared + f_spec, [&] { layer.all(a); }},
     };
     for (const Stage& st : stages) {
-      const bench::Timing t = time_on_stream(dev, st.f, o.warmup, o.iters);
+      bench::ClockSummary ck;
+      const bench::Timing t = time_on_stream(dev, st.f, o.warmup, o.iters, clock.get(), &ck);
       rep.row();
       rep.set("T", T);
       rep.set("stage", std::string(st.name));
@@ -434,6 +446,12 @@ int run(const Options& o) {
       rep.set("max/mean load", ratio, 2);
       rep.set("empty groups", empty);
       rep.set("path", o.path);
+      if (clock) {  // means over the timed runs, sampled every 2 ms
+        rep.set("SM MHz", ck.sm_mhz_mean, 0);
+        rep.set("MHz min", ck.sm_mhz_min, 0);
+        rep.set("W", ck.watts_mean, 0);
+        rep.set("power capped", ck.power_capped, 2);
+      }
     }
     if (path == moe::ExpertPath::Grouped) {
       rep.row();
@@ -508,6 +526,8 @@ Run add_bench_moe(CLI::App& bench) {
                   "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "
                   "RouterConfig::topk_version in moe/moe.h, to time one against the other")
       ->check(CLI::IsMember({1, 2}));
+  cmd->add_flag("--no-clock", opt->no_clock,
+                "do not sample the SM clock and power (NVML) during the stages");
   cmd->add_flag("--addresses", opt->addresses,
                 "print the router's operand addresses (its two timing modes)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
