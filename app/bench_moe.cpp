@@ -371,7 +371,8 @@ int run(const Options& o) {
   std::unique_ptr<bench::ClockSampler> clock;
   if (!o.no_clock) {
     const cudaDeviceProp& pr = dev.props();
-    const std::string bus = fmt::format("{:04x}:{:02x}:{:02x}.0", pr.pciDomainID, pr.pciBusID, pr.pciDeviceID);
+    const std::string bus =
+        fmt::format("{:04x}:{:02x}:{:02x}.0", pr.pciDomainID, pr.pciBusID, pr.pciDeviceID);
     std::string why;
     clock = bench::ClockSampler::open_nvml(bus, &why);
     if (!clock) fmt::print("note: no SM clock / power columns: {}\n", why);

@@ -118,16 +118,19 @@ std::unique_ptr<ClockSampler> ClockSampler::open_nvml(const std::string& pci_bus
   n->clock_info = sym<int (*)(void*, int, unsigned*)>(n->lib, "nvmlDeviceGetClockInfo");
   n->power_usage = sym<int (*)(void*, unsigned*)>(n->lib, "nvmlDeviceGetPowerUsage");
   // The reasons' newer name (drivers 535+), then the older one.
-  n->reasons = sym<int (*)(void*, unsigned long long*)>(n->lib, "nvmlDeviceGetCurrentClocksEventReasons");
+  n->reasons =
+      sym<int (*)(void*, unsigned long long*)>(n->lib, "nvmlDeviceGetCurrentClocksEventReasons");
   if (!n->reasons)
-    n->reasons = sym<int (*)(void*, unsigned long long*)>(n->lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    n->reasons = sym<int (*)(void*, unsigned long long*)>(
+        n->lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
   if (!init || !by_bus || !n->clock_info || !n->power_usage || !n->reasons)
     return fail("libnvidia-ml.so.1 lacks an entry point used here (a driver older than 535?)");
   auto text = [&](int r) { return err ? std::string(err(r)) : fmt::format("NVML error {}", r); };
   if (const int r = init(); r != 0) return fail("nvmlInit: " + text(r));
   n->shutdown = sym<int (*)()>(n->lib, "nvmlShutdown");
   if (const int r = by_bus(pci_bus_id.c_str(), &n->dev); r != 0)
-    return fail(fmt::format("NVML does not know the GPU at PCI bus id {}: {}", pci_bus_id, text(r)));
+    return fail(
+        fmt::format("NVML does not know the GPU at PCI bus id {}: {}", pci_bus_id, text(r)));
   Source read = [n](ClockSample& c) {
     unsigned long long reasons = 0;
     if (n->clock_info(n->dev, kNvmlClockSm, &c.sm_mhz) != 0) return false;

@@ -1,6 +1,6 @@
 // The clock sampler of the benchmarks (src/bench/gpu_clock.h): the summary of a window of readings,
-// the sampling thread's window (first and last reading, restart, dropped readings) on a fake source,
-// and NVML's absence or an unknown GPU reported rather than thrown.
+// the sampling thread's window (first and last reading, restart, dropped readings) on a fake
+// source, and NVML's absence or an unknown GPU reported rather than thrown.
 #include <gtest/gtest.h>
 
 #include <atomic>
