@@ -52,7 +52,6 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  bool addresses = false;   // print the router's operand addresses (its two timing modes)
   bool no_clock = false;    // no NVML sampling of the SM clock and power
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
   int router_topk = 2;      // RouterConfig::topk_version
@@ -370,9 +369,8 @@ int run(const Options& o) {
   // load an H200 runs at its power cap, and the clock moves the figures (NOTES session 15).
   std::unique_ptr<bench::ClockSampler> clock;
   if (!o.no_clock) {
-    const cudaDeviceProp& pr = dev.props();
-    const std::string bus =
-        fmt::format("{:04x}:{:02x}:{:02x}.0", pr.pciDomainID, pr.pciBusID, pr.pciDeviceID);
+    char bus[32] = {};
+    AVDIT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), dev.ordinal()));
     std::string why;
     clock = bench::ClockSampler::open_nvml(bus, &why);
     if (!clock) fmt::print("note: no SM clock / power columns: {}\n", why);
@@ -399,16 +397,6 @@ int run(const Options& o) {
     layer.all(a);  // also the warm-up of every stage's first call
     int64_t empty = 0;
     const double ratio = load_ratio(dev, a, &empty);
-    if (o.addresses) {
-      // The router's time differs by ~18% between processes on the same inputs (NOTES session
-      // 14); its operands' placement is the first suspect. Addresses and offsets in 2 MiB pages.
-      auto at = [](const Tensor& t) {
-        const auto v = reinterpret_cast<uintptr_t>(device_ptr(t));
-        return fmt::format("{:#x} (+{:#x})", v, v & ((uintptr_t{1} << 21) - 1));
-      };
-      fmt::print("T {} router operands: x {}, gate {}, bias {}, indices {}, weights {}\n", T,
-                 at(a.split), at(w.gate), at(w.bias), at(a.r.indices), at(a.r.weights));
-    }
     const double S = double(T) * s.H * s.K;
     struct Stage {
       const char* name;
@@ -447,11 +435,13 @@ int run(const Options& o) {
       rep.set("max/mean load", ratio, 2);
       rep.set("empty groups", empty);
       rep.set("path", o.path);
-      if (clock) {  // means over the timed runs, sampled every 2 ms
+      if (clock) {  // over the timed runs, sampled every 2 ms; the last two are fractions of readings
         rep.set("SM MHz", ck.sm_mhz_mean, 0);
         rep.set("MHz min", ck.sm_mhz_min, 0);
+        rep.set("MHz max", ck.sm_mhz_max, 0);
         rep.set("W", ck.watts_mean, 0);
         rep.set("power capped", ck.power_capped, 2);
+        rep.set("thermal / hw slowed", ck.slowdown, 2);
       }
     }
     if (path == moe::ExpertPath::Grouped) {
@@ -529,8 +519,6 @@ Run add_bench_moe(CLI::App& bench) {
       ->check(CLI::IsMember({1, 2}));
   cmd->add_flag("--no-clock", opt->no_clock,
                 "do not sample the SM clock and power (NVML) during the stages");
-  cmd->add_flag("--addresses", opt->addresses,
-                "print the router's operand addresses (its two timing modes)");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA
