@@ -435,7 +435,8 @@ int run(const Options& o) {
       rep.set("max/mean load", ratio, 2);
       rep.set("empty groups", empty);
       rep.set("path", o.path);
-      if (clock) {  // over the timed runs, sampled every 2 ms; the last two are fractions of readings
+      if (clock) {  // over the timed runs, sampled every 2 ms; the last two are fractions of
+                    // readings
         rep.set("SM MHz", ck.sm_mhz_mean, 0);
         rep.set("MHz min", ck.sm_mhz_min, 0);
         rep.set("MHz max", ck.sm_mhz_max, 0);

@@ -48,8 +48,8 @@ class ClockSampler {
   // One reading; false when it failed (the sample is dropped).
   using Source = std::function<bool(ClockSample&)>;
 
-  // NVML for the GPU at this PCI bus id (cudaDeviceGetPCIBusId's form, e.g. "0000:65:00.0"). Null, with
-  // *why saying what is missing, when NVML cannot be loaded or does not know the GPU.
+  // NVML for the GPU at this PCI bus id (cudaDeviceGetPCIBusId's form, e.g. "0000:65:00.0"). Null,
+  // with *why saying what is missing, when NVML cannot be loaded or does not know the GPU.
   static std::unique_ptr<ClockSampler> open_nvml(const std::string& pci_bus_id, std::string* why,
                                                  double period_ms = 2.0);
 
