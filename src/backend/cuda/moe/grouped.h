@@ -56,9 +56,10 @@ struct GroupedOptions {
   // falls back to 6. 9: gate/up -> swiglu7 -> down in one kernel with h kept in registers and each
   // warp group's swiglu7 under its own down MMAs (grouped_fused_sm90.cu; no h buffer, so the scratch
   // holds more heads per chunk); head_dim > 256 or an expert width <= 48 falls back to 7. (8, the
-  // same with 64-column chunks and every MMA step waited for, was replaced by 9.) 10 (default): 9
+  // same with 64-column chunks and every MMA step waited for, was replaced by 9.) 10: 9
   // gathering its rows from x itself (producer warps; a TMA load per row and k-block since session 14,
-  // cp.async before): no gather kernel and no scratch at all (2.4 GB at T = 65,536). H200,
+  // cp.async before): no gather kernel and no scratch at all (2.4 GB at T = 65,536); 20: 10 with
+  // the MMAs on padding rows and columns skipped (below). H200,
   // T = 65,536: experts
   // 39.5 / 31.8 / 23.6 ms with 0 / 1 / 2 (gate/up 31.7 / 24.5 / 16.3; session 4), 24.0 / 23.2 with 2 / 5
   // (gate/up 16.2 / 15.4; one call, session 5), 23.8 / 22.3 with 5 / 6 (gate/up 15.9 / 14.5; one call,
@@ -71,7 +72,11 @@ struct GroupedOptions {
   // their wgmma descriptors once and address their barriers from one shared base (fused kernel 18.0 ->
   // 16.4 ms in Nsight Compute, the same bits). Session 14: 10's rows by TMA and its epilogue's row
   // bookkeeping from shared memory (fused kernel 16.65 -> 16.40 ms, one call, the same bits).
-  int kernel = 10;
+  // 20 (default since session 16): 10 without the MMAs no output reads - warp group 1 sits out
+  // units of <= 64 rows, and where the last chunk holds <= 32 h columns (De = 1280) its down runs 2
+  // of 3 k16 steps; 10's bytes (tested). Nsight Compute (locked 1.36 GHz) 16.38 / 16.39 -> 16.25 /
+  // 16.24 ms; at the power cap the expert stage's medians moved by 0-0.4% (one call, session 16).
+  int kernel = 20;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
 };

@@ -1,4 +1,4 @@
-// Kernels 9 and 10 (grouped.h, GroupedOptions::kernel; 10 is the default): the routed experts in
+// Kernels 9, 10 and 20 (grouped.h, GroupedOptions::kernel; 20 is the default): the routed experts in
 // one Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each
 // unit's rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself, one
 // TMA load per row and k-block (gather_rows below), and needs neither the gather kernel nor the
@@ -231,7 +231,9 @@ struct Consumer {
     warpgroup_fence_operand(acc);
   }
 
-  // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group).
+  // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group; Narrow:
+  // the first 2, h columns 0-31: kernel 20's last chunk, whose columns past De meet W_d's zero fill).
+  template <bool Narrow = false>
   __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
     using namespace cute;
     const uint32_t s = uint32_t(n) & 1u;
@@ -240,7 +242,7 @@ struct Consumer {
     warpgroup_arrive();
     const uint32_t w_lo = wd_lo + s * (kWdSlot >> 4);
     CUTE_UNROLL
-    for (int ks = 0; ks < 3; ++ks)
+    for (int ks = 0; ks < (Narrow ? 2 : 3); ++ks)
       down_fma(h + 4 * ks, desc_at(wd_hi, w_lo + uint32_t(ks * 2)), acc,
                (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One, std::make_index_sequence<128>{});
     warpgroup_commit_batch();
@@ -295,6 +297,25 @@ struct Consumer {
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(out);
     release_wd(uint32_t(n) - 1u);
+  }
+  // Kernel 20, warp group 1 in a unit of <= 64 rows (its 64 rows all past the group): no MMAs, only
+  // the barrier protocol, so that the rings stay in step. Every full phase is waited for before its
+  // empty barrier is arrived at: an arrival ahead of the slot's load would count towards the phase
+  // warp group 0 is still reading. Entered after a_full[0] (which releases the unit's UnitInfo and
+  // orders the A slots: the gather waited for every a_empty before any load of this unit).
+  __device__ __forceinline__ void skip_unit(int nc) {
+    CUTE_UNROLL
+    for (int k = 0; k < kMaxKB; ++k) bar_arrive_if(bar_at(offsetof(Bars, a_empty), k), lane == 0);
+    for (int c = 0; c < nc; ++c, ++n) {
+      const uint32_t s0 = (uint32_t(n) & 1u) << 2, ph = (uint32_t(n) >> 1) & 1u;
+      CUTE_UNROLL
+      for (int k = 0; k < kMaxKB; ++k) {
+        bar_wait(bar_at(offsetof(Bars, gu_full), s0 + k), ph);
+        bar_arrive_if(bar_at(offsetof(Bars, gu_empty), s0 + k), lane == 0);
+      }
+      bar_wait(bar_at(offsetof(Bars, wd_full), uint32_t(n) & 1u), ph);
+      release_wd(uint32_t(n));
+    }
   }
 };
 
@@ -378,7 +399,15 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
 
 // Gather (kernel 10): the unit's rows come from x (producer warps 1-3; tma_a is the map over x),
 // not from the gathered buffer (kernel 9; tma_a is the map over that buffer).
-template <bool Gather>
+// Skip (kernel 20, with Gather): the MMAs on rows and columns that no output reads are skipped:
+// - warp group 1 sits out units of <= 64 rows (about half of every group's last unit: ~4% of the
+//   units at the bench's routing, T = 65,536) and keeps only the barrier protocol (skip_unit);
+// - Narrow (the last chunk holds <= 32 of the expert's h columns, as De = 1280 = 26 x 48 + 32):
+//   that chunk's down runs 2 of its 3 k16 steps. The skipped step multiplies h columns past De by
+//   W_d's TMA zero fill, so the sums are unchanged: 20 gives 10's bytes (moe_cuda_test.cpp checks
+//   it). Its gate/up stays n96: n64 wgmmas for it need the loop's last step peeled, and ptxas then
+//   serialises the wgmmas (C7511, insufficient registers; session 16).
+template <bool Gather, bool Skip = false, bool Narrow = false>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_gu,
@@ -492,6 +521,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (cs.lane == 0) bar_arrive(&bars->r_empty[slot]);
     if (u < 0) break;
     const uint32_t a_phase = units & 1;
+    if constexpr (Skip) {
+      static_assert(Gather, "kernel 20 is kernel 10 with skips: its unit rows come from UnitInfo");
+      // Both warp groups wait (warp group 0's first gate/up would anyway): a branch around a wait
+      // makes ptxas serialise the wgmmas after it (mbarrier_sm90.cuh).
+      bar_wait(cs.bar_at(offsetof(Bars, a_full), 0), a_phase);  // acquires info[units & 1]
+      if (cs.wg == 1 && info[units & 1].rows <= 64) {
+        cs.skip_unit(nc);
+        continue;
+      }
+    }
     cs.issue_gu(gu, a_phase, true);
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(gu);
@@ -499,7 +538,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     cs.swiglu(gu);
     for (int c = 0; c < nc - 1; ++c) cs.step(gu, out, h, a_phase, c == 0, c + 1 == nc - 1);
     cs.pack(gu, h);  // the last chunk
-    cs.issue_down(out, h, nc == 1);
+    cs.template issue_down<Narrow>(out, h, nc == 1);
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(out);
     bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
@@ -555,7 +594,8 @@ bool fused_experts_supported(int64_t D, int64_t De) {
 void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
                 "moe fused experts (kernel {}): head_dim {} / expert width {} unsupported",
-                r.gather ? 10 : 9, r.D, r.De);
+                r.skip ? 20 : r.gather ? 10 : 9, r.D, r.De);
+  AVDIT_REQUIRE(!r.skip || r.gather, "moe fused experts: kernel 20's skips need kernel 10's gather");
   if (r.a_rows == 0 || r.groups == 0) return;
   const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
   // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the
@@ -621,7 +661,12 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.sorted_slot = r.sorted_slot;
   p.slot_weight = r.slot_weight;
   p.rows = r.rows;
-  auto kernel = r.gather ? fused_kernel<true> : fused_kernel<false>;
+  // Kernel 20's narrow last chunk: De - 48 (nc - 1) <= 32 h columns.
+  const bool narrow = r.De - kChunk * (p.nc - 1) <= 32;
+  auto kernel = !r.gather ? fused_kernel<false>
+                : !r.skip ? fused_kernel<true>
+                : narrow  ? fused_kernel<true, true, true>
+                          : fused_kernel<true, true, false>;
   AVDIT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
   const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, max_units));

@@ -48,7 +48,8 @@ void gateup_own_sm90(Device& dev, const GateUpRun& r);
 // Kernels 9 and 10's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on
 // the device.
 struct FusedRun {
-  bool gather;               // kernel 10: the kernel reads its rows from x (a unused)
+  bool gather;               // kernels 10, 20: the kernel reads its rows from x (a unused)
+  bool skip = false;         // kernel 20: 10 without the MMAs that no output reads
   const __nv_bfloat16* x;    // [T, H * D]
   int64_t T;
   int H, K;
@@ -72,10 +73,12 @@ void fused_experts_sm90(Device& dev, const FusedRun& r);
 // Whether GroupedOptions::kernel `kernel` runs the fused experts kernel at these widths: the one
 // answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
-  return (kernel == 9 || kernel == 10) && fused_experts_supported(D, De);
+  return (kernel == 9 || kernel == 10 || kernel == 20) && fused_experts_supported(D, De);
 }
-// Whether it also gathers its rows from x itself (kernel 10): no gather kernel, no row scratch.
-inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) { return kernel == 10 && runs_fused(kernel, D, De); }
+// Whether it also gathers its rows from x itself (kernels 10, 20): no gather kernel, no row scratch.
+inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) {
+  return (kernel == 10 || kernel == 20) && runs_fused(kernel, D, De);
+}
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).
 bool grouped_gemm_built();
