@@ -443,13 +443,6 @@ int run(const Options& o) {
         rep.set("W", ck.watts_mean, 0);
         rep.set("power capped", ck.power_capped, 2);
         rep.set("thermal / hw slowed", ck.slowdown, 2);
-        // Energy per run from NVML's counter over the timed window (host gaps between runs in
-        // it): at the power cap this, not the time, is what a change must lower. Blank without
-        // the counter.
-        if (ck.joules > 0) {
-          rep.set("J/run", ck.joules / o.iters, 3);
-          rep.set("W (energy)", ck.seconds > 0 ? ck.joules / ck.seconds : 0.0, 0);
-        }
       }
     }
     if (path == moe::ExpertPath::Grouped) {

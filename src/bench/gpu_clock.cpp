@@ -30,8 +30,6 @@ ClockSummary summarize(const std::vector<ClockSample>& samples) {
   s.watts_mean = mw / n / 1000.0;
   s.power_capped = static_cast<double>(capped) / n;
   s.slowdown = static_cast<double>(slow) / n;
-  const uint64_t e0 = samples.front().energy_mj, e1 = samples.back().energy_mj;
-  if (e0 != 0 && e1 >= e0) s.joules = static_cast<double>(e1 - e0) / 1000.0;
   return s;
 }
 
@@ -50,7 +48,6 @@ void ClockSampler::start() {
     stopping_ = false;
     ClockSample first;  // here, not on the thread: a window always has its first and last reading
     if (source_(first)) samples_.push_back(first);
-    started_ = std::chrono::steady_clock::now();
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -65,9 +62,7 @@ ClockSummary ClockSampler::stop() {
   thread_.join();
   ClockSample last;
   if (source_(last)) samples_.push_back(last);
-  ClockSummary s = summarize(samples_);
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  return s;
+  return summarize(samples_);
 }
 
 void ClockSampler::run() {
@@ -94,7 +89,6 @@ struct Nvml {
   int (*clock_info)(void*, int, unsigned*) = nullptr;
   int (*power_usage)(void*, unsigned*) = nullptr;
   int (*reasons)(void*, unsigned long long*) = nullptr;
-  int (*energy)(void*, unsigned long long*) = nullptr;  // optional (Volta and later)
   ~Nvml() {
     if (shutdown) shutdown();
     if (lib) dlclose(lib);
@@ -129,7 +123,6 @@ std::unique_ptr<ClockSampler> ClockSampler::open_nvml(const std::string& pci_bus
   if (!n->reasons)
     n->reasons = sym<int (*)(void*, unsigned long long*)>(
         n->lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  n->energy = sym<int (*)(void*, unsigned long long*)>(n->lib, "nvmlDeviceGetTotalEnergyConsumption");
   if (!init || !by_bus || !n->clock_info || !n->power_usage || !n->reasons)
     return fail("libnvidia-ml.so.1 lacks an entry point used here (a driver older than 535?)");
   auto text = [&](int r) { return err ? std::string(err(r)) : fmt::format("NVML error {}", r); };
@@ -143,8 +136,6 @@ std::unique_ptr<ClockSampler> ClockSampler::open_nvml(const std::string& pci_bus
     if (n->clock_info(n->dev, kNvmlClockSm, &c.sm_mhz) != 0) return false;
     if (n->power_usage(n->dev, &c.power_mw) != 0) c.power_mw = 0;
     if (n->reasons(n->dev, &reasons) == 0) c.reasons = reasons;
-    unsigned long long mj = 0;
-    if (n->energy && n->energy(n->dev, &mj) == 0) c.energy_mj = mj;
     return true;
   };
   ClockSample probe;

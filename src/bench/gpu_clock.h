@@ -8,7 +8,6 @@
 // nothing new, and a machine without it (CI) gets "no clock" rather than an error.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -24,9 +23,6 @@ struct ClockSample {
   unsigned sm_mhz = 0;
   unsigned power_mw = 0;  // NVML's power reading: the driver averages it over its own window
   uint64_t reasons = 0;   // NVML's clocks-event reasons, the bits below
-  // NVML's energy counter since the driver loaded (mJ); 0: not read. Under a power cap the energy a
-  // stage takes per run is what an optimisation must lower: the cap turns it into time.
-  uint64_t energy_mj = 0;
 };
 
 // NVML's clocks-event reason bits (nvmlClocksEventReason*) that lower the clock.
@@ -42,11 +38,6 @@ struct ClockSummary {
   double watts_mean = 0;
   double power_capped = 0;  // fraction of samples with the SW power cap active
   double slowdown = 0;      // fraction with a thermal or hardware slowdown (any of the other bits)
-  // The energy counter's rise from the first reading to the last (J); 0 when either has no counter
-  // reading. The counter is the driver's, updated at its own pace: over a short window the figure
-  // is as coarse as that pace.
-  double joules = 0;
-  double seconds = 0;  // the window's wall time (ClockSampler::stop; 0 from summarize alone)
 };
 // All zero for no samples.
 ClockSummary summarize(const std::vector<ClockSample>& samples);
@@ -80,7 +71,6 @@ class ClockSampler {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::chrono::steady_clock::time_point started_;
   std::vector<ClockSample> samples_;
 };
 

@@ -16,10 +16,10 @@ namespace {
 
 TEST(GpuClock, SummaryOfReadings) {
   const std::vector<ClockSample> s = {
-      {1500, 600000, kReasonSwPowerCap, 5'000'250},
-      {1980, 300000, 0, 5'000'100},  // the window's first and last readings count, not the middle
-      {1600, 650000, kReasonSwPowerCap | kReasonHwThermal, 0},
-      {1700, 450000, kReasonSwThermal, 5'123'750},
+      {1500, 600000, kReasonSwPowerCap},
+      {1980, 300000, 0},
+      {1600, 650000, kReasonSwPowerCap | kReasonHwThermal},
+      {1700, 450000, kReasonSwThermal},
   };
   const ClockSummary c = summarize(s);
   EXPECT_EQ(c.samples, 4);
@@ -29,16 +29,6 @@ TEST(GpuClock, SummaryOfReadings) {
   EXPECT_DOUBLE_EQ(c.watts_mean, (600.0 + 300 + 650 + 450) / 4);
   EXPECT_DOUBLE_EQ(c.power_capped, 0.5);  // readings 0 and 2
   EXPECT_DOUBLE_EQ(c.slowdown, 0.5);      // readings 2 (hardware thermal) and 3 (software thermal)
-  EXPECT_DOUBLE_EQ(c.joules, 123.5);      // (5,123,750 - 5,000,250) mJ
-  EXPECT_EQ(c.seconds, 0.0);              // only ClockSampler::stop knows the window's time
-
-  // No energy at either end of the window (a driver without the counter): no joules, not a
-  // difference against 0.
-  std::vector<ClockSample> first_unread = s, last_unread = s;
-  first_unread.front().energy_mj = 0;
-  last_unread.back().energy_mj = 0;
-  EXPECT_EQ(summarize(first_unread).joules, 0.0);
-  EXPECT_EQ(summarize(last_unread).joules, 0.0);
 
   const ClockSummary none = summarize({});
   EXPECT_EQ(none.samples, 0);
@@ -54,23 +44,17 @@ TEST(GpuClock, SamplerWindowOnFakeSource) {
       [&](ClockSample& c) {
         c.sm_mhz = next++;
         c.power_mw = 1000 * c.sm_mhz;
-        c.energy_mj = 1000 + 500 * uint64_t{c.sm_mhz};  // 0.5 J per reading
         return true;
       },
       1.0);
-  const auto t0 = std::chrono::steady_clock::now();
   sampler.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const ClockSummary a = sampler.stop();
-  const double outer = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_GE(a.samples, 2);  // the reading at start() and the one at stop(), at least
   EXPECT_EQ(a.sm_mhz_min, 0.0);
   EXPECT_EQ(a.sm_mhz_max, double(a.samples - 1));
   EXPECT_DOUBLE_EQ(a.sm_mhz_mean, (a.samples - 1) / 2.0);
   EXPECT_DOUBLE_EQ(a.watts_mean, a.sm_mhz_mean);
-  EXPECT_DOUBLE_EQ(a.joules, 0.5 * double(a.samples - 1));  // first reading to last
-  EXPECT_GE(a.seconds, 0.020);  // the window spans the sleep, and lies within the outer clock's
-  EXPECT_LE(a.seconds, outer);
 
   // A second window holds only its own readings.
   sampler.start();
