@@ -52,7 +52,7 @@ struct Options {
   int warmup = 2, iters = 10;
   std::string json, dump_check, path = "auto";
   bool nvfp4 = false;
-  bool no_clock = false;    // no NVML sampling of the SM clock and power
+  bool clock = false;       // NVML sampling of the SM clock and power (off: it perturbs the times)
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
   int router_topk = 2;      // RouterConfig::topk_version
 };
@@ -365,10 +365,13 @@ int run(const Options& o) {
     dump_check(dev, o.dump_check, path, o.grouped_kernel);
     return 0;
   }
-  // The SM clock and power during each stage's timed runs (bench/gpu_clock.h): under this layer's
-  // load an H200 runs at its power cap, and the clock moves the figures (NOTES session 15).
+  // --clock: the SM clock and power during each stage's timed runs (bench/gpu_clock.h): under this
+  // layer's load an H200 runs at its power cap, and the clock moves the figures (NOTES session 15).
+  // Off by default: the sampling thread's NVML calls slow what they watch (session 16: routed core
+  // medians +0.03 to +0.42 ms at T = 65,536 in three alternating pairs, and 24-28 ms against ~18 on
+  // one machine), so the timed figures come from runs without it.
   std::unique_ptr<bench::ClockSampler> clock;
-  if (!o.no_clock) {
+  if (o.clock) {
     char bus[32] = {};
     AVDIT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), dev.ordinal()));
     std::string why;
@@ -519,8 +522,9 @@ Run add_bench_moe(CLI::App& bench) {
                   "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "
                   "RouterConfig::topk_version in moe/moe.h, to time one against the other")
       ->check(CLI::IsMember({1, 2}));
-  cmd->add_flag("--no-clock", opt->no_clock,
-                "do not sample the SM clock and power (NVML) during the stages");
+  cmd->add_flag("--clock", opt->clock,
+                "also sample the SM clock and power (NVML, every 2 ms) during each stage: extra columns, but the "
+                "sampling slows the stages a little (bench/NOTES.md session 16); off by default");
   cmd->add_flag("--nvfp4", opt->nvfp4, "also time the NVFP4 dequantisation of the layer's routed experts");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA
