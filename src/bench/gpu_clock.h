@@ -6,6 +6,8 @@
 // stage's time means little without the clock it ran at, and two runs can differ by their clock
 // alone. NVML is the driver's own library: it is loaded with dlopen at run time, so building needs
 // nothing new, and a machine without it (CI) gets "no clock" rather than an error.
+// The sampling is not free: with it on, `bench moe`'s routed core medians rose by up to 0.4 ms (and
+// far more on one machine; NOTES session 16), so benchmarks take it as an option, off by default.
 #pragma once
 
 #include <condition_variable>
