@@ -55,6 +55,7 @@ struct Options {
   bool clock = false;       // NVML sampling of the SM clock and power (off: it perturbs the times)
   int grouped_kernel = -1;  // --path grouped: GroupedOptions::kernel (grouped.h); -1: its default
   int router_topk = 2;      // RouterConfig::topk_version
+  int router_copies = 0;    // --router-copies: the router's placement test (router_placement below)
 };
 
 }  // namespace
@@ -354,6 +355,38 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
   }
 }
 
+// --router-copies N: is the router's two-mode time (1.66 vs 1.9-2.1 ms at T = 65,536, per process;
+// NOTES sessions 14-16) a matter of where its operands lie? Times the router on the layer's own gate
+// and input, then on N fresh copies of both (each kept alive, so each lands in other memory), the
+// original again between copies. A time that follows the copy and not the process is placement.
+void router_placement(cuda::Device& dev, bench::Report& rep, const LayerShape& s, const LayerWeights& w,
+                      const Activations& a, int64_t T, const Options& o) {
+  auto copy = [&](const Tensor& t) {
+    Tensor c = cuda_empty(dev, t.shape(), t.dtype());
+    AVDIT_CUDA_CHECK(cudaMemcpyAsync(device_ptr(c), t.raw(), size_t(t.nbytes()), cudaMemcpyDeviceToDevice,
+                                     dev.stream()));
+    return c;
+  };
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (gate, x), all alive to the end
+  auto time_router = [&](const Tensor& gate, const Tensor& x, const std::string& what) {
+    moe::Routing r;
+    const bench::Timing t = time_on_stream(dev, [&] { r = moe::route(dev, x, gate, w.bias, s.router()); },
+                                           o.warmup, o.iters);
+    rep.row();
+    rep.set("T", T);
+    rep.set("stage", "router on " + what);
+    rep.set("ms", t.median(), 3);
+    rep.set("min ms", t.min(), 3);
+    rep.set("path", o.path);
+  };
+  time_router(w.gate, a.split, "the layer's gate and x");
+  for (int c = 0; c < o.router_copies; ++c) {
+    copies.emplace_back(copy(w.gate), copy(a.split));
+    time_router(copies.back().first, copies.back().second, "copy " + std::to_string(c + 1) + " of both");
+    time_router(w.gate, a.split, "the layer's gate and x");
+  }
+}
+
 int run(const Options& o) {
   cuda::Device dev;
   moe::ExpertPath path = moe::ExpertPath::Auto;
@@ -448,6 +481,7 @@ int run(const Options& o) {
         rep.set("thermal / hw slowed", ck.slowdown, 2);
       }
     }
+    if (o.router_copies > 0) router_placement(dev, rep, s, w, a, T, o);
     if (path == moe::ExpertPath::Grouped) {
       rep.row();
       rep.set("T", T);
@@ -522,6 +556,10 @@ Run add_bench_moe(CLI::App& bench) {
                   "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "
                   "RouterConfig::topk_version in moe/moe.h, to time one against the other")
       ->check(CLI::IsMember({1, 2}));
+  cmd->add_option("--router-copies", opt->router_copies,
+                  "also time the router on N fresh copies of its gate and input, the originals between them "
+                  "(is its two-mode time placement?)")
+      ->check(CLI::Range(0, 16));
   cmd->add_flag("--clock", opt->clock,
                 "also sample the SM clock and power (NVML, every 2 ms) during each stage: extra columns, but the "
                 "sampling slows the stages a little (bench/NOTES.md session 16); off by default");
