@@ -330,10 +330,10 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
       rows = moe::grouped_expert_rows(dev, a.split, r, p, gw, s.router(), DType::BF16, opt);
       for (int j = 0; j < 3; ++j) best[j] = std::min(best[j], ms[j]);
     }
-    // Kernels 9, 10, 20 fuse both GEMMs: the time is on the gate/up row and the down row reads 0; 10
+    // Kernels 9, 10, 20, 21 fuse both GEMMs: the time is on the gate/up row and the down row reads 0; 10
     // also gathers its rows itself: the gather row reads 0.
     const bool fused = opt.kernel >= 9;
-    const bool gathers = opt.kernel == 10 || opt.kernel == 20;
+    const bool gathers = opt.kernel == 10 || opt.kernel >= 20;
     const std::vector<std::tuple<std::string, double, double>> parts = {
         {"grouped experts total" + tag, t.median(), f_gu + f_dn},
         {"  grouped: gather (sum over chunks)" + tag + (gathers ? " (inside the fused kernel)" : ""), best[0], 0.0},
@@ -550,7 +550,7 @@ Run add_bench_moe(CLI::App& bench) {
   cmd->add_option("--dump-check", opt->dump_check,
                   "write a small-shape run (weights, inputs, outputs) to this safetensors file for the peer, then exit");
   cmd->add_option("--grouped-kernel", opt->grouped_kernel,
-                  "--path grouped: the expert-GEMM variant 0-7, 9, 10, 20 (GroupedOptions::kernel in moe/grouped.h; default: its "
+                  "--path grouped: the expert-GEMM variant 0-7, 9, 10, 20, 21 (GroupedOptions::kernel in moe/grouped.h; default: its "
                   "default)");
   cmd->add_option("--router-topk", opt->router_topk,
                   "the router's top-K rounds: 2 (default, each lane keeps its best two) or 1 (each round rescans); "

@@ -64,7 +64,7 @@ if has moe; then
 fi
 if has variants; then
   {
-    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 9 10 20}; do
+    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 9 10 20 21}; do
       echo "### grouped kernel $k"
       timeout 60 $A bench moe --tokens 4096 --path grouped --grouped-kernel $k --dump-check /tmp/moe_check_$k.safetensors &&
         timeout 60 python3 bench/peers/moe_peer.py --check /tmp/moe_check_$k.safetensors | tail -n 1
@@ -73,7 +73,7 @@ if has variants; then
     done
   } >"$out/variants.md" 2>&1
 fi
-# Nsight Compute on the first expert-kernel launch of one T = 65,536 MoE call (the default fused kernel 20;
+# Nsight Compute on the first expert-kernel launch of one T = 65,536 MoE call (the default fused kernel 21;
 # for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use, stall
 # reasons, memory throughput (profile.md), and every SASS instruction with its executions and stall samples
 # by reason (profile_sass.csv.xz: the source page, to find which wait the warps stall on).

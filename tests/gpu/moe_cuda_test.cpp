@@ -501,10 +501,11 @@ Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const Grou
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
-// Every kernel variant (GroupedOptions::kernel 0-7, 9, 10, 20, grouped.h), both weight layouts.
+// Every kernel variant (GroupedOptions::kernel 0-7, 9, 10, 20, 21, grouped.h), both weight layouts.
 // Kernel 20 only leaves out MMAs whose results no output reads (warp group 1 in units of <= 64
-// rows; the last chunk's down k16 step on h columns past De, which meets W_d's zero fill): it must
-// give kernel 10's bytes, not just pass the bound.
+// rows; the last chunk's down k16 step on h columns past De, which meets W_d's zero fill), and 21
+// moves a 32-column chunk first (De % 48 == 32: De 80, 128, 1280 here) with zero h past it, which
+// keeps every down k16 slice in order: both must give kernel 10's bytes, not just pass the bound.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
@@ -512,11 +513,12 @@ void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
     Tensor k10;
-    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 20}) {
+    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 20, 21}) {
       const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
       if (kernel == 10) k10 = got;
-      if (kernel == 20) {
-        EXPECT_EQ(std::memcmp(got.raw(), k10.raw(), size_t(got.nbytes())), 0) << what << " kernel 20 != kernel 10";
+      if (kernel >= 20) {
+        EXPECT_EQ(std::memcmp(got.raw(), k10.raw(), size_t(got.nbytes())), 0)
+            << what << " kernel " << kernel << " != kernel 10";
       }
       const double e = nmse(got, ref);
       std::printf("  experts %-52s grouped%d %-7s nmse %.2e (bound %.0e)\n", what.c_str(), kernel,
@@ -558,7 +560,7 @@ TEST(CudaMoe, ExpertsGroupedUnknownKernel) {
   if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
   const DeviceProblem d = upload(dev, p, DType::BF16, false);
   const GroupedWeights gw = pack_grouped_weights(dev, d.w, p.c);
-  for (int kernel : {-1, 8, 11, 19, 21})
+  for (int kernel : {-1, 8, 11, 19, 22})
     EXPECT_THROW(grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel), BadInput) << "kernel " << kernel;
 }
 
@@ -592,13 +594,16 @@ TEST(CudaMoe, ExpertsGroupedRealWidths) {
     const Tensor chunked = to_host(dev, grouped_routed(dev, xd, r, gw, c, 1));
     EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << "T" << T << " chunked by head";
     // The fused kernels on the router's own routing (groups of a few to a few hundred rows, so units
-    // of <= 64 rows beside full ones): 10 within the bound, 20 (its skips) bit for bit as 10.
+    // of <= 64 rows beside full ones): 10 within the bound, 20 and 21 (their skips) bit for bit as 10.
     const Tensor got10 = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, 10));
     const double e10 = nmse(got10, ref);
     std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped10 nmse %.2e (bound %.0e)\n", long(T), e10, kNmseBf16);
     EXPECT_LE(e10, kNmseBf16);
-    const Tensor got20 = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, 20));
-    EXPECT_EQ(std::memcmp(got10.raw(), got20.raw(), size_t(got10.nbytes())), 0) << "T" << T << " kernel 20 != 10";
+    for (int kernel : {20, 21}) {
+      const Tensor k = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, kernel));
+      EXPECT_EQ(std::memcmp(got10.raw(), k.raw(), size_t(got10.nbytes())), 0) << "T" << T << " kernel " << kernel
+                                                                               << " != 10";
+    }
     // The one-call overload (packs ExpertWeights itself) gives the same bits.
     const Permutation perm = permute(dev, r, c);
     const Tensor rows1 = to_host(dev, grouped_expert_rows(dev, xd, r, perm, ew, c, DType::BF16));

@@ -105,9 +105,9 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE((opt.kernel >= 0 && opt.kernel <= 10 && opt.kernel != 8) || opt.kernel == 20,
-                "moe grouped: kernel {} does not exist (0-7, 9, 10, 20: GroupedOptions::kernel in moe/grouped.h; 8 "
-                "was replaced by 9)",
+  AVDIT_REQUIRE((opt.kernel >= 0 && opt.kernel <= 10 && opt.kernel != 8) || opt.kernel == 20 || opt.kernel == 21,
+                "moe grouped: kernel {} does not exist (0-7, 9, 10, 20, 21: GroupedOptions::kernel in moe/grouped.h; "
+                "8 was replaced by 9)",
                 opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");

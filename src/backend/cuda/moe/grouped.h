@@ -72,11 +72,15 @@ struct GroupedOptions {
   // their wgmma descriptors once and address their barriers from one shared base (fused kernel 18.0 ->
   // 16.4 ms in Nsight Compute, the same bits). Session 14: 10's rows by TMA and its epilogue's row
   // bookkeeping from shared memory (fused kernel 16.65 -> 16.40 ms, one call, the same bits).
-  // 20 (default since session 16): 10 without the MMAs no output reads - warp group 1 sits out
+  // 20 (session 16): 10 without the MMAs no output reads - warp group 1 sits out
   // units of <= 64 rows, and where the last chunk holds <= 32 h columns (De = 1280) its down runs 2
   // of 3 k16 steps; 10's bytes (tested). Nsight Compute (locked 1.36 GHz) 16.38 / 16.39 -> 16.25 /
   // 16.24 ms; at the power cap the expert stage's medians moved by 0-0.4% (one call, session 16).
-  int kernel = 20;
+  // 21 (default since session 16): 20 with the 32-column chunk first where De % 48 == 32 (its
+  // gate/up as n64 wgmmas outside the chunk loop; a third of one chunk's gate/up MMAs fewer; other
+  // widths run as 20), 10's bytes too (tested). Nsight Compute 20 / 21: 16.21 / 16.10, 16.20 / 15.98
+  // ms (one call, session 16); not yet timed at the power cap.
+  int kernel = 21;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
 };

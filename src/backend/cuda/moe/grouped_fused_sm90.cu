@@ -1,4 +1,4 @@
-// Kernels 9, 10 and 20 (grouped.h, GroupedOptions::kernel; 20 is the default): the routed experts in
+// Kernels 9, 10, 20, 21 (grouped.h, GroupedOptions::kernel; 21 is the default): the routed experts in
 // one Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each
 // unit's rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself, one
 // TMA load per row and k-block (gather_rows below), and needs neither the gather kernel nor the
@@ -135,6 +135,11 @@ constexpr uint64_t kHintX = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVIC
 
 using AtomGu =
     cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
+// Kernel 21's first chunk (32 h columns): the first 64 rows of the gate/up slot (smem rows 0-63 =
+// u 0-3 = the down's k16 slices 0, 1 under the permutation above) into gu(0..31), which are the
+// first 32 accumulators of the n96 layout.
+using AtomGu64 =
+    cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using AtomDn =
     cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using MmaGu = decltype(cute::make_tiled_mma(AtomGu{}));  // one warp group: 64 x 96
@@ -160,11 +165,15 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&b);
 }
 
-// One SS wgmma m64n96k16 with the descriptors da, db into acc.
-template <size_t... I>
+// One SS wgmma m64n96k16 (Narrow: m64n64k16 into the first 32 accumulators) with the descriptors
+// da, db into acc.
+template <bool Narrow, size_t... I>
 __device__ __forceinline__ void gu_fma(uint64_t da, uint64_t db, AccGu& acc, cute::GMMA::ScaleOut scale,
                                        std::index_sequence<I...>) {
-  AtomGu::fma(da, db, acc(I)..., scale);
+  if constexpr (Narrow)
+    AtomGu64::fma(da, db, acc(I)..., scale);
+  else
+    AtomGu::fma(da, db, acc(I)..., scale);
 }
 __device__ __forceinline__ uint64_t desc_at(uint32_t hi, uint32_t lo) { return (uint64_t{hi} << 32) | lo; }
 
@@ -210,7 +219,8 @@ struct Consumer {
 
   // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group). Chunk n's four k-blocks are
   // slots 4 (n & 1) + k of the 8-slot ring, all of phase (n >> 1) & 1. wait_a: only at a unit's first
-  // chunk (its rows then stay in A for the whole unit).
+  // chunk (its rows then stay in A for the whole unit). Narrow: n64 wgmmas (kernel 21's chunk 0).
+  template <bool Narrow = false>
   __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase, bool wait_a) {
     using namespace cute;
     const uint32_t s0 = (uint32_t(n) & 1u) << 2, ph = (uint32_t(n) >> 1) & 1u;
@@ -224,8 +234,10 @@ struct Consumer {
       const uint32_t b_lo = gu_lo + (s0 + k) * (kGuSlot >> 4);
       CUTE_UNROLL
       for (int kk = 0; kk < kBK / 16; ++kk)  // a k16 step is 32 bytes further along the swizzled rows
-        gu_fma(desc_at(a_hi, a_lo + uint32_t((k * kSlot + kk * 32) >> 4)), desc_at(gu_hi, b_lo + uint32_t(kk * 2)),
-               acc, (k == 0 && kk == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One, std::make_index_sequence<48>{});
+        gu_fma<Narrow>(desc_at(a_hi, a_lo + uint32_t((k * kSlot + kk * 32) >> 4)),
+                       desc_at(gu_hi, b_lo + uint32_t(kk * 2)), acc,
+                       (k == 0 && kk == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
+                       std::make_index_sequence<Narrow ? 32 : 48>{});
     }
     warpgroup_commit_batch();
     warpgroup_fence_operand(acc);
@@ -407,7 +419,12 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
 //   W_d's TMA zero fill, so the sums are unchanged: 20 gives 10's bytes (moe_cuda_test.cpp checks
 //   it). Its gate/up stays n96: n64 wgmmas for it need the loop's last step peeled, and ptxas then
 //   serialises the wgmmas (C7511, insufficient registers; session 16).
-template <bool Gather, bool Skip = false, bool Narrow = false>
+// Lead (kernel 21, with Skip; De % 48 == 32, as De = 1280): the 32-column chunk comes first instead
+// of last. Chunk 0's gate/up is outside the chunk loop already, so it runs as n64 wgmmas with no
+// peel (a third fewer gate/up MMAs for that chunk); its h columns 32-47 are set to zero, so its
+// third down k16 step (W_d columns 32-47, which chunk 1 multiplies by their real h) adds +0. Every
+// k16 slice of the down sum then comes in kernel 10's order: 21 gives 10's bytes too.
+template <bool Gather, bool Skip = false, bool Narrow = false, bool Lead = false>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_gu,
@@ -440,6 +457,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   const int nc = p.nc;
   const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
+  static_assert(!Lead || (Skip && !Narrow), "kernel 21: kernel 20 with the narrow chunk first");
+  // Chunk c's first h column: 48 c, or with Lead 0, then 32 + 48 (c - 1).
+  auto chunk_col = [](int c) { return Lead && c > 0 ? c * kChunk - 16 : c * kChunk; };
 
   if (threadIdx.x >= 256) {  // the producer warp group: one thread loads every weight
     cutlass::arch::warpgroup_reg_dealloc<40>();
@@ -478,13 +498,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           bar_expect(&bars->gu_full[s], kGuSlot);
           cute::SM90_TMA_LOAD_5D::copy(&tma_gu, &bars->gu_full[s], kHint,
                                        smem + kOffGu + s * kGuSlot, k * kBK, 0, 0, 0,
-                                       g * u_per_group + 6 * c);
+                                       g * u_per_group + chunk_col(c) / 8);
         }
         const int s = n & 1;
         bar_wait(&bars->wd_empty[s], ((n >> 1) & 1) ^ 1);
         bar_expect(&bars->wd_full[s], kWdSlot);
         cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHint, smem + kOffWd + s * kWdSlot,
-                                     c * kChunk, g * p.D);
+                                     chunk_col(c), g * p.D);
         if (!Gather && c == 0) {  // the unit's rows, after its first weights (which may load early)
           for (int k = 0; k < kMaxKB; ++k) {
             bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
@@ -531,11 +551,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         continue;
       }
     }
-    cs.issue_gu(gu, a_phase, true);
+    cs.template issue_gu<Lead>(gu, a_phase, true);
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(gu);
     cs.release_gu(nc == 1);
     cs.swiglu(gu);
+    if constexpr (Lead) {  // chunk 0 holds h columns 0-31: h of pairs 8-11 (columns 32-47) is zero
+      CUTE_UNROLL
+      for (int i = 8; i < 12; ++i) gu(4 * i) = gu(4 * i + 2) = 0.f;
+    }
     for (int c = 0; c < nc - 1; ++c) cs.step(gu, out, h, a_phase, c == 0, c + 1 == nc - 1);
     cs.pack(gu, h);  // the last chunk
     cs.template issue_down<Narrow>(out, h, nc == 1);
@@ -594,8 +618,9 @@ bool fused_experts_supported(int64_t D, int64_t De) {
 void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
                 "moe fused experts (kernel {}): head_dim {} / expert width {} unsupported",
-                r.skip ? 20 : r.gather ? 10 : 9, r.D, r.De);
+                r.lead ? 21 : r.skip ? 20 : r.gather ? 10 : 9, r.D, r.De);
   AVDIT_REQUIRE(!r.skip || r.gather, "moe fused experts: kernel 20's skips need kernel 10's gather");
+  AVDIT_REQUIRE(!r.lead || r.skip, "moe fused experts: kernel 21 is kernel 20 with the narrow chunk first");
   if (r.a_rows == 0 || r.groups == 0) return;
   const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
   // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the
@@ -661,10 +686,13 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.sorted_slot = r.sorted_slot;
   p.slot_weight = r.slot_weight;
   p.rows = r.rows;
-  // Kernel 20's narrow last chunk: De - 48 (nc - 1) <= 32 h columns.
+  // Kernel 20's narrow last chunk: De - 48 (nc - 1) <= 32 h columns; kernel 21 puts a chunk of
+  // exactly 32 first instead.
   const bool narrow = r.De - kChunk * (p.nc - 1) <= 32;
+  const bool lead = r.lead && r.De % kChunk == 32;
   auto kernel = !r.gather ? fused_kernel<false>
                 : !r.skip ? fused_kernel<true>
+                : lead    ? fused_kernel<true, true, false, true>
                 : narrow  ? fused_kernel<true, true, true>
                           : fused_kernel<true, true, false>;
   AVDIT_CUDA_CHECK(

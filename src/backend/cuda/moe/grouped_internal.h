@@ -49,7 +49,8 @@ void gateup_own_sm90(Device& dev, const GateUpRun& r);
 // the device.
 struct FusedRun {
   bool gather;               // kernels 10, 20: the kernel reads its rows from x (a unused)
-  bool skip = false;         // kernel 20: 10 without the MMAs that no output reads
+  bool skip = false;         // kernels 20, 21: 10 without the MMAs that no output reads
+  bool lead = false;         // kernel 21: 20 with the 32-column chunk first (De % 48 == 32)
   const __nv_bfloat16* x;    // [T, H * D]
   int64_t T;
   int H, K;
@@ -73,11 +74,11 @@ void fused_experts_sm90(Device& dev, const FusedRun& r);
 // Whether GroupedOptions::kernel `kernel` runs the fused experts kernel at these widths: the one
 // answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
-  return (kernel == 9 || kernel == 10 || kernel == 20) && fused_experts_supported(D, De);
+  return (kernel == 9 || kernel == 10 || kernel == 20 || kernel == 21) && fused_experts_supported(D, De);
 }
-// Whether it also gathers its rows from x itself (kernels 10, 20): no gather kernel, no row scratch.
+// Whether it also gathers its rows from x itself (kernels 10, 20, 21): no gather kernel, no row scratch.
 inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) {
-  return (kernel == 10 || kernel == 20) && runs_fused(kernel, D, De);
+  return (kernel == 10 || kernel == 20 || kernel == 21) && runs_fused(kernel, D, De);
 }
 
 // Whether this build has the sm90 grouped GEMMs (CUTLASS headers found at configure time).

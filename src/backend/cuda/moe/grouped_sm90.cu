@@ -179,7 +179,8 @@ void grouped_run_sm90(Device& dev, const GroupedRun& r) {
     if (fused) {
       FusedRun f{};
       f.gather = gather_in_kernel;
-      f.skip = r.kernel == 20;
+      f.skip = r.kernel == 20 || r.kernel == 21;
+      f.lead = r.kernel == 21;
       f.x = r.x;
       f.T = r.T;
       f.H = r.H;
