@@ -1,7 +1,7 @@
-// Kernels 9, 10, 20, 21 (grouped.h, GroupedOptions::kernel; 21 is the default): the routed experts in
-// one Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads each
-// unit's rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself, one
-// TMA load per row and k-block (gather_rows below), and needs neither the gather kernel nor the
+// Kernels 9, 10, 20, 21 (grouped.h, GroupedOptions::kernel; 21 is the default): the routed experts
+// in one Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads
+// each unit's rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself,
+// one TMA load per row and k-block (gather_rows below), and needs neither the gather kernel nor the
 // 2.4 GB buffer (T = 65,536).
 //
 // Why (bench/NOTES.md, sessions 4-8): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
@@ -168,8 +168,8 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // One SS wgmma m64n96k16 (Narrow: m64n64k16 into the first 32 accumulators) with the descriptors
 // da, db into acc.
 template <bool Narrow, size_t... I>
-__device__ __forceinline__ void gu_fma(uint64_t da, uint64_t db, AccGu& acc, cute::GMMA::ScaleOut scale,
-                                       std::index_sequence<I...>) {
+__device__ __forceinline__ void gu_fma(uint64_t da, uint64_t db, AccGu& acc,
+                                       cute::GMMA::ScaleOut scale, std::index_sequence<I...>) {
   if constexpr (Narrow)
     AtomGu64::fma(da, db, acc(I)..., scale);
   else
@@ -218,13 +218,15 @@ struct Consumer {
   }
 
   // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group). Chunk n's four k-blocks are
-  // slots 4 (n & 1) + k of the 8-slot ring, all of phase (n >> 1) & 1. wait_a: only at a unit's first
-  // chunk (its rows then stay in A for the whole unit). Narrow: n64 wgmmas (kernel 21's chunk 0).
+  // slots 4 (n & 1) + k of the 8-slot ring, all of phase (n >> 1) & 1. wait_a: only at a unit's
+  // first chunk (its rows then stay in A for the whole unit). Narrow: n64 wgmmas (kernel 21's chunk
+  // 0).
   template <bool Narrow = false>
   __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase, bool wait_a) {
     using namespace cute;
     const uint32_t s0 = (uint32_t(n) & 1u) << 2, ph = (uint32_t(n) >> 1) & 1u;
     static_assert(kGuSlots == 2 * kMaxKB, "two chunks of k-blocks in the gate/up ring");
+    constexpr size_t kAcc = Narrow ? 32 : 48;  // accumulators the wgmma writes
     warpgroup_fence_operand(acc);
     CUTE_UNROLL
     for (int k = 0; k < kMaxKB; ++k) {
@@ -237,14 +239,15 @@ struct Consumer {
         gu_fma<Narrow>(desc_at(a_hi, a_lo + uint32_t((k * kSlot + kk * 32) >> 4)),
                        desc_at(gu_hi, b_lo + uint32_t(kk * 2)), acc,
                        (k == 0 && kk == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
-                       std::make_index_sequence<Narrow ? 32 : 48>{});
+                       std::make_index_sequence<kAcc>{});
     }
     warpgroup_commit_batch();
     warpgroup_fence_operand(acc);
   }
 
-  // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group; Narrow:
-  // the first 2, h columns 0-31: kernel 20's last chunk, whose columns past De meet W_d's zero fill).
+  // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group;
+  // Narrow: the first 2, h columns 0-31: kernel 20's last chunk, whose columns past De meet W_d's
+  // zero fill).
   template <bool Narrow = false>
   __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
     using namespace cute;
@@ -618,9 +621,15 @@ bool fused_experts_supported(int64_t D, int64_t De) {
 void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
                 "moe fused experts (kernel {}): head_dim {} / expert width {} unsupported",
-                r.lead ? 21 : r.skip ? 20 : r.gather ? 10 : 9, r.D, r.De);
-  AVDIT_REQUIRE(!r.skip || r.gather, "moe fused experts: kernel 20's skips need kernel 10's gather");
-  AVDIT_REQUIRE(!r.lead || r.skip, "moe fused experts: kernel 21 is kernel 20 with the narrow chunk first");
+                r.lead     ? 21
+                : r.skip   ? 20
+                : r.gather ? 10
+                           : 9,
+                r.D, r.De);
+  AVDIT_REQUIRE(!r.skip || r.gather,
+                "moe fused experts: kernel 20's skips need kernel 10's gather");
+  AVDIT_REQUIRE(!r.lead || r.skip,
+                "moe fused experts: kernel 21 is kernel 20 with the narrow chunk first");
   if (r.a_rows == 0 || r.groups == 0) return;
   const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
   // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the

@@ -74,9 +74,11 @@ void fused_experts_sm90(Device& dev, const FusedRun& r);
 // Whether GroupedOptions::kernel `kernel` runs the fused experts kernel at these widths: the one
 // answer for grouped.cu (no h scratch) and grouped_sm90.cu (which kernel to launch).
 inline bool runs_fused(int kernel, int64_t D, int64_t De) {
-  return (kernel == 9 || kernel == 10 || kernel == 20 || kernel == 21) && fused_experts_supported(D, De);
+  return (kernel == 9 || kernel == 10 || kernel == 20 || kernel == 21) &&
+         fused_experts_supported(D, De);
 }
-// Whether it also gathers its rows from x itself (kernels 10, 20, 21): no gather kernel, no row scratch.
+// Whether it also gathers its rows from x itself (kernels 10, 20, 21): no gather kernel, no row
+// scratch.
 inline bool gathers_in_kernel(int kernel, int64_t D, int64_t De) {
   return (kernel == 10 || kernel == 20 || kernel == 21) && runs_fused(kernel, D, De);
 }
