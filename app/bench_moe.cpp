@@ -333,7 +333,7 @@ void grouped_breakdown(cuda::Device& dev, bench::Report& rep, const LayerShape& 
     // Kernels 9, 10, 20, 21 fuse both GEMMs: the time is on the gate/up row and the down row reads 0; 10
     // also gathers its rows itself: the gather row reads 0.
     const bool fused = opt.kernel >= 9;
-    const bool gathers = opt.kernel == 10 || opt.kernel >= 20;
+    const bool gathers = opt.kernel == 10 || opt.kernel == 20 || opt.kernel == 21;
     const std::vector<std::tuple<std::string, double, double>> parts = {
         {"grouped experts total" + tag, t.median(), f_gu + f_dn},
         {"  grouped: gather (sum over chunks)" + tag + (gathers ? " (inside the fused kernel)" : ""), best[0], 0.0},

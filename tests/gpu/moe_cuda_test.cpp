@@ -517,6 +517,7 @@ void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::
       const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
       if (kernel == 10) k10 = got;
       if (kernel >= 20) {
+        ASSERT_TRUE(k10.defined()) << "kernel 10 must run before " << kernel << " in this list";
         EXPECT_EQ(std::memcmp(got.raw(), k10.raw(), size_t(got.nbytes())), 0)
             << what << " kernel " << kernel << " != kernel 10";
       }

@@ -48,7 +48,7 @@ void gateup_own_sm90(Device& dev, const GateUpRun& r);
 // Kernels 9 and 10's fused experts (grouped_fused_sm90.cu) over one chunk of heads, all pointers on
 // the device.
 struct FusedRun {
-  bool gather;               // kernels 10, 20: the kernel reads its rows from x (a unused)
+  bool gather;               // kernels 10, 20, 21: the kernel reads its rows from x (a unused)
   bool skip = false;         // kernels 20, 21: 10 without the MMAs that no output reads
   bool lead = false;         // kernel 21: 20 with the 32-column chunk first (De % 48 == 32)
   const __nv_bfloat16* x;    // [T, H * D]
