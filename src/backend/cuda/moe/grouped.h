@@ -81,7 +81,8 @@ struct GroupedOptions {
   // widths run as 20), 10's bytes too (tested). Nsight Compute 20 / 21: 16.21 / 16.10, 16.20 / 15.98
   // ms (one call, session 16). Session 17, at the power cap: experts 15.58-16.10 ms, routed core
   // 17.78-18.25 (two machines); locked clocks 16.04-16.14. (A kernel 22 with the combine inside this
-  // launch was measured slower and not kept: bench/NOTES.md session 17.)
+  // launch was no faster - break-even at the power cap, slower at locked clocks - and was not kept:
+  // bench/NOTES.md session 17.)
   int kernel = 21;
   float* stage_ms = nullptr;  // when set (host float[3]): gather, gate/up, down ms summed over the chunks,
                               // from CUDA events; synchronises with the device - benchmarks only
