@@ -8,12 +8,13 @@
 #include <sstream>
 
 #include "commands.h"
-#include "device_cuda.h"
+#include "context.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "models/family.h"
 #include "models/h3/api.h"
+#include "models/h3/model.h"
 #include "models/magi2/api.h"
 
 namespace avdit::app {
@@ -83,7 +84,8 @@ Run add_forward(CLI::App& app) {
                 "MAGI-2: pack the routed experts to NVFP4 at load time (as `avdit quantize --nvfp4 experts` "
                 "would; a packed checkpoint loads packed without it)");
   return [o, dump]() {
-    check_device(o->device);
+    const std::unique_ptr<ops::Context> ctx = make_context(o->device);
+    const DType act = activation_dtype(o->precision);
     const Checkpoint ckpt = Checkpoint::open(o->model);
     AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit forward needs the model's config",
                   o->model);
@@ -92,25 +94,21 @@ Run add_forward(CLI::App& app) {
     const TensorMap inputs = read_all(o->inputs);
     select_dump({}, o->dump_list);  // an unknown --dump item fails before the forward
     const bool want_dump = dump->count() > 0;
-    const bool bf16 = o->precision == "bf16";
     AVDIT_REQUIRE(!o->nvfp4_experts || *family == "magi2-preview",
                   "--nvfp4-experts packs MAGI-2's routed experts; {} is a {} model", o->model, *family);
     TensorMap out;
-    if (o->device == "cuda") {
-      AVDIT_REQUIRE(*family == "magi2-preview" || *family == "h3", "{}: avdit forward does not run the {} family yet",
-                    o->model, *family);
-      out = forward_on_cuda(ckpt, *family, inputs, want_dump, bf16, o->nvfp4_experts);
-      if (*family == "magi2-preview") out = select_dump(std::move(out), o->dump_list);
-    } else if (*family == "magi2-preview") {
+    if (*family == "magi2-preview") {
+      AVDIT_REQUIRE(!ctx->is_cuda(), "MAGI-2 on --device cuda: being ported to the op set");
       models::magi2::LoadOptions load;
       load.nvfp4_experts = o->nvfp4_experts;
-      out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, bf16, load), o->dump_list);
+      out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, act == DType::BF16, load),
+                        o->dump_list);
     } else if (*family == "h3") {
       if (want_dump && !o->dump_list.empty())
         log::info("--dump {}: the list selects MAGI-2 tensors; H3 dumps everything", o->dump_list);
-      models::h3::H3Model model(ckpt);
-      model.set_bf16_activations(bf16);
+      const models::h3::H3Model model(*ctx, ckpt, act);
       out = models::h3::forward_from_inputs(model, inputs, want_dump);
+      if (ctx->is_cuda()) log::info("{}", memory_summary(*ctx, model.weight_bytes()));
     } else {
       throw BadInput(fmt::format("{}: avdit forward does not run the {} family yet", o->model, *family));
     }

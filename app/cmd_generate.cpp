@@ -12,13 +12,14 @@
 #include <optional>
 
 #include "commands.h"
-#include "device_cuda.h"
+#include "context.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/sha256.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/h3/model.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
@@ -107,10 +108,8 @@ json summary(const GenerateArgs& a, const std::string& family, const pipeline::G
 }
 
 int run_generate(const GenerateArgs& a) {
-  check_device(a.device);
-  const bool bf16 = a.precision == "bf16";
-  AVDIT_REQUIRE(!bf16 || a.device == "cuda",
-                "--precision bf16 runs on --device cuda (on the CPU, avdit forward --precision bf16 emulates it)");
+  const std::unique_ptr<ops::Context> ctx = make_context(a.device);
+  const DType act = activation_dtype(a.precision);
   const Checkpoint ckpt = Checkpoint::open(a.model);
   AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit generate needs the model's config",
                 a.model);
@@ -150,7 +149,9 @@ int run_generate(const GenerateArgs& a) {
   const std::optional<float> gv = a.guidance ? a.guidance : a.video_guidance;
   const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
 
-  std::unique_ptr<CudaGenerate> gpu;
+  const std::unique_ptr<StepActivity> activity = step_activity(*ctx);
+  activity->wrap(run.progress);
+  std::string memory;
   const auto t0 = std::chrono::steady_clock::now();
   pipeline::GenerateResult r;
   if (magi2) {
@@ -166,8 +167,8 @@ int run_generate(const GenerateArgs& a) {
     o.video_guidance = gv;
     o.audio_guidance = ga;
     o.load.nvfp4_experts = a.nvfp4_experts;
-    if (a.device == "cuda") gpu = use_cuda(ckpt, o, bf16);
-    r = pipeline::generate_magi2(ckpt, o);
+    AVDIT_REQUIRE(!ctx->is_cuda() && act == DType::F32, "MAGI-2 on --device cuda: being ported to the op set");
+    r = pipeline::generate_magi2(*ctx, ckpt, o);
   } else {
     AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");
     pipeline::H3GenerateOptions o;
@@ -180,10 +181,11 @@ int run_generate(const GenerateArgs& a) {
     }
     o.video_guidance = gv;
     o.audio_guidance = ga;
-    if (a.device == "cuda") gpu = use_cuda(ckpt, o, bf16);
-    r = pipeline::generate_h3(ckpt, o);
+    const models::h3::H3Model model(*ctx, ckpt, act);
+    r = pipeline::generate_h3(model, o);
+    memory = memory_summary(*ctx, model.weight_bytes());
   }
-  if (gpu) log::info("{}", gpu->summary());
+  if (ctx->is_cuda()) log::info("{}{}", memory, activity->line());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const std::string sha_video = sha256_hex(r.video), sha_audio = sha256_hex(r.audio);

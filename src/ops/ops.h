@@ -1,39 +1,83 @@
-// The op set the models are written against. Activations are F32; weights may be F32, BF16 or
-// F16 and are widened on the fly (in row blocks, so mapped weights are never copied whole). This
-// CPU implementation is the oracle the CUDA kernels are checked against.
+// TEMPORARY (removed once the MAGI-2 forward is on the op set): the old host-only op signatures,
+// forwarding to the CPU implementations of the op set.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/linear.h"
+#include "ops/norm.h"
+#include "ops/rows.h"
 
 namespace avdit::ops {
 
-// y[..., out] = x[..., in] · w[out, in]^T (+ bias[out]).
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
-// c[M, N] = a[M, K] · b[K, N].
-Tensor matmul(const Tensor& a, const Tensor& b);
-
-// x / sqrt(mean(x^2) + eps) * w over the last dim; w undefined means no weight; with
-// one_plus_weight the weight is zero-centred and applied as (1 + w).
-Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_weight = false);
-
-Tensor silu(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-void add_(Tensor& a, const Tensor& b);
-Tensor concat_rows(const std::vector<Tensor>& parts);
-
-// Softmax attention. q [S, Hq, D], k and v [S, Hkv, D] (query head h reads kv head h / (Hq/Hkv)).
-// Tokens attend within their segment [cu_seqlens[i], cu_seqlens[i+1]) (empty: one segment).
-// sinks ([Hq] or [1, Hq]): a per-head logit that adds exp(sink) to the softmax denominator only.
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                 const std::vector<int64_t>& cu_seqlens = {}, const Tensor* sinks = nullptr);
-
-// Rotate-half (NeoX) rotary embedding on dims [0, R) of every head, in place. x [S, H, D];
-// cos, sin [S, R/2]: x'_i = x_i cos_i - x_{i+R/2} sin_i, x'_{i+R/2} = x_{i+R/2} cos_i + x_i sin_i.
-void rope_rotate_half_(Tensor& x, const Tensor& cos, const Tensor& sin);
+inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr) {
+  Shape shape = x.shape();
+  shape.back() = w.size(0);
+  Tensor y = Tensor::empty(shape, DType::F32);
+  cpu::linear(x, w, bias, nullptr, y);
+  return y;
+}
+inline Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor c = Tensor::empty({a.size(0), b.size(1)}, DType::F32);
+  cpu::matmul(a, b, c);
+  return c;
+}
+inline Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_weight = false) {
+  Tensor y = Tensor::empty(x.shape(), DType::F32);
+  cpu::rms_norm(x, RmsNormWeight{w, one_plus_weight, nullptr}, eps, y);
+  return y;
+}
+inline Tensor silu(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape(), DType::F32);
+  cpu::unary(Unary::Silu, x, y);
+  return y;
+}
+inline Tensor sigmoid(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape(), DType::F32);
+  cpu::unary(Unary::Sigmoid, x, y);
+  return y;
+}
+inline Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = Tensor::empty(a.shape(), DType::F32);
+  cpu::binary(Binary::Add, a, b, y);
+  return y;
+}
+inline Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = Tensor::empty(a.shape(), DType::F32);
+  cpu::binary(Binary::Mul, a, b, y);
+  return y;
+}
+inline void add_(Tensor& a, const Tensor& b) { cpu::binary(Binary::Add, a, b, a); }
+inline Tensor concat_rows(const std::vector<Tensor>& parts) {
+  CpuContext c;
+  return concat_rows(c, parts);
+}
+inline Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                        const std::vector<int64_t>& cu_seqlens = {}, const Tensor* sinks = nullptr) {
+  Segments s;
+  s.cu = cu_seqlens.empty() ? std::vector<int64_t>{0, q.size(0)} : cu_seqlens;
+  Tensor y = Tensor::empty(q.shape(), DType::F32);
+  cpu::attention(q, k, v, scale, s, sinks, nullptr, y);
+  return y;
+}
+inline void rope_rotate_half_(Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const int64_t s = x.size(0), h = x.size(1), d = x.size(2), half = cos.size(-1);
+  float* p = x.f32();
+  const float *pc = cos.f32(), *ps = sin.f32();
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t hh = 0; hh < h; ++hh) {
+      float* a = p + (t * h + hh) * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = pc[t * half + i], sn = ps[t * half + i];
+        const float x0 = a[i], x1 = a[i + half];
+        a[i] = x0 * c - x1 * sn;
+        a[i + half] = x1 * c + x0 * sn;
+      }
+    }
+}
 
 }  // namespace avdit::ops

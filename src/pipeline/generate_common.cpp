@@ -45,12 +45,17 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
   return sample::make_noise(shape, seed, stream);
 }
 
-void attach_observers(sample::SamplerOptions& so, const RunOptions& run, GenerateResult& result) {
-  so.record = run.record_trajectory ? &result.trajectory : nullptr;
-  so.record_model_out = run.record_model_out;
-  so.teacher = run.teacher;
-  so.to_host = run.backend.to_host;
-  so.to_device = run.backend.to_device;
+RunProbes::RunProbes(ops::Context& ctx, const RunOptions& run, GenerateResult& result, sample::SamplerOptions& so,
+                     const std::vector<Tensor>& initial, int steps) {
+  if (run.record_trajectory) {
+    recorder_.emplace(result.trajectory, so.modalities, run.record_model_out);
+    record_scope_.emplace(ctx.observer(), &*recorder_);
+  }
+  if (run.teacher) {
+    teacher_.emplace(*run.teacher);
+    teacher_->check(steps, initial, so.modalities);
+    teacher_scope_.emplace(ctx.observer(), &*teacher_);
+  }
   so.progress = [&result, progress = run.progress](int done, int total, double seconds) {
     result.step_seconds.push_back(seconds);
     if (progress) progress(done, total, seconds);

@@ -15,19 +15,6 @@
 
 namespace avdit::pipeline {
 
-// Where the sampler's element-wise work (solver steps, CFG) runs and where the latents live between
-// steps. Every member empty: the CPU. The app fills it from the CUDA backend for --device cuda
-// (src/backend/cuda/sample_cuda.h); the model callbacks then get device latents.
-struct SamplerBackend {
-  std::function<std::unique_ptr<sample::Stepper>(std::vector<float> sigmas)> unipc;
-  std::function<std::unique_ptr<sample::Stepper>(std::vector<float> t, std::vector<float> ratio)> h3_euler;
-  // uncond + s (cond - uncond), element k scaled by scales[(k / inner) % scales.size()].
-  std::function<Tensor(const Tensor& cond, const Tensor& uncond, const std::vector<float>& scales, int64_t inner)>
-      cfg;
-  std::function<Tensor(const Tensor&)> to_host, to_device;
-  bool on_device() const { return static_cast<bool>(to_device); }
-};
-
 struct RunOptions {
   std::optional<int> steps;     // default: the family's (from the checkpoint config)
   std::optional<double> shift;  // MAGI-2: both modalities; H3: the video schedule (audio keeps 3)
@@ -39,7 +26,6 @@ struct RunOptions {
   bool record_trajectory = false;
   bool record_model_out = false;  // with record_trajectory: also the raw cond/uncond outputs
   std::function<void(int done, int total, double seconds)> progress;
-  SamplerBackend backend;
 };
 
 struct GenerateResult {
@@ -62,9 +48,19 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
 // A shape with -1 as "any" in messages: [1, 48, T, H, W] style.
 bool shape_matches(const Shape& shape, const Shape& pattern);
 
-// The observer part of the sampler options both families share: trajectory recording, teacher
-// forcing, and per-step seconds collected into `result` (then passed on to run.progress).
-void attach_observers(sample::SamplerOptions& so, const RunOptions& run, GenerateResult& result);
+// The probes of a run that both families share, attached to the context's observer for the run's
+// lifetime: trajectory recording (into result.trajectory) and teacher forcing; plus the per-step
+// seconds collected into `result` (then passed on to run.progress).
+class RunProbes {
+ public:
+  RunProbes(ops::Context& ctx, const RunOptions& run, GenerateResult& result, sample::SamplerOptions& so,
+            const std::vector<Tensor>& initial, int steps);
+
+ private:
+  std::optional<sample::TrajectoryRecorder> recorder_;
+  std::optional<sample::TeacherForcing> teacher_;
+  std::optional<ProbeScope> record_scope_, teacher_scope_;
+};
 std::string pattern_str(const Shape& pattern);
 
 }  // namespace avdit::pipeline

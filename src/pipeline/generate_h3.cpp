@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "models/h3/api.h"
+#include "models/h3/model.h"
 #include "models/h3/config.h"
 #include "sample/noise.h"
 #include "sample/schedule.h"
@@ -41,11 +42,9 @@ std::vector<int64_t> token_tags(const LabeledTensor& t, int64_t text_len) {
 
 }  // namespace
 
-GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
-  std::optional<h3::H3Model> cpu_model;
-  if (o.model == nullptr) cpu_model.emplace(ckpt);
-  const h3::H3Forward& model = o.model ? *o.model : *cpu_model;
+GenerateResult generate_h3(const h3::H3Model& model, const H3GenerateOptions& o) {
   const h3::H3Config& c = model.config();
+  ops::Context& ctx = model.ctx();
   const RunOptions& run = o.run;
   const int steps = run.steps.value_or(kH3DefaultSteps);
   const double video_shift = run.shift.value_or(kH3VideoShift);
@@ -83,25 +82,23 @@ GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
     refined_neg = model.refine_text(neg);
   }
 
-  const SamplerBackend& be = run.backend;
-  auto host = [&](const Tensor& t) { return be.to_host ? be.to_host(t) : t; };
-  auto device = [&](const Tensor& t) { return be.to_device ? be.to_device(t) : t; };
-  // The forward packs on the host: device latents come back for it, velocities go out again.
+  // The forward packs and unpacks on the context: the latents never leave it between steps.
+  h3::H3Stepper stepper(model);
   sample::ModelFn fn = [&](const sample::StepInfo& step, const std::vector<Tensor>& x) {
     h3::VelocityRequest r;
-    r.video_latent = host(x[0]);
-    r.audio_latent = host(x[1]);
+    r.video_latent = x[0];
+    r.audio_latent = x[1];
     r.sigma_video = schedule.video_sigmas[step.index];
     r.sigma_audio = schedule.audio_sigmas[step.index];
     r.text_refined = refined;
     r.text_token_tags = tags;
-    const h3::Velocity v = h3::velocity(model, r);
-    sample::ModelOut out{{device(v.video), device(v.audio)}, {}};
+    const h3::Velocity v = stepper.velocity(r);
+    sample::ModelOut out{{v.video, v.audio}, {}};
     if (cfg) {
       r.text_refined = refined_neg;
       r.text_token_tags = neg_tags;
-      const h3::Velocity u = h3::velocity(model, r);
-      out.uncond = {device(u.video), device(u.audio)};
+      const h3::Velocity u = stepper.velocity(r);
+      out.uncond = {u.video, u.audio};
     }
     return out;
   };
@@ -110,23 +107,16 @@ GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& o) {
   sample::SamplerOptions so;
   so.modalities = {"video", "audio"};
   so.guidance = {gv, ga};
-  if (be.cfg)
-    so.guide = [&](int m, const sample::StepInfo&, const Tensor& c, const Tensor& u, const Tensor&) {
-      return be.cfg(c, u, {m == 0 ? gv : ga}, 1);
-    };
-  attach_observers(so, run, result);
-  auto euler = [&](std::vector<float> t, std::vector<float> ratio) {
-    return be.h3_euler ? be.h3_euler(std::move(t), std::move(ratio))
-                       : sample::make_h3_euler_stepper(std::move(t), std::move(ratio));
-  };
+  std::vector<Tensor> latents = {ctx.upload(x_video), ctx.upload(x_audio)};
+  const RunProbes probes(ctx, run, result, so, latents, steps);
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
-  steppers.push_back(euler(schedule.video_t, schedule.video_ratio));
-  steppers.push_back(euler(schedule.audio_t, schedule.audio_ratio));
+  steppers.push_back(sample::make_h3_euler_stepper(ctx, schedule.video_t, schedule.video_ratio));
+  steppers.push_back(sample::make_h3_euler_stepper(ctx, schedule.audio_t, schedule.audio_ratio));
   log::debug("h3 generate: {} steps, shift video {} audio {}, guidance video {} audio {}", steps, video_shift,
              audio_shift, gv, ga);
-  std::vector<Tensor> final = sample::run_sampler({device(x_video), device(x_audio)}, steppers, steps, fn, so);
-  result.video = host(final[0]);
-  result.audio = host(final[1]);
+  std::vector<Tensor> final = sample::run_sampler(ctx, std::move(latents), steppers, steps, fn, so);
+  result.video = ctx.download(final[0]).to_f32();
+  result.audio = ctx.download(final[1]).to_f32();
   result.steps = steps;
   result.shift = video_shift;
   result.video_guidance = gv;

@@ -5,7 +5,6 @@
 #include <optional>
 #include <vector>
 
-#include "io/safetensors.h"
 #include "models/h3/model.h"
 #include "pipeline/generate_common.h"
 
@@ -24,13 +23,11 @@ struct H3GenerateOptions {
   LabeledTensor negative;               // the unconditional pass's text_embeds (needed for guidance != 1)
   LabeledTensor negative_token_tags;
   std::optional<float> video_guidance, audio_guidance;  // default 1: a single conditional pass
-  // The forward to sample with; null: the CPU H3Model built from the checkpoint. The app passes the
-  // GPU model here for --device cuda (it must have been built from the same checkpoint).
-  const models::h3::H3Forward* model = nullptr;
 };
 
 // Unpacked layouts: video [1, latents_dim, T, H, W] (H, W multiples of the patch), audio [2, 32, T_a].
 // BadInput names the file:tensor and the expected shape for bad text, noise or teacher tensors.
-GenerateResult generate_h3(const Checkpoint& ckpt, const H3GenerateOptions& options);
+// The latents live on the model's context for the whole loop; the result is on the host.
+GenerateResult generate_h3(const models::h3::H3Model& model, const H3GenerateOptions& options);
 
 }  // namespace avdit::pipeline

@@ -2,6 +2,8 @@
 // conditional and unconditional prompts as two items, UniPC per modality (see generate_magi2.h).
 #include "pipeline/generate_magi2.h"
 
+#include "ops/sample.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -116,7 +118,7 @@ Magi2SamplerDefaults magi2_sampler_defaults(const nlohmann::json& config) {
   return d;
 }
 
-GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions& o) {
+GenerateResult generate_magi2(ops::Context& ctx, const Checkpoint& ckpt, const Magi2GenerateOptions& o) {
   const magi2::Magi2Config config = magi2::config_from_checkpoint(ckpt);
   const Magi2SamplerDefaults defaults = magi2_sampler_defaults(*ckpt.config());
   const RunOptions& run = o.run;
@@ -158,9 +160,8 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
   const Tensor txt_len = cfg ? lengths({text.size(1), negative.size(1)}) : lengths({text.size(1)});
   const Tensor audio_len = lengths(std::vector<int64_t>(batch, x_audio.size(1)));
 
-  const SamplerBackend& be = run.backend;
-  auto host = [&](const Tensor& t) { return be.to_host ? be.to_host(t) : t; };
-  auto device = [&](const Tensor& t) { return be.to_device ? be.to_device(t) : t; };
+  auto host = [&](const Tensor& t) { return ctx.download(t).to_f32(); };
+  auto device = [&](const Tensor& t) { return ctx.upload(t); };
   // Packing runs on the host: device latents come back for it, velocities go out again.
   sample::ModelFn model = [&](const sample::StepInfo& step, const std::vector<Tensor>& x_in) {
     const std::vector<Tensor> x = {host(x_in[0]), host(x_in[1])};
@@ -190,27 +191,27 @@ GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions
   so.modalities = {"video", "audio"};
   // On a device, plain and per-frame-scaled guidance run there; skimming and rescale (off in the
   // official config) take the host path on copies.
-  const bool device_cfg = be.cfg && !guidance.use_skimmed_cfg_linear && !(guidance.cfg_rescale > 0.0f);
+  const bool device_cfg = !guidance.use_skimmed_cfg_linear && !(guidance.cfg_rescale > 0.0f);
   so.guide = [&](int m, const sample::StepInfo& step, const Tensor& c, const Tensor& u, const Tensor& x) {
     const int64_t timestep = schedule.timesteps[step.index];
     if (device_cfg) {
-      if (m == 1) return be.cfg(c, u, {guidance.audio_scale}, 1);
-      // video [B, C, T, H, W]: one scale per latent frame
-      return be.cfg(c, u, sample::magi2_video_scales(guidance, c.size(2), timestep), c.size(3) * c.size(4));
+      Tensor v = ctx.empty(c.shape(), DType::F32);
+      if (m == 1) ops::cfg(ctx, c, u, {guidance.audio_scale}, 1, v);
+      else  // video [B, C, T, H, W]: one scale per latent frame
+        ops::cfg(ctx, c, u, sample::magi2_video_scales(guidance, c.size(2), timestep), c.size(3) * c.size(4), v);
+      return v;
     }
     return device(m == 0 ? sample::magi2_cfg_video(host(c), host(u), host(x), guidance, timestep)
                          : sample::magi2_cfg_audio(host(c), host(u), host(x), guidance));
   };
-  attach_observers(so, run, result);
-  auto unipc = [&]() {
-    return be.unipc ? be.unipc(schedule.sigmas) : sample::make_unipc_stepper(schedule.sigmas);
-  };
+  std::vector<Tensor> latents = {device(x_video), device(x_audio)};
+  const RunProbes probes(ctx, run, result, so, latents, steps);
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
-  steppers.push_back(unipc());
-  steppers.push_back(unipc());
+  steppers.push_back(sample::make_unipc_stepper(ctx, schedule.sigmas));
+  steppers.push_back(sample::make_unipc_stepper(ctx, schedule.sigmas));
   log::debug("magi2 generate: {} steps, shift {}, guidance video {} audio {}{}", steps, shift, guidance.video_scale,
              guidance.audio_scale, cfg ? "" : " (single pass)");
-  std::vector<Tensor> final = sample::run_sampler({device(x_video), device(x_audio)}, steppers, steps, model, so);
+  std::vector<Tensor> final = sample::run_sampler(ctx, std::move(latents), steppers, steps, model, so);
   result.video = host(final[0]);
   result.audio = host(final[1]);
   result.steps = steps;

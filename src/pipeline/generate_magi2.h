@@ -41,6 +41,6 @@ struct Magi2GenerateOptions {
 // Runs the sampler. Unpacked layouts: video [1, C, T, H, W] (C = video_in_channels / patch volume),
 // audio [1, L_a, audio_in_channels]. With both guidance scales 1 only the conditional pass runs.
 // BadInput names the file:tensor and the expected shape for bad text, noise or teacher tensors.
-GenerateResult generate_magi2(const Checkpoint& ckpt, const Magi2GenerateOptions& options);
+GenerateResult generate_magi2(ops::Context& ctx, const Checkpoint& ckpt, const Magi2GenerateOptions& options);
 
 }  // namespace avdit::pipeline

@@ -1,12 +1,12 @@
-// The generic sampling loop, its two solver adapters and the trajectory file form.
+// The generic sampling loop, its two solvers on the op set, the trajectory probes and the trajectory
+// file form.
 #include "sample/sampler_loop.h"
 
 #include <chrono>
 #include <cstring>
 
 #include "core/error.h"
-#include "sample/cfg.h"
-#include "sample/euler.h"
+#include "ops/sample.h"
 #include "sample/unipc.h"
 
 namespace avdit::sample {
@@ -15,30 +15,50 @@ namespace {
 
 class UniPCStepper final : public Stepper {
  public:
-  explicit UniPCStepper(std::vector<float> sigmas) : solver_(std::move(sigmas)) {}
+  UniPCStepper(ops::Context& ctx, std::vector<float> sigmas) : ctx_(ctx), plan_(std::move(sigmas)) {}
   Tensor step(const StepInfo& s, const Tensor& velocity, const Tensor& latent) override {
-    AVDIT_CHECK(s.index == solver_.step_index(), "UniPC stepper at step {} was asked for step {}",
-                solver_.step_index(), s.index);
-    return solver_.step(velocity, latent);
+    AVDIT_CHECK(s.index == plan_.step_index(), "UniPC stepper at step {} was asked for step {}", plan_.step_index(),
+                s.index);
+    AVDIT_REQUIRE(velocity.shape() == latent.shape(), "UniPC: velocity shape {} differs from sample shape {}",
+                  velocity.shape_str(), latent.shape_str());
+    const int64_t n = latent.numel();
+    if (s.index == 0 || history_.numel() != 3 * n) {
+      AVDIT_REQUIRE(s.index == 0, "UniPC: the sample has {} elements but had {} at the previous step", n,
+                    history_.numel() / 3);
+      history_ = ctx_.zeros({3, n}, DType::F32);  // last corrected sample, m_last, m_prev
+    }
+    Tensor out = ctx_.empty(latent.shape(), DType::F32);
+    ops::unipc_step(ctx_, plan_.next(), velocity, latent, history_, out);
+    return out;
   }
 
  private:
-  FlowUniPC solver_;
+  ops::Context& ctx_;
+  UniPCPlanner plan_;
+  Tensor history_;
 };
 
 class H3EulerStepper final : public Stepper {
  public:
-  H3EulerStepper(std::vector<float> t, std::vector<float> ratio) : t_(std::move(t)), ratio_(std::move(ratio)) {
+  H3EulerStepper(ops::Context& ctx, std::vector<float> t, std::vector<float> ratio)
+      : ctx_(ctx), t_(std::move(t)), ratio_(std::move(ratio)) {
     AVDIT_REQUIRE(t_.size() == ratio_.size(), "H3 Euler: {} timesteps but {} sigma ratios; expected equal",
                   t_.size(), ratio_.size());
   }
   Tensor step(const StepInfo& s, const Tensor& velocity, const Tensor& latent) override {
     AVDIT_REQUIRE(s.index >= 0 && static_cast<size_t>(s.index) < t_.size(),
                   "H3 Euler: step {} is outside the schedule of {} steps", s.index, t_.size());
-    return h3_euler_step(latent, velocity, t_[s.index], ratio_[s.index]);
+    AVDIT_REQUIRE(velocity.shape() == latent.shape(), "H3 Euler step: velocity shape {} differs from latent shape {}",
+                  velocity.shape_str(), latent.shape_str());
+    // The scalars exactly as the reference forms them (sample/euler.h): (1 - t) and (1 - r) in float32.
+    const float t = t_[s.index], r = ratio_[s.index];
+    Tensor out = ctx_.empty(latent.shape(), DType::F32);
+    ops::h3_euler(ctx_, latent, velocity, 1.0f - t, r, 1.0f - r, out);
+    return out;
   }
 
  private:
+  ops::Context& ctx_;
   std::vector<float> t_, ratio_;
 };
 
@@ -69,44 +89,29 @@ std::vector<Tensor> unstack(const Tensor& t) {
 
 }  // namespace
 
-std::unique_ptr<Stepper> make_unipc_stepper(std::vector<float> sigmas) {
-  return std::make_unique<UniPCStepper>(std::move(sigmas));
+std::unique_ptr<Stepper> make_unipc_stepper(ops::Context& ctx, std::vector<float> sigmas) {
+  return std::make_unique<UniPCStepper>(ctx, std::move(sigmas));
 }
 
-std::unique_ptr<Stepper> make_h3_euler_stepper(std::vector<float> t, std::vector<float> ratio) {
-  return std::make_unique<H3EulerStepper>(std::move(t), std::move(ratio));
+std::unique_ptr<Stepper> make_h3_euler_stepper(ops::Context& ctx, std::vector<float> t, std::vector<float> ratio) {
+  return std::make_unique<H3EulerStepper>(ctx, std::move(t), std::move(ratio));
 }
 
-std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::unique_ptr<Stepper>>& steppers,
-                                int steps, const ModelFn& model, const SamplerOptions& o) {
+std::vector<Tensor> run_sampler(ops::Context& ctx, std::vector<Tensor> latents,
+                                std::vector<std::unique_ptr<Stepper>>& steppers, int steps, const ModelFn& model,
+                                const SamplerOptions& o) {
   const size_t nm = latents.size();
   AVDIT_REQUIRE(steppers.size() == nm, "sampler: {} latents but {} solvers; expected one solver per modality", nm,
                 steppers.size());
-  if (const Trajectory* t = o.teacher) {
-    AVDIT_REQUIRE(t->steps() >= steps, "teacher trajectory has {} steps, expected at least {}", t->steps(), steps);
-    for (const auto& lat : t->latents)
-      AVDIT_REQUIRE(lat.size() == nm, "teacher trajectory has {} modalities per step, expected {}", lat.size(), nm);
-    for (size_t m = 0; m < nm; ++m)
-      AVDIT_REQUIRE(t->latents[0][m].shape() == latents[m].shape(),
-                    "teacher trajectory {} latent has shape {}, expected {}", modality_name(o, m),
-                    t->latents[0][m].shape_str(), latents[m].shape_str());
-  }
-  if (o.record) {
-    *o.record = Trajectory{};
-    o.record->modalities = o.modalities;
-    std::vector<Tensor> initial = latents;
-    if (o.to_host)
-      for (Tensor& t : initial) t = o.to_host(t);
-    o.record->latents.push_back(std::move(initial));
-  }
+  auto points = [&](const char* name, int64_t index, std::vector<Tensor>& ts) {
+    for (size_t m = 0; m < ts.size(); ++m)
+      if (ts[m].defined()) ops::observe_mut(ctx, {name, index, static_cast<int64_t>(m)}, ts[m]);
+  };
+  points(kInitialPoint, -1, latents);
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const StepInfo info{i, steps};
-    if (o.teacher) {
-      latents = o.teacher->latents[i];
-      if (o.to_device)
-        for (Tensor& t : latents) t = o.to_device(t);
-    }
+    points(kInputPoint, i, latents);
 
     ModelOut out = model(info, latents);
     AVDIT_REQUIRE(out.cond.size() == nm, "step {}: the model returned {} velocities, expected {} (one per modality)",
@@ -114,6 +119,8 @@ std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::un
     AVDIT_REQUIRE(out.uncond.empty() || out.uncond.size() == nm,
                   "step {}: the model returned {} unconditional velocities, expected 0 or {}", i,
                   out.uncond.size(), nm);
+    points(kCondPoint, i, out.cond);
+    points(kUncondPoint, i, out.uncond);
     std::vector<Tensor> velocity(nm);
     for (size_t m = 0; m < nm; ++m) {
       AVDIT_REQUIRE(out.cond[m].shape() == latents[m].shape(),
@@ -121,31 +128,75 @@ std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::un
                     modality_name(o, m), out.cond[m].shape_str(), latents[m].shape_str());
       const bool guided = !out.uncond.empty() && out.uncond[m].defined();
       if (!guided) {
-        velocity[m] = out.cond[m].to_f32();
+        velocity[m] = out.cond[m];
       } else if (o.guide) {
         velocity[m] = o.guide(static_cast<int>(m), info, out.cond[m], out.uncond[m], latents[m]);
       } else {
         AVDIT_REQUIRE(m < o.guidance.size(), "step {}: no guidance scale for {} (expected {} scales)", i,
                       modality_name(o, m), nm);
-        velocity[m] = cfg_combine(out.cond[m], out.uncond[m], o.guidance[m]);
+        velocity[m] = ctx.empty(out.cond[m].shape(), DType::F32);
+        ops::cfg(ctx, out.cond[m], out.uncond[m], {o.guidance[m]}, 1, velocity[m]);
       }
     }
+    points(kVelocityPoint, i, velocity);
     for (size_t m = 0; m < nm; ++m) latents[m] = steppers[m]->step(info, velocity[m], latents[m]);
-
-    if (o.record) {
-      auto host = [&](std::vector<Tensor> v) {
-        if (o.to_host)
-          for (Tensor& t : v) t = o.to_host(t);
-        return v;
-      };
-      o.record->latents.push_back(host(latents));
-      o.record->velocity.push_back(host(velocity));
-      if (o.record_model_out) o.record->model_out.push_back({host(std::move(out.cond)), host(std::move(out.uncond))});
-    }
+    points(kOutputPoint, i, latents);
     if (o.progress)
       o.progress(i + 1, steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return latents;
+}
+
+TrajectoryRecorder::TrajectoryRecorder(Trajectory& out, std::vector<std::string> modalities, bool model_out)
+    : t_(out), model_out_(model_out) {
+  t_ = Trajectory{};
+  t_.modalities = std::move(modalities);
+}
+
+bool TrajectoryRecorder::wants(const Point& p) const {
+  return p.is(kInitialPoint) || p.is(kOutputPoint) || p.is(kVelocityPoint) ||
+         (model_out_ && (p.is(kCondPoint) || p.is(kUncondPoint)));
+}
+
+void TrajectoryRecorder::on(ops::Context& ctx, const Point& p, Tensor& t) {
+  const Tensor h = ctx.download(t).to_f32().clone();
+  auto at = [&](std::vector<std::vector<Tensor>>& rows, size_t k) -> Tensor& {
+    if (rows.size() <= k) rows.resize(k + 1);
+    if (rows[k].size() <= static_cast<size_t>(p.part)) rows[k].resize(p.part + 1);
+    return rows[k][p.part];
+  };
+  if (p.is(kInitialPoint)) {
+    at(t_.latents, 0) = h;
+  } else if (p.is(kOutputPoint)) {
+    at(t_.latents, p.index + 1) = h;
+  } else if (p.is(kVelocityPoint)) {
+    at(t_.velocity, p.index) = h;
+  } else {
+    if (t_.model_out.size() <= static_cast<size_t>(p.index)) t_.model_out.resize(p.index + 1);
+    std::vector<Tensor>& v = p.is(kCondPoint) ? t_.model_out[p.index].cond : t_.model_out[p.index].uncond;
+    if (v.size() <= static_cast<size_t>(p.part)) v.resize(p.part + 1);
+    v[p.part] = h;
+  }
+}
+
+void TeacherForcing::check(int steps, const std::vector<Tensor>& latents,
+                           const std::vector<std::string>& modalities) const {
+  const size_t nm = latents.size();
+  AVDIT_REQUIRE(teacher_.steps() >= steps, "teacher trajectory has {} steps, expected at least {}", teacher_.steps(),
+                steps);
+  for (const auto& lat : teacher_.latents)
+    AVDIT_REQUIRE(lat.size() == nm, "teacher trajectory has {} modalities per step, expected {}", lat.size(), nm);
+  for (size_t m = 0; m < nm; ++m)
+    AVDIT_REQUIRE(teacher_.latents[0][m].shape() == latents[m].shape(),
+                  "teacher trajectory {} latent has shape {}, expected {}",
+                  m < modalities.size() ? modalities[m] : std::to_string(m), teacher_.latents[0][m].shape_str(),
+                  latents[m].shape_str());
+}
+
+bool TeacherForcing::wants(const Point& p) const { return p.is(kInputPoint); }
+
+void TeacherForcing::on(ops::Context& ctx, const Point& p, Tensor& t) {
+  t = ctx.upload(teacher_.latents[p.index][p.part].to_f32());
 }
 
 TensorMap trajectory_to_tensors(const Trajectory& t) {

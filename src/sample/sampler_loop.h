@@ -1,5 +1,6 @@
-// The generic sampling loop shared by the model families: model callback -> per-modality guidance ->
-// per-modality solver step, with observers (trajectory recording, teacher forcing, progress).
+// The generic sampling loop shared by the model families, on any execution context: model callback ->
+// per-modality guidance -> per-modality solver step. Its named points (below) are where trajectory
+// recording, teacher forcing and run checks attach.
 #pragma once
 
 #include <functional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace avdit::sample {
 
@@ -43,14 +45,14 @@ class Stepper {
   virtual Tensor step(const StepInfo& step, const Tensor& velocity, const Tensor& latent) = 0;
 };
 
-// FlowUniPC (MAGI-2) on the given sigmas (FlowUniPCSchedule::sigmas).
-std::unique_ptr<Stepper> make_unipc_stepper(std::vector<float> sigmas);
+// FlowUniPC (MAGI-2) on the given sigmas (FlowUniPCSchedule::sigmas); its history lives on ctx.
+std::unique_ptr<Stepper> make_unipc_stepper(ops::Context& ctx, std::vector<float> sigmas);
 // H3 Euler on one modality's t and ratio lists (H3Schedule::video_t / video_ratio, or audio_*).
-std::unique_ptr<Stepper> make_h3_euler_stepper(std::vector<float> t, std::vector<float> ratio);
+std::unique_ptr<Stepper> make_h3_euler_stepper(ops::Context& ctx, std::vector<float> t, std::vector<float> ratio);
 
 // What an observed run recorded. latents[k][m]: k = 0 the initial latents, k >= 1 after step k.
 // velocity[k][m]: the guided velocity the solver used at step k. model_out[k]: the raw model answer
-// at step k (only with SamplerOptions::record_model_out).
+// at step k (only when the recorder keeps model outputs).
 struct Trajectory {
   std::vector<std::string> modalities;
   std::vector<std::vector<Tensor>> latents;
@@ -71,24 +73,55 @@ struct SamplerOptions {
   std::vector<std::string> modalities;  // names, e.g. {"video", "audio"}; used in messages and files
   std::vector<float> guidance;          // per modality, for the default CFG (ignored without uncond)
   GuideFn guide;                        // replaces the default CFG when set
-  Trajectory* record = nullptr;         // if set, filled with the latents (and velocities) of every step
-  bool record_model_out = false;        // also keep the raw model outputs in *record
-  // Teacher forcing: before step k the latents are replaced by teacher->latents[k] (k = 0: its initial
-  // latents; k >= 1: its latents after step k - 1), so each step's error is measured alone. Solver
-  // history (UniPC) still comes from this run's own model outputs.
-  const Trajectory* teacher = nullptr;
-  // Latents on a device: how recorded tensors reach the host and the teacher's latents the device
-  // (empty: the latents are host tensors). The default CFG (no `guide`) is a host op: device runs
-  // pass a `guide`.
-  std::function<Tensor(const Tensor&)> to_host, to_device;
   // Called after every step with the steps done, the total and the seconds that step took.
   std::function<void(int done, int total, double seconds)> progress;
 };
 
-// Runs `steps` steps from `latents` (one tensor per modality, float32) and returns the final latents.
+// The loop's named points (Point::part = the modality):
+//   "sample.initial"   the initial latents, before step 0
+//   "step.input"       mutable: the latents entering step `index` (teacher forcing replaces them)
+//   "step.cond", "step.uncond"  the model's answer at step `index` (uncond only with an uncond pass)
+//   "step.velocity"    the guided velocity the solver uses at step `index`
+//   "step.output"      the latents after step `index`
+inline constexpr const char* kInitialPoint = "sample.initial";
+inline constexpr const char* kInputPoint = "step.input";
+inline constexpr const char* kCondPoint = "step.cond";
+inline constexpr const char* kUncondPoint = "step.uncond";
+inline constexpr const char* kVelocityPoint = "step.velocity";
+inline constexpr const char* kOutputPoint = "step.output";
+
+// Records a run into a Trajectory (host float32): the initial latents, each step's output and guided
+// velocity, and with model_out the raw cond / uncond answers.
+class TrajectoryRecorder final : public Probe {
+ public:
+  TrajectoryRecorder(Trajectory& out, std::vector<std::string> modalities, bool model_out);
+  bool wants(const Point& p) const override;
+  void on(ops::Context& ctx, const Point& p, Tensor& t) override;
+
+ private:
+  Trajectory& t_;
+  bool model_out_;
+};
+
+// Teacher forcing: before step k the latents are replaced by teacher.latents[k] (k = 0: its initial
+// latents; k >= 1: its latents after step k - 1), so each step's error is measured alone. Solver
+// history (UniPC) still comes from this run's own model outputs. check() names what does not fit.
+class TeacherForcing final : public Probe {
+ public:
+  explicit TeacherForcing(const Trajectory& teacher) : teacher_(teacher) {}
+  void check(int steps, const std::vector<Tensor>& latents, const std::vector<std::string>& modalities) const;
+  bool wants(const Point& p) const override;
+  void on(ops::Context& ctx, const Point& p, Tensor& t) override;
+
+ private:
+  const Trajectory& teacher_;
+};
+
+// Runs `steps` steps from `latents` (one F32 tensor per modality on ctx) and returns the final latents.
 // steppers[m] advances modality m. Throws BadInput if the model answers with the wrong number or shape
-// of tensors, or the teacher has too few steps or other shapes.
-std::vector<Tensor> run_sampler(std::vector<Tensor> latents, std::vector<std::unique_ptr<Stepper>>& steppers,
-                                int steps, const ModelFn& model, const SamplerOptions& options);
+// of tensors.
+std::vector<Tensor> run_sampler(ops::Context& ctx, std::vector<Tensor> latents,
+                                std::vector<std::unique_ptr<Stepper>>& steppers, int steps, const ModelFn& model,
+                                const SamplerOptions& options);
 
 }  // namespace avdit::sample

@@ -89,6 +89,20 @@ Tensor to_host(Device& dev, const Tensor& device_tensor);
 // memory-mapped files). The backend owns that memory, so kernels write through this accessor.
 inline void* device_ptr(const Tensor& t) { return const_cast<void*>(t.raw()); }
 
+// Stream-ordered scratch memory (cudaMallocAsync), freed once the work enqueued before the free has run.
+struct StreamBuffer {
+  cudaStream_t stream;
+  void* p = nullptr;
+  StreamBuffer(cudaStream_t s, size_t bytes) : stream(s) {
+    if (bytes > 0) AVDIT_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  }
+  ~StreamBuffer() {
+    if (p) cudaFreeAsync(p, stream);
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+};
+
 // Throws BadInput unless t is defined and lives on the CUDA device; `what` names the operand.
 void require_cuda(const Tensor& t, const char* what);
 

@@ -1,4 +1,4 @@
-// forward_from_inputs and velocity: unpacked latents -> packing -> H3Model::forward -> unpacked
+// forward_from_inputs and H3Stepper: unpacked latents -> packing -> H3Model::forward -> unpacked
 // outputs. Only the unpacked tensors are read; the fixture's packed tensors are for debugging.
 #include "models/h3/api.h"
 
@@ -7,7 +7,8 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/h3/packing.h"
-#include "ops/ops.h"
+#include "models/h3/dump.h"
+#include "ops/rows.h"
 
 namespace avdit::models::h3 {
 namespace {
@@ -89,7 +90,11 @@ Problem make_problem(const H3Config& c, const Tensor& video_latent_any,
                   "H3: cond_latent must be [1, {}, {} keyframes, {}, {}], found {}",
                   c.latents_dim, keyframes.size(), video.size(3), video.size(4),
                   cond.shape_str());
-    p.video_rows = ops::concat_rows({patchify_video(cond), p.video_rows});
+    const Tensor cond_rows = patchify_video(cond);
+    Tensor rows = Tensor::empty({cond_rows.size(0) + p.video_rows.size(0), cond_rows.size(1)}, DType::F32);
+    std::copy_n(cond_rows.f32(), cond_rows.numel(), rows.f32());
+    std::copy_n(p.video_rows.f32(), p.video_rows.numel(), rows.f32() + cond_rows.numel());
+    p.video_rows = rows;
   } else {
     AVDIT_REQUIRE(!cond_latent_any.defined(),
                   "H3: cond_latent given without keyframe_frame_indices");
@@ -129,33 +134,37 @@ TensorMap packing_tensors(const PackedLayout& l, const PackedTimesteps& ts) {
   return m;
 }
 
-TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& in, bool dump) {
+TensorMap forward_from_inputs(const H3Model& model, const TensorMap& in, bool dump) {
   const H3Config& c = model.config();
+  ops::Context& ctx = model.ctx();
   std::vector<int64_t> text_tags, keyframes;
   if (const Tensor* t = find(in, "text_token_tags")) text_tags = int_list(*t, "text_token_tags");
-  if (const Tensor* k = find(in, "keyframe_frame_indices"))
-    keyframes = int_list(*k, "keyframe_frame_indices");
+  if (const Tensor* k = find(in, "keyframe_frame_indices")) keyframes = int_list(*k, "keyframe_frame_indices");
   const Tensor* cond = find(in, "cond_latent");
   AVDIT_REQUIRE(cond == nullptr || !keyframes.empty(),
                 "H3 inputs: 'cond_latent' needs 'keyframe_frame_indices' (0 first, -1 last)");
 
-  TensorMap out;
-  TensorMap* dump_map = dump ? &out : nullptr;
-  const Tensor text_refined = model.refine_text(need(in, "text_embeds"), dump_map);
+  DumpProbe probe(c);
+  const ProbeScope scope(ctx.observer(), dump ? &probe : nullptr);
+  const Tensor text_refined = model.refine_text(need(in, "text_embeds"));
   const Tensor& video_latent = need(in, "video_latent");
   const Problem p = make_problem(c, video_latent, need(in, "audio_latent"), text_refined.size(0),
                                  timestep_input(in, "t_video", "sigma_video"),
-                                 timestep_input(in, "t_audio", "sigma_audio"), text_tags,
-                                 cond ? *cond : Tensor(), keyframes);
-  const PackedOutput o =
-      model.forward(p.layout, p.timesteps, text_refined, p.video_rows, p.audio_rows, dump_map);
-  out["video_out"] = o.video_out;
-  out["audio_out"] = o.audio_out;
+                                 timestep_input(in, "t_audio", "sigma_audio"), text_tags, cond ? *cond : Tensor(),
+                                 keyframes);
+  const H3Plan plan = model.plan(p.layout);
+  const H3Tables tables = model.tables(p.timesteps.unique);
+  const H3Outputs o =
+      model.forward(plan, tables, ops::index_tensor(ctx, adaln_rows(p.layout, p.timesteps)),
+                    ops::index_tensor(ctx, p.timesteps.inverse), text_refined, ctx.upload(p.video_rows),
+                    ctx.upload(p.audio_rows));
+  TensorMap out = std::move(probe.tensors());
+  out["video_out"] = ctx.download(o.video).to_f32();
+  out["audio_out"] = ctx.download(o.audio).to_f32();
   const PackedLayout& l = p.layout;
-  out["video_out_latent"] =
-      unpatchify_video(o.video_out.slice_rows(l.condition_rows, o.video_out.size(0)),
-                       c.latents_dim, l.latent_t, l.latent_h, l.latent_w);
-  out["audio_out_latent"] = unpack_audio(o.audio_out, l.audio_t);
+  out["video_out_latent"] = unpatchify_video(out["video_out"].slice_rows(l.condition_rows, out["video_out"].size(0)),
+                                             c.latents_dim, l.latent_t, l.latent_h, l.latent_w);
+  out["audio_out_latent"] = unpack_audio(out["audio_out"], l.audio_t);
   if (dump) {
     out.merge(packing_tensors(l, p.timesteps));
     out["video_rows"] = p.video_rows;
@@ -164,25 +173,78 @@ TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& in, bool 
   return out;
 }
 
-TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump) {
-  const H3Model model(ckpt);
-  return forward_from_inputs(model, inputs, dump);
-}
-
-Velocity velocity(const H3Forward& model, const VelocityRequest& r) {
-  const H3Config& c = model.config();
+Velocity H3Stepper::velocity(const VelocityRequest& r) {
+  const H3Model& m = model_;
+  const H3Config& c = m.config();
+  ops::Context& ctx = m.ctx();
   AVDIT_REQUIRE(r.text_refined.defined() && r.text_refined.ndim() == 2,
                 "H3 velocity: text_refined [L, H] from H3Model::refine_text is required");
-  const Problem p = make_problem(c, r.video_latent, r.audio_latent, r.text_refined.size(0),
-                                 timestep_from_sigma(r.sigma_video),
-                                 timestep_from_sigma(r.sigma_audio), r.text_token_tags,
-                                 r.cond_latent, r.keyframe_frame_indices);
-  const PackedOutput o =
-      model.forward(p.layout, p.timesteps, r.text_refined, p.video_rows, p.audio_rows);
-  const PackedLayout& l = p.layout;
-  return {unpatchify_video(o.video_out.slice_rows(l.condition_rows, o.video_out.size(0)),
-                           c.latents_dim, l.latent_t, l.latent_h, l.latent_w),
-          unpack_audio(o.audio_out, l.audio_t)};
+  const Tensor video = ctx.upload(r.video_latent), audio = ctx.upload(r.audio_latent);
+  AVDIT_REQUIRE(video.ndim() == 5 && video.size(0) == 1 && video.size(1) == c.latents_dim &&
+                    video.dtype() == DType::F32,
+                "H3: video_latent must be F32 [1, {}, T, H, W], found {} {}", c.latents_dim,
+                dtype_name(video.dtype()), video.shape_str());
+  AVDIT_REQUIRE(audio.ndim() == 3 && audio.size(0) == kAudioChannels && audio.size(1) == c.audio_latents_dim &&
+                    audio.dtype() == DType::F32,
+                "H3: audio_latent must be F32 [2, {}, T_audio], found {} {}", c.audio_latents_dim,
+                dtype_name(audio.dtype()), audio.shape_str());
+  const int64_t C = c.latents_dim, T = video.size(2), H = video.size(3), W = video.size(4), Ta = audio.size(2);
+  const PackedLayout layout =
+      pack_layout(r.text_refined.size(0), T, H, W, Ta, r.keyframe_frame_indices, r.text_token_tags);
+  const PackedTimesteps ts =
+      pack_timesteps(layout, timestep_from_sigma(r.sigma_video), timestep_from_sigma(r.sigma_audio));
+  if (!plan_ || plan_->layout.positions != layout.positions || plan_->layout.cu_seqlens != layout.cu_seqlens ||
+      plan_->layout.text_pos != layout.text_pos || plan_->layout.img_pos != layout.img_pos ||
+      plan_->layout.audio_pos != layout.audio_pos || plan_->layout.update_mask != layout.update_mask)
+    plan_.emplace(m.plan(layout));
+  const H3Tables* tables = nullptr;
+  for (const auto& [key, t] : tables_)
+    if (key == ts.unique) tables = &t;
+  if (!tables) {
+    if (tables_.size() >= 2) tables_.erase(tables_.begin());
+    tables_.emplace_back(ts.unique, m.tables(ts.unique));
+    tables = &tables_.back().second;
+  }
+  // Packing on the context: element indices built once per shape.
+  if (video.shape() != video_shape_) {
+    video_shape_ = video.shape();
+    patchify_ = ops::index_tensor(ctx, patchify_video_index(C, T, H, W));
+    unpatchify_ = ops::index_tensor(ctx, unpatchify_video_index(C, T, H, W));
+  }
+  if (audio.shape() != audio_shape_) {
+    audio_shape_ = audio.shape();
+    pack_audio_ = ops::index_tensor(ctx, pack_audio_index(c.audio_latents_dim, Ta));
+    unpack_audio_ = ops::index_tensor(ctx, unpack_audio_index(c.audio_latents_dim, Ta));
+  }
+  const int64_t Vd = c.video_patch_dim(), n_target = T * (H / 2) * (W / 2);
+  Tensor video_rows = ctx.empty({n_target, Vd}, DType::F32);
+  ops::gather_elements(ctx, video, patchify_, video_rows);
+  if (!r.keyframe_frame_indices.empty()) {
+    AVDIT_REQUIRE(r.cond_latent.defined(), "H3: keyframe indices given without cond_latent");
+    const Tensor cond = ctx.upload(r.cond_latent);
+    AVDIT_REQUIRE(cond.ndim() == 5 && cond.size(0) == 1 && cond.size(1) == C &&
+                      cond.size(2) == static_cast<int64_t>(r.keyframe_frame_indices.size()) && cond.size(3) == H &&
+                      cond.size(4) == W && cond.dtype() == DType::F32,
+                  "H3: cond_latent must be F32 [1, {}, {} keyframes, {}, {}], found {}", C,
+                  r.keyframe_frame_indices.size(), H, W, cond.shape_str());
+    if (cond.shape() != cond_shape_) {
+      cond_shape_ = cond.shape();
+      patchify_cond_ = ops::index_tensor(ctx, patchify_video_index(C, cond.size(2), H, W));
+    }
+    Tensor cond_rows = ctx.empty({cond.size(2) * (H / 2) * (W / 2), Vd}, DType::F32);
+    ops::gather_elements(ctx, cond, patchify_cond_, cond_rows);
+    video_rows = ops::concat_rows(ctx, {cond_rows, video_rows});
+  } else {
+    AVDIT_REQUIRE(!r.cond_latent.defined(), "H3: cond_latent given without keyframe_frame_indices");
+  }
+  Tensor audio_rows = ctx.empty({kAudioChannels * Ta, c.audio_latents_dim}, DType::F32);
+  ops::gather_elements(ctx, audio, pack_audio_, audio_rows);
+  const H3Outputs o = m.forward(*plan_, *tables, ops::index_tensor(ctx, adaln_rows(layout, ts)),
+                                ops::index_tensor(ctx, ts.inverse), ctx.upload(r.text_refined), video_rows, audio_rows);
+  Velocity v{ctx.empty(video.shape(), DType::F32), ctx.empty(audio.shape(), DType::F32)};
+  ops::gather_elements(ctx, o.video.slice_rows(layout.condition_rows, o.video.size(0)), unpatchify_, v.video);
+  ops::gather_elements(ctx, o.audio, unpack_audio_, v.audio);
+  return v;
 }
 
 }  // namespace avdit::models::h3

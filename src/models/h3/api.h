@@ -1,11 +1,13 @@
 // Entry points of the H3 family for the app and the sampler: one forward from the fixture's
-// unpacked inputs, a per-step velocity call, and random-weight checkpoints in the official layout.
+// unpacked inputs, per-step velocity calls, and random-weight checkpoints in the official layout.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -17,30 +19,24 @@ class Checkpoint;
 
 namespace avdit::models::h3 {
 
-// `avdit forward`: builds the packed sequence from the unpacked inputs and runs one forward.
-// Inputs (names as in the golden fixtures; packed tensors there are ignored):
+// `avdit forward`: builds the packed sequence from the unpacked inputs and runs one forward on the
+// model's context. Inputs (names as in the golden fixtures; packed tensors there are ignored):
 //   video_latent [1, 24, T, H, W], audio_latent [2, 32, T_a], text_embeds [L, text_dim],
 //   t_video/t_audio [1] (t = 1 - sigma) or sigma_video/sigma_audio [1],
 //   optional cond_latent [1, 24, n, H, W] with keyframe_frame_indices [n] (0 first, -1 last),
 //   optional text_token_tags [L] (1 text, 0 vision token of the prompt).
-// Returns video_out [n_img, 96], audio_out [2 T_a, 32], video_out_latent [1, 24, T, H, W] (the
-// target rows), audio_out_latent [2, 32, T_a]; with `dump` also the fixture's intermediates
-// (text_projected, refiner_block{r}, text_refined, hidden_embed, t_emb, adaln_input,
-// rope_cos_sin_cache, block0_*, hidden_block{i}, final_*) and the packing tensors (img_pos, ...).
-TensorMap forward_from_inputs(const Checkpoint& ckpt, const TensorMap& inputs, bool dump);
-// Any H3Forward: the CPU H3Model or the GPU model (cuda::h3::H3CudaModel).
-TensorMap forward_from_inputs(const H3Forward& model, const TensorMap& inputs, bool dump);
+// Returns, on the host in float32: video_out [n_img, 96], audio_out [2 T_a, 32], video_out_latent
+// [1, 24, T, H, W] (the target rows), audio_out_latent [2, 32, T_a]; with `dump` also the fixture's
+// intermediates (dump.h) and the packing tensors (img_pos, ...).
+TensorMap forward_from_inputs(const H3Model& model, const TensorMap& inputs, bool dump);
 
 // The packing tensors under the fixture's input names (img_position_ids, token_tags,
 // inverse_indices, unique_timesteps, cu_seqlens, img_pos, audio_pos, ...), for debugging.
 TensorMap packing_tensors(const PackedLayout& layout, const PackedTimesteps& timesteps);
 
 // --- per-step velocity for samplers --------------------------------------------------------
-// Usage: H3Model model(ckpt); Tensor text = model.refine_text(text_embeds);  // once per prompt
-//        per step: Velocity v = velocity(model, {x_video, x_audio, sigma_v, sigma_a, text});
-//        x0_video = x_video + sigma_v * v.video (data-ward velocity; per modality, own sigma).
 struct VelocityRequest {
-  Tensor video_latent;  // [1, 24, T, H, W] current target latent x_t
+  Tensor video_latent;  // [1, 24, T, H, W] current target latent x_t (F32, the model's context or host)
   Tensor audio_latent;  // [2, 32, T_a]
   float sigma_video = 1.0f;
   float sigma_audio = 1.0f;
@@ -49,11 +45,30 @@ struct VelocityRequest {
   Tensor cond_latent;                            // optional keyframes [1, 24, n, H, W]
   std::vector<int64_t> keyframe_frame_indices;  // with cond_latent: {0}, {-1} or {0, -1}
 };
+
 struct Velocity {
-  Tensor video;  // [1, 24, T, H, W]
+  Tensor video;  // [1, 24, T, H, W] F32 on the model's context
   Tensor audio;  // [2, 32, T_a]
 };
-Velocity velocity(const H3Forward& model, const VelocityRequest& request);
+
+// Per-step forwards of one model on unpacked latents: packing and unpacking run on the model's context
+// (element indices built once per shape), and the layout's plan and the timesteps' adaLN tables are
+// kept across steps (two table sets: a CFG step's passes share one).
+//   H3Stepper s(model); Tensor text = model.refine_text(text_embeds);  // once per prompt
+//   per step: Velocity v = s.velocity({x_video, x_audio, sigma_v, sigma_a, text});
+//   x0_video = x_video + sigma_v * v.video (data-ward velocity; per modality, own sigma).
+class H3Stepper {
+ public:
+  explicit H3Stepper(const H3Model& model) : model_(model) {}
+  Velocity velocity(const VelocityRequest& request);
+
+ private:
+  const H3Model& model_;
+  std::optional<H3Plan> plan_;
+  std::vector<std::pair<std::vector<float>, H3Tables>> tables_;
+  Shape video_shape_, audio_shape_, cond_shape_;
+  Tensor patchify_, patchify_cond_, unpatchify_, pack_audio_, unpack_audio_;
+};
 
 // `avdit init --family h3`: writes a random-weight checkpoint (official names, shapes, dtypes,
 // grouped qkv; sharded with an index when large) plus config.json to out_dir. Values follow the

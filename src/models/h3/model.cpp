@@ -1,17 +1,21 @@
-// The H3 forward, step by step as the golden README (and the reference's MiniMaxH3DiTModel)
-// defines it; each numbered comment matches a step of the README's "Forward pass".
+// The H3 forward, step by step as the golden README (and the reference's MiniMaxH3DiTModel) defines
+// it; each numbered comment matches a step of the README's "Forward pass". Named points carry the
+// fixture's intermediate names ("block{}_*" for every block, the fixture keeps block 0's).
 #include "models/h3/model.h"
 
-#include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "models/h3/layers.h"
 #include "models/h3/rope.h"
 #include "models/h3/time_embedding.h"
-#include "ops/ops.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/linear.h"
+#include "ops/modulation.h"
+#include "ops/rows.h"
 
 namespace avdit::models::h3 {
 namespace {
@@ -19,175 +23,243 @@ namespace {
 H3Config config_of(const Checkpoint& ckpt) {
   const nlohmann::json* j = ckpt.config();
   AVDIT_REQUIRE(j != nullptr,
-                "H3 checkpoint {}: no config.json next to the weights (the official "
-                "transformer/config.json is needed)",
+                "H3 checkpoint {}: no config.json next to the weights (the official transformer/config.json is "
+                "needed)",
                 ckpt.dir().string());
   return resolve_variant(H3Config::from_json(*j), ckpt);
 }
 
-// dst[rows[i]] = src[i] for src [n, H].
-void scatter_rows(Tensor& dst, const std::vector<int64_t>& rows, const Tensor& src) {
-  const int64_t H = dst.size(1);
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::copy_n(src.f32() + static_cast<int64_t>(i) * H, H, dst.f32() + rows[i] * H);
+DType checked_act(DType act) {
+  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16, "H3: activations in {} are not supported (F32 or BF16)",
+                dtype_name(act));
+  return act;
 }
 
-// [n, W] = src[rows[i]] * mask[i].
-Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& rows,
-                   const std::vector<uint8_t>& mask) {
-  const int64_t W = src.size(1), n = static_cast<int64_t>(rows.size());
-  Tensor out = Tensor::zeros({n, W}, DType::F32);
-  for (int64_t i = 0; i < n; ++i)
-    if (mask[i]) std::copy_n(src.f32() + rows[i] * W, W, out.f32() + i * W);
-  return out;
-}
-
-// The fixture's view of one adaLN slice: [3M, H], row m * 3 + modality.
-Tensor slice_copy(const ModRows& s, int64_t n, int64_t H) {
-  Tensor out = Tensor::empty({n, H}, DType::F32);
-  for (int64_t i = 0; i < n; ++i) std::copy_n(s.row(i), H, out.f32() + i * H);
-  return out;
+// Columns of one adaLN slice of a block table viewed as [3M, 6H] (row m * 3 + modality).
+ops::TableColumns slice(const Tensor& table, int64_t s, int64_t H) {
+  return {table.reshape({-1, kAdalnSlices * H}), s * H};
 }
 
 }  // namespace
 
-H3Model::H3Model(const Checkpoint& ckpt) : H3Model(ckpt, config_of(ckpt)) {}
+H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act) : H3Model(ctx, ckpt, config_of(ckpt), act) {}
 
-H3Model::H3Model(const Checkpoint& ckpt, const H3Config& config)
-    : config_(resolve_variant(config, ckpt)), weights_(load_weights(ckpt, config_)) {}
+H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act)
+    : ctx_(ctx), config_(resolve_variant(config, ckpt)), act_(checked_act(act)) {
+  w_ = load_weights(ctx, ckpt, config_, act_, &weight_bytes_);
+}
 
-Tensor H3Model::refine_text(const Tensor& text_embeds_any, TensorMap* dump) const {
+H3Model::H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed)
+    : ctx_(ctx), config_(config), act_(checked_act(act)) {
+  w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_);
+}
+
+Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
   const H3Config& c = config_;
-  const H3Weights& w = weights_;
-  Tensor text_embeds = rnd_(text_embeds_any.to(DType::F32));
-  if (text_embeds.ndim() == 3 && text_embeds.size(0) == 1)
-    text_embeds = text_embeds.reshape({text_embeds.size(1), text_embeds.size(2)});
-  AVDIT_REQUIRE(text_embeds.ndim() == 2 && text_embeds.size(1) == c.text_dim &&
-                    text_embeds.size(0) > 0,
-                "H3: text_embeds must be [text_len, {}] (text_dim), found {}", c.text_dim,
-                text_embeds.shape_str());
-  const int64_t L = text_embeds.size(0);
-  const Dump out{dump, ""};
+  Tensor te = text_embeds_any;
+  if (te.ndim() == 3 && te.size(0) == 1) te = te.reshape({te.size(1), te.size(2)});
+  AVDIT_REQUIRE(te.ndim() == 2 && te.size(1) == c.text_dim && te.size(0) > 0 && dtype_is_float(te.dtype()),
+                "H3: text_embeds must be a float [text_len, {}] (text_dim), found {} {}", c.text_dim,
+                dtype_name(te.dtype()), te.shape_str());
+  ops::Context& ctx = ctx_;
+  const int64_t L = te.size(0), H = c.hidden_size, heads = c.num_attention_heads, dh = c.attention_head_dim;
+  const Tensor text = ops::cast(ctx, ctx.upload(te), act_);
   // 1. condition_proj, then refiner blocks: no RoPE, no adaLN, no gates, one text document.
-  Tensor x = rnd_(ops::linear(text_embeds, w.condition_proj_weight, &w.condition_proj_bias));
-  out.put("text_projected", x);
-  const std::vector<int64_t> documents = {0, L};
-  const float eps = static_cast<float>(c.norm_eps);
-  for (size_t r = 0; r < w.refiner_blocks.size(); ++r) {
-    const BlockWeights& b = w.refiner_blocks[r];
-    ops::add_(x, attention(b, c, rnd_(ops::rms_norm(x, b.norm1, eps)), nullptr, documents,
-                           Dump{}, rnd_));
-    x = rnd_(x);
-    ops::add_(x, mlp(b, rnd_(ops::rms_norm(x, b.norm2, eps)), rnd_));
-    x = rnd_(x);
-    out.put(fmt::format("refiner_block{}", r), x);
+  Tensor x = ops::linear(ctx, text, w_.condition_proj_weight, &w_.condition_proj_bias, act_);
+  ops::observe(ctx, {"text_projected"}, x);
+  const ops::Segments doc = ops::plan_segments(ctx, {0, L}, heads, dh, act_);
+  const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const size_t nr = w_.refiner_blocks.size();
+  Tensor h = ctx.empty({L, H}, act_);
+  Tensor refined = ctx.empty({L, H}, act_);
+  if (nr > 0) ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_blocks[0].norm1, eps}, &h);
+  for (size_t r = 0; r < nr; ++r) {
+    const BlockWeights& b = w_.refiner_blocks[r];
+    const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({L, heads, 3, dh});
+    Tensor q = ctx.empty({L, heads, dh}, act_), k = ctx.empty({L, heads, dh}, act_), v = ctx.empty({L, heads, dh}, act_);
+    ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
+    const Tensor core = ops::attention(ctx, q, k, v, scale, doc).reshape({L, heads * dh});
+    const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
+    // x += attn; h = norm2(x)
+    ops::residual_norm_modulate(ctx, x, {&attn, {}, nullptr, b.norm2, eps}, &h);
+    const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
+    const Tensor mlp = ops::linear(ctx, ops::gated(ctx, ops::Gated::Swiglu, u), b.fc2, nullptr, act_);
+    // x += mlp; then the next block's norm1, or token_refiner.final_norm.
+    const bool last = r + 1 == nr;
+    ops::residual_norm_modulate(ctx, x, {&mlp, {}, nullptr, last ? w_.refiner_final_norm : w_.refiner_blocks[r + 1].norm1, eps},
+                                last ? &refined : &h);
+    ops::observe(ctx, {"refiner_block{}", static_cast<int64_t>(r)}, x);
   }
-  Tensor refined = rnd_(ops::rms_norm(x, w.refiner_final_norm, eps));
-  out.put("text_refined", refined);
+  if (nr == 0) ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_final_norm, eps}, &refined);
+  ops::observe(ctx, {"text_refined"}, refined);
   return refined;
 }
 
-PackedOutput H3Model::forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
-                              const Tensor& text_refined_any, const Tensor& video_rows_any,
-                              const Tensor& audio_rows_any, TensorMap* dump) const {
+H3Plan H3Model::plan(const PackedLayout& l) const {
+  ops::Context& ctx = ctx_;
+  const int64_t S = l.seq_len;
+  AVDIT_REQUIRE(static_cast<int64_t>(l.positions.size()) == 3 * S && S < (int64_t{1} << 31),
+                "H3: layout of {} rows with {} positions", S, l.positions.size() / 3);
+  H3Plan p;
+  p.layout = l;
+  p.text_pos = ops::index_tensor(ctx, l.text_pos);
+  p.img_pos = ops::index_tensor(ctx, l.img_pos);
+  p.audio_pos = ops::index_tensor(ctx, l.audio_pos);
+  p.update_mask = ctx.upload(Tensor::from_data({static_cast<int64_t>(l.update_mask.size())}, DType::U8,
+                                               l.update_mask.data()));
+  p.update_audio_mask = ctx.upload(Tensor::from_data({static_cast<int64_t>(l.update_audio_mask.size())}, DType::U8,
+                                                     l.update_audio_mask.data()));
+  // 4. RoPE tables from the float32-cast positions and the stored inv_freq (an fp32 island); the bf16
+  // reference casts its cos / sin cache to bf16.
+  const RopeTables rope = rope_tables(l.positions, w_.rope_inv_freq);
+  p.rope_cos = ctx.upload(act_ == DType::F32 ? rope.cos : rope.cos.to(act_).to_f32());
+  p.rope_sin = ctx.upload(act_ == DType::F32 ? rope.sin : rope.sin.to(act_).to_f32());
+  p.segments = ops::plan_segments(ctx, l.cu_seqlens, config_.num_attention_heads, config_.attention_head_dim, act_);
+  return p;
+}
+
+H3Tables H3Model::tables(const std::vector<float>& unique) const {
+  AVDIT_REQUIRE(!unique.empty(), "H3: no timesteps");
+  ops::Context& ctx = ctx_;
   const H3Config& c = config_;
-  const H3Weights& w = weights_;
-  const int64_t S = layout.seq_len, H = c.hidden_size;
-  const Tensor text_refined = text_refined_any.to_f32();
-  const Tensor video_rows = video_rows_any.to_f32();
-  const Tensor audio_rows = audio_rows_any.to_f32();
-  AVDIT_REQUIRE(text_refined.ndim() == 2 && text_refined.size(0) == layout.text_len &&
-                    text_refined.size(1) == H,
-                "H3 forward: text_refined must be [{}, {}], found {}", layout.text_len, H,
-                text_refined.shape_str());
-  AVDIT_REQUIRE(video_rows.ndim() == 2 &&
-                    video_rows.size(0) == static_cast<int64_t>(layout.img_pos.size()) &&
-                    video_rows.size(1) == c.video_patch_dim(),
-                "H3 forward: video rows must be [{}, {}], found {}", layout.img_pos.size(),
-                c.video_patch_dim(), video_rows.shape_str());
-  AVDIT_REQUIRE(audio_rows.ndim() == 2 &&
-                    audio_rows.size(0) == static_cast<int64_t>(layout.audio_pos.size()) &&
-                    audio_rows.size(1) == c.audio_latents_dim,
-                "H3 forward: audio rows must be [{}, {}], found {}", layout.audio_pos.size(),
-                c.audio_latents_dim, audio_rows.shape_str());
-  AVDIT_CHECK(static_cast<int64_t>(timesteps.inverse.size()) == S,
-              "H3 forward: {} timestep rows for {} packed rows", timesteps.inverse.size(), S);
-  const Dump out{dump, ""};
-
-  // 2. Packed input: text, fp32 patch projections of video and audio rows; pad rows stay zero.
-  Tensor x = Tensor::zeros({S, H}, DType::F32);
-  scatter_rows(x, layout.text_pos, text_refined);
-  // fp32 islands; their outputs are cast to the activation dtype when written into the sequence.
-  scatter_rows(x, layout.img_pos,
-               rnd_(ops::linear(video_rows, w.video_patch_proj_weight, &w.video_patch_proj_bias)));
-  scatter_rows(x, layout.audio_pos,
-               rnd_(ops::linear(audio_rows, w.audio_patch_proj_weight, &w.audio_patch_proj_bias)));
-  out.put("hidden_embed", x);
-
-  // 3. Time: one embedding per distinct timestep, shared by every adaLN projection.
-  const TimeEmbedding time = embed_timesteps(w, c, timesteps.unique);
-  if (time.t_emb.defined()) out.put("t_emb", time.t_emb);
-  out.put("adaln_input", time.adaln_input);
-  const auto M = static_cast<int64_t>(timesteps.unique.size());
+  H3Tables t;
+  t.timesteps = unique;
+  // 3. Time embedding in fp32 (the reference's island), then silu -> adaLN input.
+  if (c.curve_variant()) {
+    t.adaln_input = ctx.upload(interpolate_adaln_curve(w_.adaln_t_table, unique));
+  } else {
+    const Tensor e = ctx.upload(timestep_sinusoid(unique, c.timestep_input_dim));
+    const Tensor hidden =
+        ops::silu(ctx, ops::linear(ctx, e, w_.time_proj_in_weight, &w_.time_proj_in_bias, DType::F32));
+    t.t_emb = ops::linear(ctx, hidden, w_.time_proj_out_weight, &w_.time_proj_out_bias, DType::F32);
+    t.adaln_input = ops::silu(ctx, t.t_emb);
+  }
   // silu(t_emb) is cast to the activation dtype before the adaLN linears.
-  const Tensor adaln_input = rnd_.bf16 ? rnd_(time.adaln_input.clone()) : time.adaln_input;
+  const Tensor in = ops::cast(ctx, t.adaln_input, act_);
+  for (const BlockWeights& b : w_.blocks) t.block.push_back(ops::linear(ctx, in, b.adaln_weight, &b.adaln_bias, act_));
+  t.final = ops::linear(ctx, in, w_.final_adaln_weight, &w_.final_adaln_bias, act_);
+  return t;
+}
 
-  // 4. RoPE tables from the float32-cast positions and the stored inv_freq.
-  const RopeTables rope = rope_tables(layout.positions, w.rope_inv_freq);
-  out.put("rope_cos_sin_cache", rope_cos_sin_cache(rope));
+H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& mod_rows, const Tensor& inverse,
+                           const Tensor& text_refined, const Tensor& video_rows, const Tensor& audio_rows) const {
+  ops::Context& ctx = ctx_;
+  const H3Config& c = config_;
+  const PackedLayout& l = p.layout;
+  const int64_t S = l.seq_len, H = c.hidden_size, I = c.inner_dim(), heads = c.num_attention_heads,
+                dh = c.attention_head_dim;
+  const auto n_img = static_cast<int64_t>(l.img_pos.size()), n_audio = static_cast<int64_t>(l.audio_pos.size());
+  AVDIT_REQUIRE(text_refined.ndim() == 2 && text_refined.size(0) == l.text_len && text_refined.size(1) == H,
+                "H3 forward: text_refined must be [{}, {}], found {}", l.text_len, H, text_refined.shape_str());
+  AVDIT_REQUIRE(video_rows.ndim() == 2 && video_rows.size(0) == n_img && video_rows.size(1) == c.video_patch_dim(),
+                "H3 forward: video rows must be [{}, {}], found {}", n_img, c.video_patch_dim(), video_rows.shape_str());
+  AVDIT_REQUIRE(audio_rows.ndim() == 2 && audio_rows.size(0) == n_audio && audio_rows.size(1) == c.audio_latents_dim,
+                "H3 forward: audio rows must be [{}, {}], found {}", n_audio, c.audio_latents_dim,
+                audio_rows.shape_str());
+  AVDIT_CHECK(mod_rows.numel() == S && inverse.numel() == S, "H3 forward: {} / {} row indices for {} rows",
+              mod_rows.numel(), inverse.numel(), S);
 
-  const std::vector<int64_t> mod_rows = adaln_rows(layout, timesteps);
+  // 2. Packed input: text, fp32 patch projections of video and audio rows (rounded to the activation
+  // dtype when written into the sequence); pad rows stay zero.
+  Tensor x = ctx.zeros({S, H}, act_);
+  ops::scatter_rows(ctx, text_refined, p.text_pos, x);
+  ops::scatter_rows(ctx, ops::linear(ctx, ops::cast(ctx, video_rows, DType::F32), w_.video_patch_proj_weight,
+                                     &w_.video_patch_proj_bias, DType::F32),
+                    p.img_pos, x);
+  ops::scatter_rows(ctx, ops::linear(ctx, ops::cast(ctx, audio_rows, DType::F32), w_.audio_patch_proj_weight,
+                                     &w_.audio_patch_proj_bias, DType::F32),
+                    p.audio_pos, x);
+  ops::observe(ctx, {"hidden_embed"}, x);
+  if (tab.t_emb.defined()) ops::observe(ctx, {"t_emb"}, tab.t_emb);
+  ops::observe(ctx, {"adaln_input"}, tab.adaln_input);
+  ops::observe_lazy(ctx, {"rope_cos_sin_cache"}, [&] {
+    return ctx.upload(rope_cos_sin_cache({ctx.download(p.rope_cos), ctx.download(p.rope_sin)}));
+  });
 
-  // 5. Blocks.
-  const float eps = static_cast<float>(c.norm_eps);
-  static constexpr const char* kSliceNames[kAdalnSlices] = {
-      "shift_msa", "scale_msa", "gate_msa", "shift_mlp", "scale_mlp", "gate_mlp"};
-  for (size_t i = 0; i < w.blocks.size(); ++i) {
-    const BlockWeights& b = w.blocks[i];
-    const Dump block_dump{i == 0 ? dump : nullptr, "block0_"};
-    // mod: [M, 18H] viewed as [3M, 6H]; slice s of row j starts at j * 6H + s * H.
-    const Tensor mod = rnd_(ops::linear(adaln_input, b.adaln_weight, &b.adaln_bias));
-    ModRows slice[kAdalnSlices];
-    for (int64_t s = 0; s < kAdalnSlices; ++s) slice[s] = {mod.f32() + s * H, kAdalnSlices * H};
-    if (block_dump) {
-      block_dump.put("adaln_linear_out", mod);
-      for (int64_t s = 0; s < kAdalnSlices; ++s)
-        block_dump.put(kSliceNames[s], slice_copy(slice[s], kModalities * M, H));
+  // 5. Blocks. Each block's first step (norm1 + modulation) is fused into the previous block's last.
+  const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
+  Tensor h = ctx.empty({S, H}, act_);
+  // The final layer's input: rounded to the activation dtype, stored F32 for the fp32 heads.
+  Tensor hf = ctx.empty({S, H}, DType::F32);
+  const ops::ResidualNormModulate final_norm{nullptr,
+                                             {},
+                                             nullptr,
+                                             w_.final_norm,
+                                             static_cast<float>(c.final_norm_eps),
+                                             {tab.final, 0},
+                                             {tab.final, H},
+                                             &inverse};
+  if (n_blocks > 0) {
+    const Tensor& t0 = tab.block[0];
+    ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.blocks[0].norm1, eps, slice(t0, 0, H), slice(t0, 1, H), &mod_rows}, &h);
+  } else {
+    ops::residual_norm_modulate(ctx, x, final_norm, &hf);
+  }
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const BlockWeights& b = w_.blocks[i];
+    const Tensor& t = tab.block[i];
+    ops::observe(ctx, {"block{}_adaln_linear_out", i}, t);
+    ops::observe_lazy(ctx, {"block{}_norm1", i}, [&] {
+      Tensor xc = x, n1 = ctx.empty({S, H}, act_);
+      ops::residual_norm_modulate(ctx, xc, {nullptr, {}, nullptr, b.norm1, eps}, &n1);
+      return n1;
+    });
+    ops::observe(ctx, {"block{}_attn_in", i}, h);
+    // Attention: the qkv GEMM (rows grouped per head, as stored), QK-norm + RoPE + split, the core,
+    // out_proj.
+    const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
+    ops::observe(ctx, {"block{}_qkv", i}, qkv);
+    Tensor q = ctx.empty({S, heads, dh}, act_), k = ctx.empty({S, heads, dh}, act_), v = ctx.empty({S, heads, dh}, act_);
+    if (ops::observed(ctx, {"block{}_q_normed", i})) {
+      ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
+      ops::observe(ctx, {"block{}_q_normed", i}, ops::clone(ctx, q));
+      ops::observe(ctx, {"block{}_k_normed", i}, ops::clone(ctx, k));
     }
-
-    Tensor h = rnd_(ops::rms_norm(x, b.norm1, eps));
-    block_dump.put("norm1", h);
-    modulate_(h, slice[0], slice[1], mod_rows, rnd_);
-    block_dump.put("attn_in", h);
-    const Tensor attn = attention(b, c, h, &rope, layout.cu_seqlens, block_dump, rnd_);
-    gated_residual_(x, slice[2], attn, mod_rows, rnd_);
-
-    h = rnd_(ops::rms_norm(x, b.norm2, eps));
-    modulate_(h, slice[3], slice[4], mod_rows, rnd_);
-    block_dump.put("mlp_in", h);
-    const Tensor f = mlp(b, h, rnd_);
-    block_dump.put("mlp_out", f);
-    gated_residual_(x, slice[5], f, mod_rows, rnd_);
-    out.put(fmt::format("hidden_block{}", i), x);
+    ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin, q, k, v);
+    ops::observe(ctx, {"block{}_q_rope", i}, q);
+    ops::observe(ctx, {"block{}_k_rope", i}, k);
+    const Tensor core = ops::attention(ctx, q, k, v, scale, p.segments).reshape({S, I});
+    ops::observe(ctx, {"block{}_attn_core", i}, core);
+    const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
+    ops::observe(ctx, {"block{}_attn_out", i}, attn);
+    // x += gate_msa * attn; h = norm2(x) * (1 + scale_mlp) + shift_mlp
+    ops::residual_norm_modulate(ctx, x, {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H), slice(t, 4, H), &mod_rows}, &h);
+    ops::observe(ctx, {"block{}_mlp_in", i}, h);
+    // MLP: fc1 -> SwiGLU -> fc2.
+    const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
+    ops::observe(ctx, {"block{}_mlp_up", i}, u);
+    const Tensor g = ops::gated(ctx, ops::Gated::Swiglu, u);
+    ops::observe(ctx, {"block{}_mlp_act", i}, g);
+    const Tensor mlp = ops::linear(ctx, g, b.fc2, nullptr, act_);
+    ops::observe(ctx, {"block{}_mlp_out", i}, mlp);
+    // x += gate_mlp * mlp; then the next block's norm1 + modulation, or (6.) the final layer's:
+    // no modality split (rows by timestep), final_norm_eps, fp32 out.
+    if (i + 1 < n_blocks) {
+      const Tensor& tn = tab.block[i + 1];
+      ops::residual_norm_modulate(ctx, x, {&mlp, slice(t, 5, H), &mod_rows, w_.blocks[i + 1].norm1, eps, slice(tn, 0, H), slice(tn, 1, H), &mod_rows}, &h);
+    } else {
+      ops::ResidualNormModulate a = final_norm;
+      a.f = &mlp;
+      a.gate = slice(t, 5, H);
+      a.row = &mod_rows;
+      ops::residual_norm_modulate(ctx, x, a, &hf);
+    }
+    ops::observe(ctx, {"hidden_block{}", i}, x);
   }
-
-  // 6. Final layer: no modality split, no gate; heads in fp32 on every row.
-  const Tensor fmod = rnd_(ops::linear(adaln_input, w.final_adaln_weight, &w.final_adaln_bias));
-  const ModRows shift{fmod.f32(), 2 * H}, scale{fmod.f32() + H, 2 * H};
-  if (dump) {
-    out.put("final_shift", slice_copy(shift, M, H));
-    out.put("final_scale", slice_copy(scale, M, H));
-  }
-  Tensor h = rnd_(ops::rms_norm(x, w.final_norm, static_cast<float>(c.final_norm_eps)));
-  modulate_(h, shift, scale, timesteps.inverse, rnd_);  // then cast to fp32 for the heads
-  const Tensor video_all = ops::linear(h, w.video_out_weight, &w.video_out_bias);
-  const Tensor audio_all = ops::linear(h, w.audio_out_weight, &w.audio_out_bias);
-  out.put("final_video_all", video_all);
-  out.put("final_audio_all", audio_all);
-
-  // 7. Row selection and update masks (keyframe rows are not predicted).
-  return {gather_rows(video_all, layout.img_pos, layout.update_mask),
-          gather_rows(audio_all, layout.audio_pos, layout.update_audio_mask)};
+  ops::observe(ctx, {"final_adaln"}, tab.final);
+  // Heads in fp32 on every row, then row selection with the update masks (keyframe rows are not
+  // predicted).
+  const Tensor video_all = ops::linear(ctx, hf, w_.video_out_weight, &w_.video_out_bias, DType::F32);
+  const Tensor audio_all = ops::linear(ctx, hf, w_.audio_out_weight, &w_.audio_out_bias, DType::F32);
+  ops::observe(ctx, {"final_video_all"}, video_all);
+  ops::observe(ctx, {"final_audio_all"}, audio_all);
+  H3Outputs o{ctx.empty({n_img, c.video_patch_dim()}, DType::F32), ctx.empty({n_audio, c.audio_latents_dim}, DType::F32)};
+  ops::gather_rows_masked(ctx, video_all, p.img_pos, p.update_mask, o.video);
+  ops::gather_rows_masked(ctx, audio_all, p.audio_pos, p.update_audio_mask, o.audio);
+  return o;
 }
 
 }  // namespace avdit::models::h3

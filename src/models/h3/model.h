@@ -1,13 +1,19 @@
-// H3Model: the MiniMax-H3 DiT forward on the CPU backend in float32 — token refiner, patch
-// projections, time embedding, per-block adaLN, 3D-RoPE attention blocks, final layer and heads —
-// on a packed sequence (packing.h). Weights stay memory-mapped in their stored dtypes.
+// H3Model: the MiniMax-H3 DiT forward, written once against the op set, for any context: the CPU
+// (float32 oracle, or bf16 activations with the reference's rounding points) and the GPU (fp32 parity
+// or bf16 production). Token refiner, patch projections, time embedding and per-timestep adaLN tables,
+// 3D-RoPE attention blocks, final layer and heads, on a packed sequence (packing.h). The block
+// steps are the fused ops of ops/modulation.h. Named points (model.cpp) carry the fixture's names.
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "models/h3/config.h"
 #include "models/h3/packing.h"
-#include "models/h3/precision.h"
 #include "models/h3/weights.h"
+#include "ops/attention.h"
+#include "ops/context.h"
 
 namespace avdit {
 class Checkpoint;
@@ -15,64 +21,64 @@ class Checkpoint;
 
 namespace avdit::models::h3 {
 
-struct PackedOutput {
-  Tensor video_out;  // [n_img, 96]: video head at img_pos rows, keyframe rows zeroed
-  Tensor audio_out;  // [2 T_a, 32]: audio head at audio_pos rows
+// One packed layout on the context (built once per layout; a sampler keeps it across steps).
+struct H3Plan {
+  PackedLayout layout;                    // the host layout it was built from
+  Tensor text_pos, img_pos, audio_pos;    // I32
+  Tensor update_mask, update_audio_mask;  // U8
+  Tensor rope_cos, rope_sin;              // F32 [S, 3 L] (values rounded to the activation dtype)
+  ops::Segments segments;                 // the attention documents
 };
 
-// What a sampler needs from an H3 forward, whatever runs it: the CPU H3Model below, or the GPU model
-// of the CUDA backend (which the app plugs in for --device cuda).
-// Both record the fixture's intermediates into `dump` when it is not null.
-class H3Forward {
- public:
-  virtual ~H3Forward() = default;
-  virtual const H3Config& config() const = 0;
-  virtual Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const = 0;
-  virtual PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
-                               const Tensor& text_refined, const Tensor& video_rows,
-                               const Tensor& audio_rows, TensorMap* dump) const = 0;
-  Tensor refine_text(const Tensor& text_embeds) const { return refine_text(text_embeds, nullptr); }
-  PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
-                       const Tensor& text_refined, const Tensor& video_rows,
-                       const Tensor& audio_rows) const {
-    return forward(layout, timesteps, text_refined, video_rows, audio_rows, nullptr);
-  }
+// The adaLN modulation of a set of timesteps (depends only on the timesteps, not on the tokens).
+struct H3Tables {
+  std::vector<float> timesteps;  // the distinct timesteps, ascending
+  Tensor t_emb;                  // F32 [M, Dt] (undefined in the curve variant)
+  Tensor adaln_input;            // F32 [M, Dt]
+  std::vector<Tensor> block;     // per block [M, 18 H], activation dtype ([3M, 6H]: row m*3 + modality)
+  Tensor final;                  // [M, 2 H]: shift | scale
 };
 
-class H3Model : public H3Forward {
+struct H3Outputs {
+  Tensor video;  // F32 [n_img, 96]: video head at img_pos rows, keyframe rows zeroed
+  Tensor audio;  // F32 [2 T_a, 32]: audio head at audio_pos rows
+};
+
+class H3Model {
  public:
-  // Config from the checkpoint's config.json (BadInput when absent), variant from the weights.
-  explicit H3Model(const Checkpoint& ckpt);
-  H3Model(const Checkpoint& ckpt, const H3Config& config);
+  // Weights from a checkpoint (config from its config.json unless given), on ctx in the activation
+  // dtype `act` (F32 or BF16) with the reference's fp32 islands. On the CPU the weights stay mapped.
+  H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act = DType::F32);
+  H3Model(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act = DType::F32);
+  // Random weights made on ctx (benchmarks and memory runs at full width without a checkpoint).
+  H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed);
 
-  const H3Config& config() const override { return config_; }
-  const H3Weights& weights() const { return weights_; }
+  const H3Config& config() const { return config_; }
+  const H3Weights& weights() const { return w_; }
+  ops::Context& ctx() const { return ctx_; }
+  DType act() const { return act_; }
+  int64_t weight_bytes() const { return weight_bytes_; }
 
-  // Emulated bf16 production precision (precision.h): activations rounded to bf16 where the
-  // reference's bf16 model keeps them, fp32 islands unchanged. Default off: the fp32 oracle.
-  void set_bf16_activations(bool on) { rnd_.bf16 = on; }
-  bool bf16_activations() const { return rnd_.bf16; }
+  // text_embeds [L, text_dim] (or [1, L, text_dim]; any float dtype, any context) -> [L, H] in the
+  // activation dtype on ctx: condition_proj, the refiner blocks (attention over the text rows, no
+  // RoPE, no adaLN), token_refiner.final_norm. Depends only on the prompt: a sampler calls it once.
+  Tensor refine_text(const Tensor& text_embeds) const;
 
-  // text_embeds [L, text_dim] -> text_refined [L, H]: condition_proj, the refiner blocks
-  // (attention over the text rows only, no RoPE, no adaLN), token_refiner.final_norm.
-  // Depends only on the prompt, so a sampler calls it once. Dumps text_projected,
-  // refiner_block{r}, text_refined.
-  using H3Forward::forward;
-  using H3Forward::refine_text;
-  Tensor refine_text(const Tensor& text_embeds, TensorMap* dump) const override;
+  H3Plan plan(const PackedLayout& layout) const;
+  H3Tables tables(const std::vector<float>& unique_timesteps) const;
 
-  // One forward on the packed sequence. video_rows [n_img, 96] in img_pos order (keyframe rows
-  // first), audio_rows [2 T_a, 32], text_refined [L, H]. Outputs are data-ward velocities:
-  // x0 = x_t + sigma v. With `dump`, also stores the fixture's intermediates (hidden_embed,
-  // t_emb, adaln_input, rope_cos_sin_cache, block0_*, hidden_block{i}, final_*).
-  PackedOutput forward(const PackedLayout& layout, const PackedTimesteps& timesteps,
-                       const Tensor& text_refined, const Tensor& video_rows,
-                       const Tensor& audio_rows, TensorMap* dump) const override;
+  // One forward. On ctx: text_refined [L, H] (activation dtype), video_rows [n_img, 96] and audio_rows
+  // [2 T_a, 32] F32, mod_rows (adaln_rows) and inverse (PackedTimesteps::inverse) I32 [S]. Outputs
+  // are data-ward velocities (x0 = x_t + sigma v). Enqueues only (no host synchronisation).
+  H3Outputs forward(const H3Plan& plan, const H3Tables& tables, const Tensor& mod_rows, const Tensor& inverse,
+                    const Tensor& text_refined, const Tensor& video_rows, const Tensor& audio_rows) const;
 
  private:
+  ops::Context& ctx_;
   H3Config config_;
-  H3Weights weights_;
-  Rounding rnd_;
+  DType act_;
+  H3Weights w_;
+  int64_t weight_bytes_ = 0;
 };
 
 }  // namespace avdit::models::h3

@@ -246,4 +246,44 @@ Tensor unpack_audio(const Tensor& rows, int64_t audio_t) {
   return latent;
 }
 
+std::vector<int32_t> patchify_video_index(int64_t C, int64_t T, int64_t H, int64_t W) {
+  AVDIT_REQUIRE(H % 2 == 0 && W % 2 == 0 && C * T * H * W < (int64_t{1} << 31),
+                "H3: video latent [1, {}, {}, {}, {}] needs even H and W and < 2^31 elements", C, T, H, W);
+  const int64_t hp = H / 2, wp = W / 2;
+  std::vector<int32_t> idx(static_cast<size_t>(C * T * H * W));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t y = 0; y < hp; ++y)
+      for (int64_t xx = 0; xx < wp; ++xx) {
+        const int64_t row = ((t * hp + y) * wp + xx) * C * 4;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t dy = 0; dy < 2; ++dy)
+            for (int64_t dx = 0; dx < 2; ++dx)
+              idx[row + c * 4 + dy * 2 + dx] = static_cast<int32_t>(((c * T + t) * H + 2 * y + dy) * W + 2 * xx + dx);
+      }
+  return idx;
+}
+
+std::vector<int32_t> unpatchify_video_index(int64_t C, int64_t T, int64_t H, int64_t W) {
+  const std::vector<int32_t> fwd = patchify_video_index(C, T, H, W);
+  std::vector<int32_t> inv(fwd.size());
+  for (size_t i = 0; i < fwd.size(); ++i) inv[fwd[i]] = static_cast<int32_t>(i);
+  return inv;
+}
+
+std::vector<int32_t> pack_audio_index(int64_t D, int64_t T) {
+  AVDIT_REQUIRE(kAudioChannels * D * T < (int64_t{1} << 31), "H3: audio latent [2, {}, {}] too large", D, T);
+  std::vector<int32_t> idx(static_cast<size_t>(kAudioChannels * D * T));
+  for (int64_t ch = 0; ch < kAudioChannels; ++ch)
+    for (int64_t j = 0; j < T; ++j)
+      for (int64_t d = 0; d < D; ++d) idx[(ch * T + j) * D + d] = static_cast<int32_t>((ch * D + d) * T + j);
+  return idx;
+}
+
+std::vector<int32_t> unpack_audio_index(int64_t D, int64_t T) {
+  const std::vector<int32_t> fwd = pack_audio_index(D, T);
+  std::vector<int32_t> inv(fwd.size());
+  for (size_t i = 0; i < fwd.size(); ++i) inv[fwd[i]] = static_cast<int32_t>(i);
+  return inv;
+}
+
 }  // namespace avdit::models::h3

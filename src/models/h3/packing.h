@@ -66,4 +66,11 @@ Tensor pack_audio(const Tensor& latent);
 // Inverse of pack_audio: rows [2 T_a, D] -> [2, D, T_a].
 Tensor unpack_audio(const Tensor& rows, int64_t audio_t);
 
+// The same moves as element indices, for ops::gather_elements on any context (packing on the device):
+// out.flat[i] = in.flat[index[i]].
+std::vector<int32_t> patchify_video_index(int64_t C, int64_t T, int64_t H, int64_t W);    // latent -> rows
+std::vector<int32_t> unpatchify_video_index(int64_t C, int64_t T, int64_t H, int64_t W);  // rows -> latent
+std::vector<int32_t> pack_audio_index(int64_t D, int64_t T);                               // latent -> rows
+std::vector<int32_t> unpack_audio_index(int64_t D, int64_t T);                             // rows -> latent
+
 }  // namespace avdit::models::h3

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "ops/ops.h"
 
 namespace avdit::models::h3 {
 namespace {
@@ -53,19 +52,8 @@ Tensor timestep_sinusoid(const std::vector<float>& timesteps, int64_t dim) {
   return e;
 }
 
-TimeEmbedding embed_timesteps(const H3Weights& w, const H3Config& config,
-                              const std::vector<float>& unique_timesteps) {
-  AVDIT_CHECK(!unique_timesteps.empty(), "embed_timesteps: no timesteps");
-  TimeEmbedding out;
-  if (config.curve_variant()) {
-    out.adaln_input = interpolate_curve_table(w.adaln_t_table, unique_timesteps);
-    return out;
-  }
-  const Tensor e = timestep_sinusoid(unique_timesteps, config.timestep_input_dim);
-  const Tensor hidden = ops::silu(ops::linear(e, w.time_proj_in_weight, &w.time_proj_in_bias));
-  out.t_emb = ops::linear(hidden, w.time_proj_out_weight, &w.time_proj_out_bias);
-  out.adaln_input = ops::silu(out.t_emb);
-  return out;
+Tensor interpolate_adaln_curve(const Tensor& table, const std::vector<float>& unique_timesteps) {
+  return interpolate_curve_table(table, unique_timesteps);
 }
 
 }  // namespace avdit::models::h3

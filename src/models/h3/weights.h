@@ -1,12 +1,18 @@
-// H3Weights: handles to every transformer tensor, taken from a Checkpoint by official name after
-// validating names and shapes against h3_tensor_specs. All handles are zero-copy views of the
-// memory-mapped files (see attention.h for why the grouped qkv_proj needs no regrouped copy).
+// H3Weights: every transformer tensor by its official name, validated against h3_tensor_specs and
+// placed on an execution context: on the CPU zero-copy views of the memory-mapped files (the ops
+// widen them on the fly); on the GPU uploaded in the activation dtype, the reference's fp32 islands
+// (patch projections, time embedder, output heads) in F32. The grouped qkv_proj is used as stored.
 #pragma once
 
 #include <vector>
 
+#include <cstdint>
+#include <functional>
+#include <string>
+
 #include "core/tensor.h"
 #include "models/h3/config.h"
+#include "ops/context.h"
 
 namespace avdit {
 class Checkpoint;
@@ -54,10 +60,27 @@ struct H3Weights {
   Tensor audio_out_bias;      // [32]
 };
 
-// Validates the checkpoint against h3_tensor_specs(config) and returns the handles. BadInput
-// names the tensor, the checkpoint and what was expected when a tensor is missing, has another
-// shape or a non-float dtype. Float dtypes other than the official one (F32/BF16/F16) are
-// accepted: the ops convert on the fly, so a re-saved checkpoint still loads.
-H3Weights load_weights(const Checkpoint& ckpt, const H3Config& config);
+// Whether the reference keeps this tensor in float32 in its bf16 model (patch projections, time
+// embedder, output heads, rope.inv_freq, adaln_t_table).
+bool is_fp32_island(const std::string& name);
+
+// Validates the checkpoint against h3_tensor_specs(config) and places every tensor on ctx (see
+// above). BadInput names the tensor, the checkpoint and what was expected when a tensor is missing,
+// has another shape or a non-float dtype. Float dtypes other than the official one (F32/BF16/F16)
+// are accepted. bytes (optional) receives the bytes the weights take on ctx (0 on the CPU: mapped).
+H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act,
+                       int64_t* bytes = nullptr);
+
+// Random weights with the golden README's scales (init_checkpoint's rule), made on ctx in the dtypes
+// load_weights gives (value i of a tensor depends only on (seed, name, i)). The full (time_embedder)
+// variant.
+H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+                         int64_t* bytes = nullptr);
+
+// rope.inv_freq as the reference builds it: 1 / 10000^(arange(0, 2L, 2) / 2L) in float32, [len].
+Tensor rope_inv_freq(int64_t len);
+
+// (mean, std) of the random weights of one tensor (the golden README's rule).
+std::pair<float, float> init_scale(const std::string& name, const Shape& shape, const H3Config& config);
 
 }  // namespace avdit::models::h3

@@ -1,41 +1,43 @@
 // Reference attention on the CPU: per segment and head, scores = q k^T (sgemm), a softmax whose
-// denominator may include a sink logit, then p v (sgemm). Queries go in blocks so that the score
-// matrix stays small at long sequence lengths.
+// denominator may include a sink logit, then p v (sgemm), all float32. Queries go in blocks so that
+// the score matrix stays small at long sequence lengths.
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
-#include "core/error.h"
-#include "ops/ops.h"
+#include "ops/attention.h"
+#include "ops/cpu/common.h"
 
-namespace avdit::ops {
+namespace avdit::ops::cpu {
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                 const std::vector<int64_t>& cu_seqlens, const Tensor* sinks) {
-  AVDIT_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3, "attention: q, k, v must be [S, H, D]");
-  const int64_t s = q.size(0), hq = q.size(1), d = q.size(2), hkv = k.size(1);
-  AVDIT_CHECK(k.size(0) == s && v.size(0) == s && k.size(2) == d && v.size(1) == hkv && v.size(2) == d &&
-                  hkv > 0 && hq % hkv == 0,
-              "attention: q {} k {} v {}", q.shape_str(), k.shape_str(), v.shape_str());
-  std::vector<int64_t> cu = cu_seqlens.empty() ? std::vector<int64_t>{0, s} : cu_seqlens;
-  AVDIT_CHECK(cu.front() == 0 && cu.back() == s, "attention: cu_seqlens must run from 0 to {}", s);
+void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale, const Segments& seg,
+               const Tensor* sinks, const Tensor* gate, Tensor& out_t) {
+  AVDIT_CHECK(q_in.ndim() == 3 && k_in.ndim() == 3 && v_in.ndim() == 3, "attention: q, k, v must be [S, H, D]");
+  const int64_t s = q_in.size(0), hq = q_in.size(1), d = q_in.size(2), hkv = k_in.size(1);
+  AVDIT_CHECK(k_in.size(0) == s && v_in.size(0) == s && k_in.size(2) == d && v_in.size(1) == hkv &&
+                  v_in.size(2) == d && hkv > 0 && hq % hkv == 0,
+              "attention: q {} k {} v {}", q_in.shape_str(), k_in.shape_str(), v_in.shape_str());
+  AVDIT_CHECK(out_t.numel() == q_in.numel(), "attention: output {} for q {}", out_t.shape_str(), q_in.shape_str());
+  const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, s} : seg.cu;
+  AVDIT_CHECK(cu.front() == 0 && cu.back() == s, "attention: segments run from 0 to {}, expected {}", cu.back(), s);
   const float* sink = nullptr;
   Tensor sinks_f;
   if (sinks) {
     AVDIT_CHECK(sinks->numel() == hq, "attention: sinks {} for {} heads", sinks->shape_str(), hq);
-    sinks_f = sinks->to_f32();
+    sinks_f = f32(*sinks);
     sink = std::as_const(sinks_f).f32();
   }
+  const Tensor q = f32(q_in), k = f32(k_in), v = f32(v_in);
   Tensor out = Tensor::zeros({s, hq, d}, DType::F32);
   const float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
   float* po = out.f32();
   const int group = static_cast<int>(hq / hkv);
   constexpr int64_t kQueryBlock = 1024;
   std::vector<float> scores;
-  for (size_t seg = 0; seg + 1 < cu.size(); ++seg) {
-    const int64_t b = cu[seg], n = cu[seg + 1] - b;
+  for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
+    const int64_t b = cu[sg], n = cu[sg + 1] - b;
     if (n <= 0) continue;
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t kh = h / group;
@@ -63,26 +65,19 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
       }
     }
   }
-  return out;
-}
-
-void rope_rotate_half_(Tensor& x, const Tensor& cos, const Tensor& sin) {
-  AVDIT_CHECK(x.ndim() == 3, "rope: x must be [S, H, D], got {}", x.shape_str());
-  const int64_t s = x.size(0), h = x.size(1), d = x.size(2), half = cos.size(-1);
-  AVDIT_CHECK(cos.numel() == s * half && sin.numel() == s * half && 2 * half <= d, "rope: x {} cos {} sin {}",
-              x.shape_str(), cos.shape_str(), sin.shape_str());
-  float* p = x.f32();
-  const float *pc = cos.f32(), *ps = sin.f32();
-  for (int64_t t = 0; t < s; ++t)
-    for (int64_t hh = 0; hh < h; ++hh) {
-      float* a = p + (t * h + hh) * d;
-      for (int64_t i = 0; i < half; ++i) {
-        const float c = pc[t * half + i], sn = ps[t * half + i];
-        const float x0 = a[i], x1 = a[i + half];
-        a[i] = x0 * c - x1 * sn;
-        a[i + half] = x1 * c + x0 * sn;
+  if (gate) {
+    // The core's output rounded to out's dtype, times the rounded sigmoid, rounded (torch's bf16 ops).
+    AVDIT_CHECK(gate->numel() == s * hq, "attention: gate {} for {} tokens x {} heads", gate->shape_str(), s, hq);
+    const Tensor g = f32(*gate);
+    const DType ot = out_t.dtype();
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t h = 0; h < hq; ++h) {
+        const float sg = round_to(ot, 1.0f / (1.0f + std::exp(-g.f32()[t * hq + h])));
+        float* row = po + (t * hq + h) * d;
+        for (int64_t i = 0; i < d; ++i) row[i] = round_to(ot, round_to(ot, row[i]) * sg);
       }
-    }
+  }
+  store(out_t, po);
 }
 
-}  // namespace avdit::ops
+}  // namespace avdit::ops::cpu

@@ -1,0 +1,54 @@
+// The CUDA context (see context.h).
+#include "backend/cuda/context.h"
+
+namespace avdit::ops {
+
+CudaContext& Context::cuda() {
+  AVDIT_CHECK(is_cuda(), "a CUDA op was asked of the {} context", name());
+  return static_cast<CudaContext&>(*this);  // the only Context with Device::CUDA
+}
+
+CudaContext::CudaContext(cuda::Device& dev) : Context(Device::CUDA), dev_(&dev), gemm_(dev) {}
+
+CudaContext::CudaContext(int ordinal)
+    : Context(Device::CUDA), owned_(std::make_unique<cuda::Device>(ordinal)), dev_(owned_.get()), gemm_(*dev_) {}
+
+CudaContext::~CudaContext() = default;
+
+Tensor CudaContext::empty(Shape shape, DType dtype) { return cuda::cuda_empty(*dev_, std::move(shape), dtype); }
+
+Tensor CudaContext::zeros(Shape shape, DType dtype) {
+  Tensor t = cuda::cuda_empty(*dev_, std::move(shape), dtype);
+  if (t.nbytes() > 0)
+    AVDIT_CUDA_CHECK(cudaMemsetAsync(cuda::device_ptr(t), 0, static_cast<size_t>(t.nbytes()), stream()));
+  return t;
+}
+
+Tensor CudaContext::upload(const Tensor& host) {
+  if (!host.defined() || host.device() == Device::CUDA) return host;
+  AVDIT_CHECK(!capturing_, "a host upload while a CUDA graph is captured");
+  return cuda::to_device(*dev_, host);
+}
+
+Tensor CudaContext::download(const Tensor& t) {
+  if (!t.defined() || t.device() == Device::CPU) return t;
+  AVDIT_CHECK(!capturing_, "a host download while a CUDA graph is captured");
+  return cuda::to_host(*dev_, t);
+}
+
+void CudaContext::synchronize() {
+  AVDIT_CHECK(!capturing_, "a synchronisation while a CUDA graph is captured");
+  dev_->synchronize();
+}
+
+void CudaContext::set_timed_choices(int gemm_candidates, bool segments) {
+  gemm_.set_timed_choice(gemm_candidates);
+  timed_segments_ = segments;
+}
+
+void CudaContext::set_capturing(bool on) {
+  capturing_ = on;
+  gemm_.set_capturing(on);
+}
+
+}  // namespace avdit::ops

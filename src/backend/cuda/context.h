@@ -1,0 +1,61 @@
+// The CUDA execution context: one device and its stream, the GEMM planner, the timed choices a
+// benchmark may opt into (GEMM algorithms, attention segment plans), and the capture state of CUDA
+// graphs. Ops enqueue on stream() and never synchronise unless they hand memory to the host.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/gemm.h"
+#include "ops/attention.h"
+#include "ops/context.h"
+
+namespace avdit::ops {
+
+class CudaContext final : public Context {
+ public:
+  // Uses `dev` (which must outlive the context); the second form owns a Device of that ordinal.
+  explicit CudaContext(cuda::Device& dev);
+  explicit CudaContext(int ordinal = 0);
+  ~CudaContext() override;
+
+  cuda::Device& dev() { return *dev_; }
+  cudaStream_t stream() const { return dev_->stream(); }
+  cuda::GemmPlanner& gemm() { return gemm_; }
+
+  Tensor empty(Shape shape, DType dtype) override;
+  Tensor zeros(Shape shape, DType dtype) override;
+  Tensor upload(const Tensor& host) override;
+  Tensor download(const Tensor& t) override;
+  void synchronize() override;
+
+  // Choices made by timing (off by default: the bits of a run must not depend on a timing).
+  // gemm_candidates > 0: GemmPlanner::set_timed_choice; segments: plan_segments times Split and
+  // Ragged once per document layout and keeps the faster.
+  void set_timed_choices(int gemm_candidates, bool segments);
+  bool timed_segments() const { return timed_segments_; }
+  // What plan_segments chose per document layout (cu_seqlens): cached and reported by benchmarks.
+  struct SegmentTiming {
+    int64_t rows = 0;
+    SegmentPlan plan = SegmentPlan::Split;
+    float ms = 0;
+  };
+  std::map<std::vector<int64_t>, SegmentPlan>& segment_choices() { return segment_choices_; }
+  std::vector<SegmentTiming>& segment_timings() { return segment_timings_; }
+
+  // While a CUDA graph is being captured on the stream (graph.h): no synchronisation, no timing.
+  bool capturing() const { return capturing_; }
+  void set_capturing(bool on);
+
+ private:
+  std::unique_ptr<cuda::Device> owned_;
+  cuda::Device* dev_;
+  cuda::GemmPlanner gemm_;
+  bool timed_segments_ = false, capturing_ = false;
+  std::map<std::vector<int64_t>, SegmentPlan> segment_choices_;
+  std::vector<SegmentTiming> segment_timings_;
+};
+
+}  // namespace avdit::ops

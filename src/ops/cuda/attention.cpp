@@ -1,0 +1,149 @@
+// ops::attention on the device: cuDNN's flash SDPA on bf16/f16 over the planned segments (the first
+// document as one dense graph, the rest as one ragged graph), cuDNN's own sink token where it has
+// one (>= 9.13) and the gate in one pass after it; the exact LSE correction where it has none; the
+// portable fp32 kernel for F32 and whatever cuDNN refuses.
+#include <cmath>
+
+#include "backend/cuda/context.h"
+#include "core/log.h"
+#include "ops/attention.h"
+#include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/attention_portable.h"
+#include "ops/random.h"
+#include "ops/rows.h"
+
+namespace avdit::ops::cuda {
+namespace {
+
+using ::avdit::cuda::cudnn_sdpa;
+using ::avdit::cuda::SdpaOut;
+
+Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan plan) {
+  Segments s;
+  s.cu = cu;
+  s.cu_ctx = index_tensor(c, cu);
+  size_t first = 0;  // documents [first, n) go to the ragged graph
+  if (plan == SegmentPlan::Split) {
+    s.dense_rows = cu[1];
+    first = 1;
+  }
+  std::vector<int64_t> tail = {0};
+  for (size_t i = first; i + 1 < cu.size(); ++i) {
+    const int64_t n = cu[i + 1] - cu[i];
+    if (n == 0) continue;  // an empty document launches nothing useful
+    tail.push_back(tail.back() + n);
+    s.tail_max = std::max(s.tail_max, n);
+  }
+  if (tail.size() > 1) s.tail_cu = index_tensor(c, tail);
+  return s;
+}
+
+// The cuDNN core over the plan into o ([S, Hq, D], q's dtype), cuDNN's sink token when given.
+void cudnn_core(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
+                const Tensor* native_sinks, Tensor& o) {
+  const int64_t S = q.size(0);
+  auto rows = [](const Tensor& t, int64_t r0, int64_t n) { return t.slice_rows(r0, r0 + n); };
+  if (seg.dense_rows > 0) {
+    const int64_t n = seg.dense_rows;
+    SdpaOut into{rows(o, 0, n), {}};
+    cudnn_sdpa(c.dev(), rows(q, 0, n), rows(k, 0, n), rows(v, 0, n), scale, {}, &into, native_sinks, false);
+  }
+  if (seg.tail_cu.defined()) {
+    const int64_t r0 = seg.dense_rows, n = S - r0;
+    SdpaOut into{rows(o, r0, n), {}};
+    cudnn_sdpa(c.dev(), rows(q, r0, n), rows(k, r0, n), rows(v, r0, n), scale, seg.tail_cu, &into, native_sinks,
+               false, seg.tail_max);
+  }
+}
+
+bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
+               const Tensor* sinks, const Tensor* gate, Tensor& out) {
+  if (!::avdit::cuda::cudnn_attention_available(c.dev(), q, k, v)) return false;
+  try {
+    const bool native = !sinks || (sinks->dtype() == DType::F32 && ::avdit::cuda::cudnn_version() >= 91300);
+    if (native) {
+      // Without sinks, or with cuDNN's own sink token, the core needs no LSE (bench/notes/attention.md).
+      Tensor o = out.dtype() == q.dtype() ? out : c.empty(q.shape(), q.dtype());
+      cudnn_core(c, q, k, v, scale, seg, sinks, o);
+      if (gate || o.raw() != out.raw()) {
+        const Tensor y = ::avdit::cuda::sink_gate(c.dev(), o, {}, nullptr, gate, nullptr, out.dtype());
+        if (y.raw() != out.raw()) ops::copy_(c, out, y);
+      }
+      return true;
+    }
+    // Sinks on an older cuDNN: one ragged graph over all documents returning the LSE, then the exact
+    // sink correction and the gate in one pass.
+    SdpaOut r = cudnn_sdpa(c.dev(), q, k, v, scale, seg.cu_ctx, nullptr, nullptr, true);
+    const Tensor y = ::avdit::cuda::sink_gate(c.dev(), r.o, r.lse, sinks, gate, nullptr, out.dtype());
+    ops::copy_(c, out, y);
+    return true;
+  } catch (const RuntimeFailure& e) {
+    log::warn("cuDNN attention refused [{}, {}, {}] {}: {}; using the portable kernel", q.size(0), q.size(1),
+              q.size(2), dtype_name(q.dtype()), e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
+Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim, DType dtype) {
+  const int64_t S = cu.back();
+  SegmentPlan plan = SegmentPlan::Split;
+  const bool timed = c.timed_segments() && !c.capturing() && heads > 0 && head_dim > 0 && dtype != DType::F32 &&
+                     S >= 4096 && cu.size() > 2 && cu[1] > 0;
+  if (timed) {
+    auto it = c.segment_choices().find(cu);
+    if (it != c.segment_choices().end()) {
+      plan = it->second;
+    } else {
+      // Time both plans once on random q, k, v of this shape, keep the faster.
+      Tensor q = c.empty({S, heads, head_dim}, dtype), k = c.empty({S, heads, head_dim}, dtype),
+             v = c.empty({S, heads, head_dim}, dtype), o = c.empty({S, heads, head_dim}, dtype);
+      fill_normal(c, q, 94, 0.f, 1.f);
+      fill_normal(c, k, 95, 0.f, 1.f);
+      fill_normal(c, v, 96, 0.f, 1.f);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      cudaEvent_t e0, e1;
+      AVDIT_CUDA_CHECK(cudaEventCreate(&e0));
+      AVDIT_CUDA_CHECK(cudaEventCreate(&e1));
+      float best_ms = -1;
+      for (SegmentPlan p : {SegmentPlan::Split, SegmentPlan::Ragged}) {
+        const Segments s = make_plan(c, cu, p);
+        if (!via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o)) break;  // builds the graphs (untimed)
+        AVDIT_CUDA_CHECK(cudaEventRecord(e0, c.stream()));
+        for (int r = 0; r < 2; ++r) via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o);
+        AVDIT_CUDA_CHECK(cudaEventRecord(e1, c.stream()));
+        AVDIT_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        AVDIT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        c.segment_timings().push_back({S, p, ms / 2});
+        if (best_ms < 0 || ms < best_ms) best_ms = ms, plan = p;
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      c.segment_choices()[cu] = plan;
+    }
+  }
+  return make_plan(c, cu, plan);
+}
+
+void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
+               const Tensor* sinks, const Tensor* gate, Tensor& out) {
+  for (const Tensor* t : {&q, &k, &v}) c.require_here(*t, "attention q/k/v");
+  AVDIT_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3, "attention: q, k, v must be [S, H, D]");
+  const int64_t S = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = k.size(1);
+  AVDIT_CHECK(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv && v.size(2) == D && Hkv > 0 &&
+                  Hq % Hkv == 0,
+              "attention: q {} k {} v {}", q.shape_str(), k.shape_str(), v.shape_str());
+  AVDIT_CHECK(seg.rows() == S && seg.cu_ctx.defined(), "attention: segments of {} rows for {} rows", seg.rows(), S);
+  AVDIT_CHECK(out.numel() == q.numel(), "attention: output {} for q {}", out.shape_str(), q.shape_str());
+  if (sinks) AVDIT_CHECK(sinks->numel() == Hq, "attention: sinks {} for {} heads", sinks->shape_str(), Hq);
+  if (gate) AVDIT_CHECK(gate->numel() == S * Hq, "attention: gate {} for {} x {}", gate->shape_str(), S, Hq);
+  if (S == 0) return;
+  if (q.dtype() != DType::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
+      via_cudnn(c, q, k, v, scale, seg, sinks, gate, out))
+    return;
+  ::avdit::cuda::portable_attention(c.dev(), q, k, v, scale, seg.cu_ctx, sinks, gate, out);
+}
+
+}  // namespace avdit::ops::cuda

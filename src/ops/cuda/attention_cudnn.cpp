@@ -1,0 +1,297 @@
+// cuDNN SDPA for cuda::attention: one cudnn-frontend graph per (shape, dtype, options), built on
+// first use and kept, executed on the Device's stream. The only file that includes the (slow to
+// compile) cudnn-frontend headers.
+#include "ops/cuda/attention_cudnn.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/log.h"
+
+#if AVDIT_HAVE_CUDNN
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+#endif
+
+namespace avdit::cuda {
+
+#if AVDIT_HAVE_CUDNN
+namespace {
+
+namespace fe = cudnn_frontend;
+
+// Tensor ids of the variant pack.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kOffQ, kOffK, kOffV, kOffO, kOffStats, kSink };
+
+struct GraphKey {
+  int64_t b, s, hq, hkv, d;
+  int64_t s_max;  // the graph's sequence dim: s, or (ragged) the caller's longest segment
+  DType dtype;
+  bool ragged;
+  uint32_t scale_bits;
+  bool stats, native_sink;
+  auto tie() const { return std::tie(b, s, s_max, hq, hkv, d, dtype, ragged, scale_bits, stats, native_sink); }
+  bool operator<(const GraphKey& o) const { return tie() < o.tie(); }
+};
+
+struct Entry {
+  std::shared_ptr<fe::graph::Graph> graph;  // null: cuDNN refused this key (see error)
+  int64_t workspace = 0;
+  bool stats_token_major = true;
+  std::string error;
+};
+
+// One cuDNN handle and graph cache per GPU. cuDNN handles belong to a CUDA context, not a stream,
+// so all Devices of one GPU share them and each call binds the caller's stream under the lock.
+// This is process-wide state (the Device class has no slot for it yet); it holds no stream and no
+// memory that a Device owns, so a Device may come and go freely.
+struct CudnnContext {
+  std::mutex mu;
+  cudnnHandle_t handle = nullptr;
+  std::map<GraphKey, Entry> graphs;
+};
+
+CudnnContext& context_for(int ordinal) {
+  static std::mutex registry_mu;
+  static std::map<int, std::unique_ptr<CudnnContext>> registry;
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto& slot = registry[ordinal];
+  if (!slot) {
+    auto ctx = std::make_unique<CudnnContext>();
+    const cudnnStatus_t st = cudnnCreate(&ctx->handle);
+    if (st != CUDNN_STATUS_SUCCESS)
+      throw RuntimeFailure(fmt::format("cudnnCreate failed on GPU {}: {}", ordinal, cudnnGetErrorString(st)));
+    slot = std::move(ctx);
+  }
+  return *slot;
+}
+
+fe::DataType_t fe_dtype(DType d) { return d == DType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF; }
+
+// Builds the graph for `key`; on refusal returns an Entry with the reason.
+Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
+  // S: the graph's sequence dim (ragged: the longest segment; the rows in memory are addressed
+  // through the ragged offsets, so only the per-token strides matter there).
+  const int64_t B = key.b, S = key.s_max, Hq = key.hq, Hkv = key.hkv, D = key.d;
+  Entry e;
+  // cuDNN before 9.12 writes a non-ragged Stats in packed [B, H, S] order whatever its strides; from
+  // 9.12 on it honours them, and [S, H] (token-major, the gate's order) makes the post-pass coalesced.
+  e.stats_token_major = key.ragged || cudnnGetVersion() >= 91200;
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe_dtype(key.dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  // Our [S, H, D] token-major layout is cuDNN's BSHD: dims {B, H, S, D}, strides {S H D, D, H D, 1}.
+  auto bshd = [&](const char* name, int64_t uid, int64_t H) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim({B, H, S, D})
+                         .set_stride({S * H * D, D, H * D, 1}));
+  };
+  auto Q = bshd("Q", kQ, Hq), K = bshd("K", kK, Hkv), V = bshd("V", kV, Hkv);
+  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(key.stats).set_attn_scale(scale);
+  if (key.native_sink)  // cuDNN >= 9.13 adds exp(sink_h) to the denominator itself
+    opts.set_sink_token(g->tensor(fe::graph::Tensor_attributes()
+                                      .set_name("sink")
+                                      .set_uid(kSink)
+                                      .set_dim({1, Hq, 1, 1})
+                                      .set_stride({Hq, 1, 1, 1})
+                                      .set_data_type(fe::DataType_t::FLOAT)));
+  std::shared_ptr<fe::graph::Tensor_attributes> off_o, off_stats;
+  if (key.ragged) {
+    auto i32 = [&](const char* name, int64_t uid, int64_t n) {
+      return g->tensor(fe::graph::Tensor_attributes()
+                           .set_name(name)
+                           .set_uid(uid)
+                           .set_dim({n, 1, 1, 1})
+                           .set_stride({1, 1, 1, 1})
+                           .set_data_type(fe::DataType_t::INT32));
+    };
+    Q->set_ragged_offset(i32("off_q", kOffQ, B + 1));
+    K->set_ragged_offset(i32("off_k", kOffK, B + 1));
+    V->set_ragged_offset(i32("off_v", kOffV, B + 1));
+    off_o = i32("off_o", kOffO, B + 1);
+    off_stats = i32("off_stats", kOffStats, B + 1);
+    opts.set_padding_mask(true).set_seq_len_q(i32("seq_q", kSeqQ, B)).set_seq_len_kv(i32("seq_kv", kSeqKv, B));
+  }
+  auto [O, Stats] = g->sdpa(Q, K, V, opts);
+  O->set_output(true).set_uid(kO).set_dim({B, Hq, S, D}).set_stride({S * Hq * D, D, Hq * D, 1});
+  if (off_o) O->set_ragged_offset(off_o);
+  if (key.stats) {
+    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, Hq, S, 1});
+    if (e.stats_token_major)
+      Stats->set_stride({S * Hq, 1, Hq, 1});
+    else
+      Stats->set_stride({Hq * S, S, 1, 1});
+    if (off_stats) Stats->set_ragged_offset(off_stats);
+  }
+
+  auto fail = [&](const char* step, fe::error_t err) {
+    e.graph.reset();
+    e.error = fmt::format("{}: {}", step, err.get_message());
+    return e;
+  };
+  if (auto err = g->validate(); err.is_bad()) return fail("validate", err);
+  if (auto err = g->build_operation_graph(handle); err.is_bad()) return fail("build_operation_graph", err);
+  if (auto err = g->create_execution_plans({fe::HeurMode_t::A}); err.is_bad())
+    return fail("create_execution_plans", err);
+  if (auto err = g->check_support(handle); err.is_bad()) return fail("check_support", err);
+  if (auto err = g->build_plans(handle); err.is_bad()) return fail("build_plans", err);
+  if (auto err = g->get_workspace_size(e.workspace); err.is_bad()) return fail("get_workspace_size", err);
+  e.graph = std::move(g);
+  return e;
+}
+
+}  // namespace
+
+int cudnn_version() { return static_cast<int>(cudnnGetVersion()); }
+
+bool cudnn_attention_available(const Device& dev, const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (!q.defined() || !k.defined() || !v.defined()) return false;
+  if (q.device() != avdit::Device::CUDA || k.device() != avdit::Device::CUDA || v.device() != avdit::Device::CUDA)
+    return false;
+  if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3) return false;
+  const DType dt = q.dtype();
+  if ((dt != DType::BF16 && dt != DType::F16) || k.dtype() != dt || v.dtype() != dt) return false;
+  const int sm = dev.props().major * 10 + dev.props().minor;
+  const int64_t D = q.size(2);
+  if (sm < 80 || D % 8 != 0 || D > (sm < 90 ? 128 : 256)) return false;
+  return k.size(1) > 0 && q.size(1) % k.size(1) == 0;
+}
+
+namespace {
+
+// cudnn_sdpa; when cuDNN refuses the configuration, sets *refused (if given) instead of throwing.
+SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                  const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
+                  bool* refused, int64_t max_seqlen = 0) {
+  AVDIT_REQUIRE(cudnn_attention_available(dev, q, k, v),
+                "cudnn_sdpa: q {} {}, k {} {}, v {} {} not supported (BF16/F16 on the device, one dtype, D % 8 == 0)",
+                q.shape_str(), dtype_name(q.dtype()), k.shape_str(), dtype_name(k.dtype()), v.shape_str(),
+                dtype_name(v.dtype()));
+  const int64_t S = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = k.size(1);
+  AVDIT_REQUIRE(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv && v.size(2) == D,
+                "cudnn_sdpa: q {} k {} v {}", q.shape_str(), k.shape_str(), v.shape_str());
+  const bool ragged = cu_seqlens.defined();
+  int64_t B = 1;
+  if (ragged) {
+    require_cuda(cu_seqlens, "attention cu_seqlens");
+    AVDIT_REQUIRE(cu_seqlens.dtype() == DType::I32 && cu_seqlens.numel() >= 2,
+                  "attention: cu_seqlens must be I32 with at least 2 entries, got {} {}", cu_seqlens.shape_str(),
+                  dtype_name(cu_seqlens.dtype()));
+    B = cu_seqlens.numel() - 1;
+    // Ragged offsets are int32 element offsets.
+    if (S * Hq * D >= (int64_t{1} << 31)) {
+      if (refused) {
+        *refused = true;
+        return {};
+      }
+      throw RuntimeFailure(fmt::format("cudnn_sdpa: {} x {} x {} elements exceed int32 ragged offsets", S, Hq, D));
+    }
+  }
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &scale, sizeof scale);
+  if (native_sinks) {
+    require_cuda(*native_sinks, "cudnn_sdpa sinks");
+    AVDIT_REQUIRE(native_sinks->dtype() == DType::F32 && native_sinks->numel() == Hq,
+                  "cudnn_sdpa: sinks {} {} must be F32 [{}]", native_sinks->shape_str(),
+                  dtype_name(native_sinks->dtype()), Hq);
+  }
+  AVDIT_REQUIRE(max_seqlen >= 0 && max_seqlen <= S && (ragged || max_seqlen == 0 || max_seqlen == S),
+                "cudnn_sdpa: max_seqlen {} for {} rows ({})", max_seqlen, S, ragged ? "segments" : "one sequence");
+  const int64_t s_max = max_seqlen > 0 ? max_seqlen : S;
+  const GraphKey key{B, S, Hq, Hkv, D, s_max, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr};
+
+  CudnnContext& ctx = context_for(dev.ordinal());
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  auto it = ctx.graphs.find(key);
+  if (it == ctx.graphs.end()) {
+    Entry e = build(ctx.handle, key, scale);
+    if (!e.graph)
+      log::warn("cuDNN SDPA refused S={} heads {}/{} D={} {}{}: {}", S, Hq, Hkv, D, dtype_name(q.dtype()),
+                ragged ? " (segments)" : "", e.error);
+    it = ctx.graphs.emplace(key, std::move(e)).first;
+  }
+  const Entry& e = it->second;
+  if (!e.graph && refused) {
+    *refused = true;
+    return {};
+  }
+  if (!e.graph) throw RuntimeFailure(fmt::format("cuDNN SDPA not available for this shape: {}", e.error));
+
+  SdpaOut r;
+  const Shape lse_shape = e.stats_token_major ? Shape{S, Hq} : Shape{Hq, S};
+  if (into) {
+    require_cuda(into->o, "cudnn_sdpa output o");
+    AVDIT_REQUIRE(into->o.shape() == q.shape() && into->o.dtype() == q.dtype(), "cudnn_sdpa: output o {} does not fit q {}",
+                  into->o.shape_str(), q.shape_str());
+    r.o = into->o;
+    if (stats) {
+      require_cuda(into->lse.lse, "cudnn_sdpa output lse");
+      AVDIT_REQUIRE(into->lse.lse.dtype() == DType::F32 && into->lse.lse.numel() == S * Hq,
+                    "cudnn_sdpa: output lse {} is not F32 with {} x {} elements", into->lse.lse.shape_str(), S, Hq);
+      r.lse.lse = into->lse.lse.reshape(lse_shape);
+    }
+  } else {
+    r.o = cuda_empty(dev, {S, Hq, D}, q.dtype());
+    if (stats) r.lse.lse = cuda_empty(dev, lse_shape, DType::F32);
+  }
+  r.lse.stride_s = e.stats_token_major ? Hq : 1;
+  r.lse.stride_h = e.stats_token_major ? 1 : S;
+  if (S == 0) return r;
+
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, device_ptr(q)}, {kK, device_ptr(k)}, {kV, device_ptr(v)}, {kO, device_ptr(r.o)}};
+  if (stats) pack[kStats] = device_ptr(r.lse.lse);
+  if (native_sinks) pack[kSink] = device_ptr(*native_sinks);
+  // Lengths and offsets: 4 int32 arrays, 256-byte aligned, filled on the device.
+  const int64_t stride = (B + 1 + 63) / 64 * 64;
+  StreamBuffer offsets(dev.stream(), ragged ? static_cast<size_t>(4 * stride) * sizeof(int32_t) : 0);
+  if (ragged) {
+    auto* p = static_cast<int32_t*>(offsets.p);
+    launch_ragged_offsets(dev, cu_seqlens, Hq * D, Hkv * D, Hq, p, stride);
+    pack[kSeqQ] = p;
+    pack[kSeqKv] = p;
+    pack[kOffQ] = p + stride;
+    pack[kOffO] = p + stride;
+    pack[kOffK] = p + 2 * stride;
+    pack[kOffV] = p + 2 * stride;
+    pack[kOffStats] = p + 3 * stride;
+  }
+  StreamBuffer workspace(dev.stream(), static_cast<size_t>(e.workspace));
+  const cudnnStatus_t st = cudnnSetStream(ctx.handle, dev.stream());
+  if (st != CUDNN_STATUS_SUCCESS) throw RuntimeFailure(fmt::format("cudnnSetStream: {}", cudnnGetErrorString(st)));
+  if (auto err = e.graph->execute(ctx.handle, pack, workspace.p); err.is_bad())
+    throw RuntimeFailure(fmt::format("cuDNN SDPA execute: {}", err.get_message()));
+  return r;
+}
+
+}  // namespace
+
+SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
+                   int64_t max_seqlen) {
+  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen);
+}
+
+#else  // no cuDNN in this build
+
+int cudnn_version() { return 0; }
+
+bool cudnn_attention_available(const Device&, const Tensor&, const Tensor&, const Tensor&) { return false; }
+
+SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*, const Tensor*,
+                   bool, int64_t) {
+  throw RuntimeFailure("cudnn_sdpa: this avdit was built without cuDNN");
+}
+
+#endif
+
+}  // namespace avdit::cuda

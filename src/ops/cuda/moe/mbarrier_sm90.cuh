@@ -1,0 +1,84 @@
+// What our own Hopper MoE kernels (grouped_gateup_sm90.cu: kernel 7's gate/up;
+// grouped_fused_sm90.cu: kernel 9) share: mbarrier waits and arrivals written so that ptxas keeps
+// the wgmmas around them asynchronous, and the bf16 TMA descriptors with the 128-byte swizzle that
+// GMMA's K-major layouts read. Included only by *_sm90.cu files (it needs the sm_90 PTX and the
+// driver's tensor-map API).
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+
+#include "ops/cuda/common.cuh"
+
+namespace avdit::cuda::moe::sm90 {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
+}
+// The spin loop is inside the PTX: a C++ branch around it would make ptxas treat the wgmmas after
+// it as being on a divergent path and serialise them (bench/NOTES.md, session 7).
+// On a shared-memory address (smem_u32): converting a pointer costs a generic-to-shared conversion
+// (the CTA's window in the cluster) at each call, which hot loops can hoist by keeping the address.
+__device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra "
+      "WAIT;\n}\n" ::"r"(b),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) { bar_wait(smem_u32(b), parity); }
+__device__ __forceinline__ void bar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+// bar_arrive if `pred`, as a predicated instruction rather than a branch (see bar_wait).
+__device__ __forceinline__ void bar_arrive_if(uint32_t b, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, "
+      "[%0];\n}\n" ::"r"(b),
+      "r"(uint32_t(pred))
+      : "memory");
+}
+__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) { bar_arrive_if(smem_u32(b), pred); }
+__device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
+               "r"(bytes)
+               : "memory");
+}
+
+// cuTensorMapEncodeTiled from the driver (no link against libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    AVDIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                      cudaEnableDefault, &q));
+    AVDIT_REQUIRE(
+        q == cudaDriverEntryPointSuccess && f,
+        "moe: the CUDA driver has no cuTensorMapEncodeTiled (a driver for CUDA 12+ is needed)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A bf16 tensor map with the 128-byte swizzle (what GMMA::Layout_K_SW128_Atom reads), zero fill
+// outside the tensor. dims innermost first; strides (bytes) of dims 1..rank-1; `what` names the
+// operand in the error.
+inline CUtensorMap make_tma_map_bf16(const void* base, int rank, const cuuint64_t* dims,
+                                     const cuuint64_t* strides, const cuuint32_t* box,
+                                     const char* what) {
+  CUtensorMap m;
+  const cuuint32_t elem[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode_tiled()(
+      &m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void*>(base),
+      dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  AVDIT_REQUIRE(r == CUDA_SUCCESS, "moe: cuTensorMapEncodeTiled failed ({}) for {}", int(r), what);
+  return m;
+}
+
+}  // namespace avdit::cuda::moe::sm90
