@@ -10,7 +10,9 @@
 #include <string>
 
 #include "io/safetensors.h"
+#include "models/h3/model.h"
 #include "models/h3/packing.h"
+#include "ops/context.h"
 #include "pipeline/generate_h3.h"
 #include "testing/compare.h"
 
@@ -31,7 +33,9 @@ TEST(GenerateH3, ReproducesFixture) {
   o.run.noise_audio = {f.at("noise_audio"), "sampler:noise_audio"};
   o.run.steps = 4;
   o.run.record_trajectory = true;
-  const GenerateResult r = generate_h3(ckpt, o);
+  ops::CpuContext ctx;
+  const models::h3::H3Model model(ctx, ckpt);
+  const GenerateResult r = generate_h3(model, o);
   EXPECT_FALSE(r.cfg);
   ASSERT_EQ(r.trajectory.steps(), 4);
 

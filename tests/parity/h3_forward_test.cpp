@@ -12,6 +12,7 @@
 #include "models/h3/api.h"
 #include "models/h3/model.h"
 #include "models/h3/packing.h"
+#include "ops/context.h"
 
 namespace avdit::models::h3 {
 namespace {
@@ -49,9 +50,11 @@ class H3Parity : public ::testing::TestWithParam<const char*> {
 // Every tensor of the outputs file, by name, within kTolerance of its max |value|.
 TEST_P(H3Parity, ForwardMatchesEveryTensor) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
+  ops::CpuContext ctx;
+  const H3Model model(ctx, ckpt);
   const TensorMap inputs = read_all(kFixture / inputs_file());
   const TensorMap want = read_all(kFixture / outputs_file());
-  const TensorMap got = forward_from_inputs(ckpt, inputs, /*dump=*/true);
+  const TensorMap got = forward_from_inputs(model, inputs, /*dump=*/true);
   int compared = 0;
   double worst = 0;
   std::string worst_name;
@@ -79,8 +82,10 @@ TEST_P(H3Parity, ForwardMatchesEveryTensor) {
 // the model applies; within 1e-12 in float64).
 TEST_P(H3Parity, PackingMatchesFixture) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
+  ops::CpuContext ctx;
+  const H3Model model(ctx, ckpt);
   const TensorMap inputs = read_all(kFixture / inputs_file());
-  const TensorMap got = forward_from_inputs(ckpt, inputs, /*dump=*/true);
+  const TensorMap got = forward_from_inputs(model, inputs, /*dump=*/true);
   for (const char* name :
        {"token_tags", "input_ids", "inverse_indices", "unique_timesteps", "combined_indices",
         "cu_seqlens", "refiner_cu_seqlens", "img_pos", "img_pos_for_infer_output", "audio_pos",
@@ -107,8 +112,8 @@ TEST_P(H3Parity, PackingMatchesFixture) {
 TEST_P(H3Parity, Bf16ModeWithinStatedTolerance) {
   constexpr double kBf16Tolerance = 3e-2;
   const Checkpoint ckpt = Checkpoint::open(kFixture);
-  H3Model model(ckpt);
-  model.set_bf16_activations(true);
+  ops::CpuContext ctx;
+  const H3Model model(ctx, ckpt, DType::BF16);
   const TensorMap inputs = read_all(kFixture / inputs_file());
   const TensorMap want = read_all(kFixture / outputs_file());
   const TensorMap got = forward_from_inputs(model, inputs, /*dump=*/true);
@@ -130,11 +135,13 @@ TEST_P(H3Parity, Bf16ModeWithinStatedTolerance) {
   std::printf("[%s bf16] worst %s at %.3g of max\n", GetParam(), worst_name.c_str(), worst);
 }
 
-// velocity() (the sampler's entry point) reproduces the DiT velocities the reference sampler
+// H3Stepper (the sampler's entry point) reproduces the DiT velocities the reference sampler
 // recorded at each of its 4 steps (sampler.safetensors: same weights, text and T2VA layout).
 TEST(H3Velocity, MatchesSamplerFixtureSteps) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
-  const H3Model model(ckpt);
+  ops::CpuContext ctx;
+  const H3Model model(ctx, ckpt);
+  H3Stepper stepper(model);
   const TensorMap inputs = read_all(kFixture / "inputs.safetensors");
   const TensorMap s = read_all(kFixture / "sampler.safetensors");
   const Tensor text = model.refine_text(inputs.at("text_embeds"));
@@ -150,7 +157,7 @@ TEST(H3Velocity, MatchesSamplerFixtureSteps) {
     r.sigma_video = s.at("sigmas_video").f32()[k];
     r.sigma_audio = s.at("sigmas_audio").f32()[k];
     r.text_refined = text;
-    const Velocity v = velocity(model, r);
+    const Velocity v = stepper.velocity(r);
     const Diff dv = compare(patchify_video(v.video), vel_v.select(k));
     const Diff da = compare(pack_audio(v.audio), vel_a.select(k));
     std::printf("  step %ld velocity video %.3e / %.3e  audio %.3e / %.3e\n",

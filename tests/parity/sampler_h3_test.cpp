@@ -89,17 +89,19 @@ TEST(SamplerH3, ReplayReproducesLatents) {
   }
 
   // The loop, fed the stored velocities (single pass: guidance 1).
+  ops::CpuContext ctx;
   std::vector<std::unique_ptr<Stepper>> steppers;
-  steppers.push_back(make_h3_euler_stepper(s.video_t, s.video_ratio));
-  steppers.push_back(make_h3_euler_stepper(s.audio_t, s.audio_ratio));
+  steppers.push_back(make_h3_euler_stepper(ctx, s.video_t, s.video_ratio));
+  steppers.push_back(make_h3_euler_stepper(ctx, s.audio_t, s.audio_ratio));
   ModelFn model = [&](const StepInfo& step, const std::vector<Tensor>&) {
     return ModelOut{{vel_v.select(step.index), vel_a.select(step.index)}, {}};
   };
   Trajectory traj;
   SamplerOptions o;
   o.modalities = {"video", "audio"};
-  o.record = &traj;
-  const auto final = run_sampler({f.at("noise_video_rows"), f.at("noise_audio_rows")}, steppers, 4, model, o);
+  TrajectoryRecorder recorder(traj, o.modalities, false);
+  const ProbeScope record(ctx.observer(), &recorder);
+  const auto final = run_sampler(ctx, {f.at("noise_video_rows"), f.at("noise_audio_rows")}, steppers, 4, model, o);
   for (int k = 1; k <= 4; ++k) {
     const std::string p = "latents[" + std::to_string(k) + "] ";
     EXPECT_LE(rel_max_diff(traj.latents[k][0], lat_v.select(k), p + "video"), 1e-6);

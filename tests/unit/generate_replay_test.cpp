@@ -16,6 +16,8 @@
 #include "io/safetensors.h"
 #include "models/h3/api.h"
 #include "models/magi2/api.h"
+#include "models/h3/model.h"
+#include "ops/context.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
@@ -74,7 +76,8 @@ Runner magi2_runner() {
     o.run.record_trajectory = true;
     o.run.record_model_out = true;
     o.run.teacher = teacher;
-    return generate_magi2(ckpt, o);
+    ops::CpuContext ctx;
+    return generate_magi2(ctx, ckpt, o);
   };
 }
 
@@ -95,7 +98,9 @@ Runner h3_runner(float guidance) {
     o.run.audio_shape = s.audio;
     o.run.record_trajectory = true;
     o.run.teacher = teacher;
-    return generate_h3(ckpt, o);
+    ops::CpuContext ctx;
+    const models::h3::H3Model model(ctx, ckpt);
+    return generate_h3(model, o);
   };
 }
 
@@ -144,7 +149,9 @@ TEST(GenerateReplay, SeededNoiseIsMakeNoise) {
   o.run.video_shape = {1, 24, 2, 4, 6};
   o.run.audio_shape = {2, 32, 7};
   o.run.record_trajectory = true;
-  const GenerateResult r = generate_h3(ckpt, o);
+  ops::CpuContext ctx;
+  const models::h3::H3Model model(ctx, ckpt);
+  const GenerateResult r = generate_h3(model, o);
   EXPECT_TRUE(bit_equal(r.trajectory.latents[0][0], sample::make_noise({1, 24, 2, 4, 6}, 42, sample::kVideoNoiseStream)));
   EXPECT_TRUE(bit_equal(r.trajectory.latents[0][1], sample::make_noise({2, 32, 7}, 42, sample::kAudioNoiseStream)));
 }
@@ -169,21 +176,23 @@ TEST(GenerateReplay, BadInputsNameTheTensor) {
   m.run.video_shape = {1, 48, 1, 2, 2};
   m.run.audio_shape = {1, 3, 64};
   m.run.steps = 1;
-  has([&] { generate_magi2(magi2, m); }, "p.safetensors:text_embeds (text features) has width 32, this model expects 64");
+  ops::CpuContext ctx;
+  has([&] { generate_magi2(ctx, magi2, m); }, "p.safetensors:text_embeds (text features) has width 32, this model expects 64");
   m.text = {text(4, 64, 1), "p.safetensors:text_embeds"};
   m.run.noise_video = {Tensor::zeros({1, 24, 1, 2, 2}, DType::F32), "n.safetensors:noise_video"};
   m.run.noise_audio = {Tensor::zeros({1, 3, 64}, DType::F32), "n.safetensors:noise_audio"};
-  has([&] { generate_magi2(magi2, m); }, "n.safetensors:noise_video");
+  has([&] { generate_magi2(ctx, magi2, m); }, "n.safetensors:noise_video");
 
+  const models::h3::H3Model h3_model(ctx, h3);
   H3GenerateOptions h;
   h.text = {text(4, 64, 1), "p.safetensors:text_embeds"};
   h.run.steps = 1;
   h.run.noise_video = {Tensor::zeros({1, 24, 1, 2, 2}, DType::F32), "n:noise_video"};
   h.run.noise_audio = {Tensor::zeros({1, 32, 5}, DType::F32), "n:noise_audio"};  // stereo: 2 rows expected
-  has([&] { generate_h3(h3, h); }, "n:noise_audio (audio noise) has shape [1, 32, 5], expected [2, 32, d2]");
+  has([&] { generate_h3(h3_model, h); }, "n:noise_audio (audio noise) has shape [1, 32, 5], expected [2, 32, d2]");
   h.run.noise_audio = {Tensor::zeros({2, 32, 5}, DType::F32), "n:noise_audio"};
   h.video_guidance = 4.0f;  // CFG without a negative prompt
-  has([&] { generate_h3(h3, h); }, "--negative");
+  has([&] { generate_h3(h3_model, h); }, "--negative");
   has([&] { latent_shapes_from_string("h3", *h3.config(), "2,x,3,4"); }, "'x' is not an integer");
 }
 

@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "models/h3/api.h"
 #include "models/h3/model.h"
+#include "ops/context.h"
 
 namespace avdit::models::h3 {
 namespace {
@@ -39,7 +40,8 @@ std::filesystem::path edited_copy(
 void expect_bad_input(const std::filesystem::path& dir, std::vector<std::string> parts) {
   try {
     const Checkpoint ckpt = Checkpoint::open(dir);
-    const H3Model model(ckpt);
+    ops::CpuContext ctx_model;
+    const H3Model model(ctx_model, ckpt);
     ADD_FAILURE() << "no error for " << dir;
   } catch (const BadInput& e) {
     for (const std::string& p : parts)
@@ -80,7 +82,8 @@ TEST(H3BadCheckpoint, MissingConfigIsExplained) {
 
 TEST(H3BadInputs, MissingAndMisshapenLatentsAreNamed) {
   const Checkpoint ckpt = Checkpoint::open(kTiny);
-  const H3Model model(ckpt);
+  ops::CpuContext ctx_model;
+  const H3Model model(ctx_model, ckpt);
   const TensorMap good = read_all(kTiny / "inputs.safetensors");
   auto message = [&](const TensorMap& in) -> std::string {
     try {

@@ -15,6 +15,7 @@
 #include "models/h3/api.h"
 #include "models/h3/config.h"
 #include "models/h3/model.h"
+#include "ops/context.h"
 #include "models/h3/time_embedding.h"
 
 namespace avdit::models::h3 {
@@ -102,7 +103,8 @@ std::filesystem::path H3Random::dir_;
 
 TEST_F(H3Random, FiniteAndBitIdenticalOnRerun) {
   const Checkpoint ckpt = Checkpoint::open(dir_);
-  const H3Model model(ckpt);
+  ops::CpuContext ctx_model;
+  const H3Model model(ctx_model, ckpt);
   for (bool keyframes : {false, true}) {
     const TensorMap in = random_inputs(keyframes);
     const TensorMap a = forward_from_inputs(model, in, /*dump=*/true);
@@ -133,7 +135,8 @@ TEST_F(H3Random, SameSeedSameFiles) {
 
 TEST_F(H3Random, VelocityEqualsForward) {
   const Checkpoint ckpt = Checkpoint::open(dir_);
-  const H3Model model(ckpt);
+  ops::CpuContext ctx_model;
+  const H3Model model(ctx_model, ckpt);
   const TensorMap in = random_inputs(false);
   const TensorMap f = forward_from_inputs(model, in, false);
   VelocityRequest r;
@@ -142,7 +145,8 @@ TEST_F(H3Random, VelocityEqualsForward) {
   r.sigma_video = 0.8f;
   r.sigma_audio = 0.6f;
   r.text_refined = model.refine_text(in.at("text_embeds"));
-  const Velocity v = velocity(model, r);
+  H3Stepper stepper(model);
+  const Velocity v = stepper.velocity(r);
   EXPECT_TRUE(bit_equal(v.video, f.at("video_out_latent")));
   EXPECT_TRUE(bit_equal(v.audio, f.at("audio_out_latent")));
 }
@@ -150,7 +154,8 @@ TEST_F(H3Random, VelocityEqualsForward) {
 // used_len already a multiple of 64: no pad rows, the second attention document is empty.
 TEST_F(H3Random, NoPadRowsWhenUsedLenIsAMultipleOf64) {
   const Checkpoint ckpt = Checkpoint::open(dir_);
-  const H3Model model(ckpt);
+  ops::CpuContext ctx_model;
+  const H3Model model(ctx_model, ckpt);
   TensorMap in = random_inputs(false);
   in["text_embeds"] = randn({8, 40}, 5);       // 8 text rows
   in["audio_latent"] = randn({2, 32, 10}, 6);  // 20 audio rows
@@ -174,7 +179,8 @@ TEST(H3RandomCurve, CurveTableVariantIsDetectedAndRuns) {
   // The variant comes from the weights even when config.json does not say so.
   nlohmann::json plain = small_config();
   plain["time_embed_dim"] = 8;
-  const H3Model model(ckpt, H3Config::from_json(plain));
+  ops::CpuContext ctx_model;
+  const H3Model model(ctx_model, ckpt, H3Config::from_json(plain));
   EXPECT_TRUE(model.config().curve_variant());
   EXPECT_EQ(model.config().adaln_curve_grid, 17);
   const TensorMap out = forward_from_inputs(model, random_inputs(true), true);
@@ -189,7 +195,8 @@ TEST(H3RandomCurve, CurveTableVariantIsDetectedAndRuns) {
 TEST(H3RandomCurve, CurveTableOfTheFullModelReproducesIt) {
   const auto tiny = std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "h3-tiny";
   const Checkpoint full_ckpt = Checkpoint::open(tiny);
-  const H3Model full(full_ckpt);
+  ops::CpuContext ctx_full;
+  const H3Model full(ctx_full, full_ckpt);
   const std::vector<float> grid = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f};
   const Tensor table = embed_timesteps(full.weights(), full.config(), grid).adaln_input;
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -205,7 +212,8 @@ TEST(H3RandomCurve, CurveTableOfTheFullModelReproducesIt) {
   write_safetensors(dir / "model.safetensors", tensors);
   std::filesystem::copy_file(tiny / "config.json", dir / "config.json");
   const Checkpoint curve_ckpt = Checkpoint::open(dir);
-  const H3Model curve(curve_ckpt);
+  ops::CpuContext ctx_curve;
+  const H3Model curve(ctx_curve, curve_ckpt);
   ASSERT_TRUE(curve.config().curve_variant());
   TensorMap in = read_all(tiny / "inputs.safetensors");
   in.erase("t_video");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -41,19 +42,26 @@ struct RunResult {
 };
 
 RunResult run_fake(int steps, const ModelFn& model, const Trajectory* teacher = nullptr) {
+  ops::CpuContext ctx;
   const FlowUniPCSchedule s = magi2_schedule(steps, 7.0);
   std::vector<std::unique_ptr<Stepper>> steppers;
-  steppers.push_back(make_unipc_stepper(s.sigmas));
-  steppers.push_back(make_unipc_stepper(s.sigmas));
+  steppers.push_back(make_unipc_stepper(ctx, s.sigmas));
+  steppers.push_back(make_unipc_stepper(ctx, s.sigmas));
   RunResult r;
   SamplerOptions o;
   o.modalities = {"video", "audio"};
   o.guidance = {5.0f, 7.0f};
-  o.record = &r.traj;
-  o.record_model_out = true;
-  o.teacher = teacher;
-  r.final = run_sampler({make_noise({1, 4, 2, 3, 3}, 7, kVideoNoiseStream), make_noise({1, 5, 4}, 7, kAudioNoiseStream)},
-                        steppers, steps, model, o);
+  TrajectoryRecorder recorder(r.traj, o.modalities, /*model_out=*/true);
+  const ProbeScope record(ctx.observer(), &recorder);
+  std::vector<Tensor> latents = {make_noise({1, 4, 2, 3, 3}, 7, kVideoNoiseStream),
+                                 make_noise({1, 5, 4}, 7, kAudioNoiseStream)};
+  std::optional<TeacherForcing> forcing;
+  if (teacher) {
+    forcing.emplace(*teacher);
+    forcing->check(steps, latents, o.modalities);
+  }
+  const ProbeScope teach(ctx.observer(), forcing ? &*forcing : nullptr);
+  r.final = run_sampler(ctx, std::move(latents), steppers, steps, model, o);
   return r;
 }
 
@@ -97,9 +105,10 @@ TEST(SampleLoop, TeacherLatentsReplaceTheRunsOwn) {
 }
 
 TEST(SampleLoop, ProgressAndSingleCallGuidance) {
+  ops::CpuContext ctx;
   const H3Schedule s = h3_schedule(3);
   std::vector<std::unique_ptr<Stepper>> steppers;
-  steppers.push_back(make_h3_euler_stepper(s.video_t, s.video_ratio));
+  steppers.push_back(make_h3_euler_stepper(ctx, s.video_t, s.video_ratio));
   int ticks = 0;
   SamplerOptions o;
   o.progress = [&](int done, int total, double seconds) {
@@ -113,23 +122,24 @@ TEST(SampleLoop, ProgressAndSingleCallGuidance) {
     for (int64_t i = 0; i < v.numel(); ++i) v.f32()[i] = (2.0f - x[0].f32()[i]) / s.video_sigmas[st.index];
     return ModelOut{{v}, {}};
   };
-  const auto out = run_sampler({make_noise({8}, 1, 0)}, steppers, 3, model, o);
+  const auto out = run_sampler(ctx, {make_noise({8}, 1, 0)}, steppers, 3, model, o);
   EXPECT_EQ(ticks, 3);
   for (int64_t i = 0; i < 8; ++i) EXPECT_NEAR(out[0].f32()[i], 2.0f, 1e-5f);
 }
 
 TEST(SampleLoop, RefusesWrongModelAnswers) {
+  ops::CpuContext ctx;
   const FlowUniPCSchedule s = magi2_schedule(2, 7.0);
   std::vector<std::unique_ptr<Stepper>> steppers;
-  steppers.push_back(make_unipc_stepper(s.sigmas));
+  steppers.push_back(make_unipc_stepper(ctx, s.sigmas));
   SamplerOptions o;
   o.modalities = {"video"};
   const ModelFn wrong_shape = [](const StepInfo&, const std::vector<Tensor>&) {
     return ModelOut{{Tensor::zeros({3}, DType::F32)}, {}};
   };
-  EXPECT_THROW(run_sampler({Tensor::zeros({4}, DType::F32)}, steppers, 2, wrong_shape, o), BadInput);
+  EXPECT_THROW(run_sampler(ctx, {Tensor::zeros({4}, DType::F32)}, steppers, 2, wrong_shape, o), BadInput);
   const ModelFn missing = [](const StepInfo&, const std::vector<Tensor>&) { return ModelOut{}; };
-  EXPECT_THROW(run_sampler({Tensor::zeros({4}, DType::F32)}, steppers, 2, missing, o), BadInput);
+  EXPECT_THROW(run_sampler(ctx, {Tensor::zeros({4}, DType::F32)}, steppers, 2, missing, o), BadInput);
 }
 
 }  // namespace

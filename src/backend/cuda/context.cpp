@@ -8,32 +8,32 @@ CudaContext& Context::cuda() {
   return static_cast<CudaContext&>(*this);  // the only Context with Device::CUDA
 }
 
-CudaContext::CudaContext(cuda::Device& dev) : Context(Device::CUDA), dev_(&dev), gemm_(dev) {}
+CudaContext::CudaContext(::avdit::cuda::Device& dev) : Context(Device::CUDA), dev_(&dev), gemm_(dev) {}
 
 CudaContext::CudaContext(int ordinal)
-    : Context(Device::CUDA), owned_(std::make_unique<cuda::Device>(ordinal)), dev_(owned_.get()), gemm_(*dev_) {}
+    : Context(Device::CUDA), owned_(std::make_unique<::avdit::cuda::Device>(ordinal)), dev_(owned_.get()), gemm_(*dev_) {}
 
 CudaContext::~CudaContext() = default;
 
-Tensor CudaContext::empty(Shape shape, DType dtype) { return cuda::cuda_empty(*dev_, std::move(shape), dtype); }
+Tensor CudaContext::empty(Shape shape, DType dtype) { return ::avdit::cuda::cuda_empty(*dev_, std::move(shape), dtype); }
 
 Tensor CudaContext::zeros(Shape shape, DType dtype) {
-  Tensor t = cuda::cuda_empty(*dev_, std::move(shape), dtype);
+  Tensor t = ::avdit::cuda::cuda_empty(*dev_, std::move(shape), dtype);
   if (t.nbytes() > 0)
-    AVDIT_CUDA_CHECK(cudaMemsetAsync(cuda::device_ptr(t), 0, static_cast<size_t>(t.nbytes()), stream()));
+    AVDIT_CUDA_CHECK(cudaMemsetAsync(::avdit::cuda::device_ptr(t), 0, static_cast<size_t>(t.nbytes()), stream()));
   return t;
 }
 
 Tensor CudaContext::upload(const Tensor& host) {
   if (!host.defined() || host.device() == Device::CUDA) return host;
   AVDIT_CHECK(!capturing_, "a host upload while a CUDA graph is captured");
-  return cuda::to_device(*dev_, host);
+  return ::avdit::cuda::to_device(*dev_, host);
 }
 
 Tensor CudaContext::download(const Tensor& t) {
   if (!t.defined() || t.device() == Device::CPU) return t;
   AVDIT_CHECK(!capturing_, "a host download while a CUDA graph is captured");
-  return cuda::to_host(*dev_, t);
+  return ::avdit::cuda::to_host(*dev_, t);
 }
 
 void CudaContext::synchronize() {

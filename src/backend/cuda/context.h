@@ -17,13 +17,13 @@ namespace avdit::ops {
 class CudaContext final : public Context {
  public:
   // Uses `dev` (which must outlive the context); the second form owns a Device of that ordinal.
-  explicit CudaContext(cuda::Device& dev);
+  explicit CudaContext(::avdit::cuda::Device& dev);
   explicit CudaContext(int ordinal = 0);
   ~CudaContext() override;
 
-  cuda::Device& dev() { return *dev_; }
+  ::avdit::cuda::Device& dev() { return *dev_; }
   cudaStream_t stream() const { return dev_->stream(); }
-  cuda::GemmPlanner& gemm() { return gemm_; }
+  ::avdit::cuda::GemmPlanner& gemm() { return gemm_; }
 
   Tensor empty(Shape shape, DType dtype) override;
   Tensor zeros(Shape shape, DType dtype) override;
@@ -50,9 +50,9 @@ class CudaContext final : public Context {
   void set_capturing(bool on);
 
  private:
-  std::unique_ptr<cuda::Device> owned_;
-  cuda::Device* dev_;
-  cuda::GemmPlanner gemm_;
+  std::unique_ptr<::avdit::cuda::Device> owned_;
+  ::avdit::cuda::Device* dev_;
+  ::avdit::cuda::GemmPlanner gemm_;
   bool timed_segments_ = false, capturing_ = false;
   std::map<std::vector<int64_t>, SegmentPlan> segment_choices_;
   std::vector<SegmentTiming> segment_timings_;
