@@ -1,5 +1,6 @@
 // `avdit bench attention`: the attention shapes of our models at 16k-128k tokens on one GPU —
-// cuDNN SDPA (the core), the sink + gate pass over O, and both together — in TFLOP/s against the
+// cuDNN SDPA (the core), the sink + gate pass over O, both together, and ops::attention (what the
+// models call) — in TFLOP/s against the
 // dense-GEMM ceiling and, given the peer's JSON (bench/peers/attention_peer.py), against torch SDPA.
 // FLOP convention: non-causal full attention, 4 L^2 Hq D (QK^T and PV, 2 flops per multiply-add).
 #include <fmt/format.h>
@@ -22,10 +23,10 @@
 #include "core/error.h"
 
 #if AVDIT_HAVE_CUDA
-#include "backend/cuda/attention_cudnn.h"
-#include "backend/cuda/attention_fused.h"
-#include "backend/cuda/ops_cuda.h"
+#include "backend/cuda/context.h"
 #include "backend/cuda/timer.h"
+#include "ops/attention.h"
+#include "ops/cuda/attention_cudnn.h"
 #endif
 
 namespace avdit::app {
@@ -124,12 +125,12 @@ void dump_case(cuda::Device& dev, const AttnOptions& o, const Shape3& sh, const 
   const Tensor q = host({L, sh.hq, sh.d}, dt, 1.f), k = host({L, sh.hkv, sh.d}, dt, 1.f),
                v = host({L, sh.hkv, sh.d}, dt, 1.f), gate = host({L, sh.hq}, dt, 2.f),
                sinks = host({sh.hq}, DType::F32, 2.f);
-  const Tensor cud = cuda::to_device(dev, Tensor::from_data({3}, DType::I32, cu.data()));
-  const Tensor sd = cuda::to_device(dev, sinks), gd = cuda::to_device(dev, gate);
+  ops::CudaContext ctx(dev);
+  const ops::Segments seg = ops::plan_segments(ctx, {0, L / 3, L}, sh.hq, sh.d, dt);
+  const Tensor sd = ctx.upload(sinks), gd = ctx.upload(gate);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
-  const Tensor y = cuda::to_host(dev, cuda::attention(dev, cuda::to_device(dev, q), cuda::to_device(dev, k),
-                                                      cuda::to_device(dev, v), scale, cud,
-                                                      sh.sinks_gate ? &sd : nullptr, sh.sinks_gate ? &gd : nullptr));
+  const Tensor y = ctx.download(ops::attention(ctx, ctx.upload(q), ctx.upload(k), ctx.upload(v), scale, seg,
+                                               sh.sinks_gate ? &sd : nullptr, sh.sinks_gate ? &gd : nullptr));
   const std::filesystem::path dir = std::filesystem::path(o.dump) / fmt::format("{}_{}", sh.name, dts);
   std::filesystem::create_directories(dir);
   write_bin(dir / "q.bin", q);
@@ -146,6 +147,7 @@ void dump_case(cuda::Device& dev, const AttnOptions& o, const Shape3& sh, const 
 
 int run_attention(const AttnOptions& o) {
   cuda::Device dev;
+  ops::CudaContext ctx(dev);
   const auto lens = split(o.lens);
   const auto dtypes = split(o.dtypes);
   const auto shapes = split(o.shapes);
@@ -210,30 +212,11 @@ int run_attention(const AttnOptions& o) {
               if (sh->sinks_gate) cuda::sink_gate(dev, x.o, x.lse, sp, gp);
             },
             o.warmup, o.iters);
-        // The fused pre-pass at this shape: qkv [L, (Hq + 2 Hkv) D] -> q, k normed and rotated, v copied
-        // (H3: per-head [H, 3, D] rows, w, full rotary; MAGI-2: split columns, (1 + w), half rotary).
-        bench::Timing prep;
-        {
-          const bool h3 = sh->name == "h3";
-          const Tensor qkv = filled(dev, {L, (sh->hq + 2 * sh->hkv) * sh->d}, dt, 1.f, 6);
-          const Tensor wq = filled(dev, {sh->d}, DType::F32, 0.3f, 7), wk = filled(dev, {sh->d}, DType::F32, 0.3f, 8);
-          const int64_t half = h3 ? sh->d / 2 : sh->d / 4;
-          const Tensor cs = filled(dev, {L, half}, DType::F32, 0.7f, 9), sn = filled(dev, {L, half}, DType::F32, 0.7f, 10);
-          cuda::QkvPrepOptions po;
-          po.layout = h3 ? cuda::QkvLayout::kPerHead : cuda::QkvLayout::kSplit;
-          po.heads_q = sh->hq;
-          po.heads_kv = sh->hkv;
-          po.head_dim = sh->d;
-          po.q_weight = &wq;
-          po.k_weight = &wk;
-          po.one_plus_weight = !h3;
-          po.cos = &cs;
-          po.sin = &sn;
-          const cuda::Qkv into{cuda::cuda_empty(dev, {L, sh->hq, sh->d}, dt), cuda::cuda_empty(dev, {L, sh->hkv, sh->d}, dt),
-                               cuda::cuda_empty(dev, {L, sh->hkv, sh->d}, dt)};
-          po.into = &into;
-          prep = cuda::time_on_stream(dev, [&] { cuda::qkv_norm_rope(dev, qkv, po); }, o.warmup, o.iters);
-        }
+        // ops::attention itself (what the models call): the path below through the op's plan.
+        const ops::Segments seg = ops::plan_segments(ctx, {0, L}, sh->hq, sh->d, dt);
+        Tensor op_out = cuda::cuda_empty(dev, {L, sh->hq, sh->d}, dt);
+        const auto op = cuda::time_on_stream(
+            dev, [&] { ops::attention_into(ctx, q, k, v, scale, seg, sp, gp, op_out); }, o.warmup, o.iters);
         const double flop = 4.0 * double(L) * double(L) * double(sh->hq) * double(sh->d);
         // The headline is the path cuda::attention takes: cuDNN's sink token + the gate pass when
         // cuDNN has it (>= 9.13), the LSE correction pass otherwise; without sinks, the no-LSE core.
@@ -261,7 +244,7 @@ int run_attention(const AttnOptions& o) {
         rep.set(fmt::format("of {:.0f}", o.ceiling), tf / o.ceiling, 3);
         rep.set("vs torch cuDNN", peer_cudnn > 0 ? tf / peer_cudnn : 0.0, 3);
         rep.set("vs torch FA2", peer_flash > 0 ? tf / peer_flash : 0.0, 3);
-        rep.set("prep ms", prep.median(), 3);
+        rep.set("ops::attention ms", op.median(), 2);
       }
     }
   }

@@ -198,7 +198,7 @@ TEST(H3RandomCurve, CurveTableOfTheFullModelReproducesIt) {
   ops::CpuContext ctx_full;
   const H3Model full(ctx_full, full_ckpt);
   const std::vector<float> grid = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f};
-  const Tensor table = embed_timesteps(full.weights(), full.config(), grid).adaln_input;
+  const Tensor table = full.tables(grid).adaln_input;
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const std::string& n : full_ckpt.names()) {
     if (n.rfind("time_embedder.", 0) == 0) continue;

@@ -1,6 +1,7 @@
-// The CPU op set against direct float64 computations on fresh random inputs at several shapes
-// (odd sizes included): linear with F32/BF16/F16 weights, RMSNorm in both weight conventions,
-// attention with GQA, segments and sinks, and rotate-half RoPE.
+// The CPU op set (the oracle) against direct float64 computations on fresh random inputs at several
+// shapes (odd sizes included): linear with F32/BF16/F16 weights, RMSNorm in both weight conventions,
+// attention with GQA, segments and sinks, the per-head QK-norm + rotate-half RoPE, and the gated
+// residual + norm + adaLN modulation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "ops/ops.h"
+#include "ops/attention.h"
+#include "ops/linear.h"
+#include "ops/modulation.h"
+#include "ops/norm.h"
+#include "ops/rows.h"
 
 namespace avdit::ops {
 namespace {
@@ -37,7 +42,8 @@ TEST(Ops, LinearMatchesFloat64ForEachWeightDtype) {
     for (DType wd : {DType::F32, DType::BF16, DType::F16}) {
       const Tensor x = random({m, in}, rng), w32 = random({out, in}, rng, 0.1f), b = random({out}, rng);
       const Tensor w = w32.to(wd), wexact = w.to_f32();  // the reference uses the stored (rounded) weight
-      const Tensor y = linear(x, w, &b);
+      CpuContext ctx;
+      const Tensor y = linear(ctx, x, w, &b);
       std::vector<double> ref(static_cast<size_t>(m * out));
       for (int i = 0; i < m; ++i)
         for (int j = 0; j < out; ++j) {
@@ -54,7 +60,8 @@ TEST(Ops, RmsNormBothConventions) {
   std::mt19937 rng(2);
   const Tensor x = random({9, 37}, rng, 3.f), w = random({37}, rng, 0.2f);
   for (bool plus_one : {false, true}) {
-    const Tensor y = rms_norm(x, w, 1e-6f, plus_one);
+    CpuContext ctx;
+    const Tensor y = rms_norm(ctx, x, w, 1e-6f, plus_one);
     std::vector<double> ref(9 * 37);
     for (int r = 0; r < 9; ++r) {
       double ss = 0;
@@ -75,7 +82,9 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
     const std::vector<int64_t> cu = s > 10 ? std::vector<int64_t>{0, s / 3, s} : std::vector<int64_t>{};
     for (bool with_sinks : {false, true}) {
       const float scale = 1.f / std::sqrt(float(d));
-      const Tensor o = attention(q, k, v, scale, cu, with_sinks ? &sinks : nullptr);
+      CpuContext ctx;
+      const Segments seg = plan_segments(ctx, cu.empty() ? std::vector<int64_t>{0, s} : cu);
+      const Tensor o = attention(ctx, q, k, v, scale, seg, with_sinks ? &sinks : nullptr);
       std::vector<double> ref(static_cast<size_t>(s * hq * d));
       const std::vector<int64_t> segs = cu.empty() ? std::vector<int64_t>{0, s} : cu;
       const float *pq = std::as_const(q).f32(), *pk = std::as_const(k).f32(), *pv = std::as_const(v).f32();
@@ -105,31 +114,76 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
   }
 }
 
-TEST(Ops, RopeRotateHalfOnLeadingDims) {
+TEST(Ops, QkNormRopePerHeadAgainstFloat64) {
   std::mt19937 rng(4);
   const int s = 7, h = 3, d = 20, half = 6;
-  Tensor x = random({s, h, d}, rng);
-  const Tensor x0 = x.clone(), ang = random({s, half}, rng, 3.f);
+  const Tensor qkv = random({s, h, 3, d}, rng, 2.f), qw = random({d}, rng, 0.2f), kw = random({d}, rng, 0.2f);
+  const Tensor ang = random({s, half}, rng, 3.f);
   Tensor c = Tensor::empty({s, half}, DType::F32), sn = Tensor::empty({s, half}, DType::F32);
   for (int i = 0; i < s * half; ++i) {
     c.f32()[i] = std::cos(std::as_const(ang).f32()[i]);
     sn.f32()[i] = std::sin(std::as_const(ang).f32()[i]);
   }
-  rope_rotate_half_(x, c, sn);
-  std::vector<double> ref(static_cast<size_t>(s * h * d));
-  const float* p = std::as_const(x0).f32();
+  CpuContext ctx;
+  Tensor q = Tensor::empty({s, h, d}, DType::F32), k = q.clone(), v = q.clone();
+  qk_norm_rope_per_head(ctx, qkv, qw, kw, 1e-5f, &c, &sn, q, k, v);
+  const float* p = std::as_const(qkv).f32();
+  std::vector<double> ref_q(static_cast<size_t>(s * h * d)), ref_k(ref_q.size()), ref_v(ref_q.size());
   for (int t = 0; t < s; ++t)
     for (int hh = 0; hh < h; ++hh)
-      for (int i = 0; i < d; ++i) {
+      for (int part = 0; part < 3; ++part) {
+        const float* a = p + ((t * h + hh) * 3 + part) * d;
+        std::vector<double>& ref = part == 0 ? ref_q : part == 1 ? ref_k : ref_v;
         const int base = (t * h + hh) * d;
-        double v = p[base + i];
-        if (i < half) v = p[base + i] * std::cos(double(std::as_const(ang).f32()[t * half + i])) -
-                          p[base + i + half] * std::sin(double(std::as_const(ang).f32()[t * half + i]));
-        else if (i < 2 * half) v = p[base + i] * std::cos(double(std::as_const(ang).f32()[t * half + i - half])) +
-                                   p[base + i - half] * std::sin(double(std::as_const(ang).f32()[t * half + i - half]));
-        ref[static_cast<size_t>(base + i)] = v;
+        if (part == 2) {
+          for (int i = 0; i < d; ++i) ref[base + i] = a[i];
+          continue;
+        }
+        const float* w = std::as_const(part == 0 ? qw : kw).f32();
+        double ss = 0;
+        for (int i = 0; i < d; ++i) ss += double(a[i]) * a[i];
+        const double inv = 1 / std::sqrt(ss / d + 1e-5);
+        std::vector<double> n(d);
+        for (int i = 0; i < d; ++i) n[i] = a[i] * inv * w[i];
+        for (int i = 0; i < d; ++i) {
+          const double th = std::as_const(ang).f32()[t * half + (i < half ? i : i - half)];
+          ref[base + i] = i < half ? n[i] * std::cos(th) - n[i + half] * std::sin(th)
+                          : i < 2 * half ? n[i] * std::cos(th) + n[i - half] * std::sin(th)
+                                         : n[i];
+        }
       }
-  EXPECT_LT(rel_err(x, ref), 1e-6);
+  EXPECT_LT(rel_err(q, ref_q), 1e-6);
+  EXPECT_LT(rel_err(k, ref_k), 1e-6);
+  EXPECT_EQ(rel_err(v, ref_v), 0.0);  // copied exactly
+}
+
+TEST(Ops, ResidualNormModulateAgainstFloat64) {
+  std::mt19937 rng(5);
+  const int S = 11, H = 33, M = 2;
+  const Tensor x0 = random({S, H}, rng, 3.f), f = random({S, H}, rng), w = random({H}, rng, 0.2f);
+  const Tensor table = random({3 * M, 6 * H}, rng, 0.3f);
+  std::vector<int64_t> rows(S);
+  for (int r = 0; r < S; ++r) rows[r] = (r * 5) % (3 * M);
+  CpuContext ctx;
+  const Tensor row = index_tensor(ctx, rows);
+  Tensor x = x0.clone(), out = Tensor::empty({S, H}, DType::F32);
+  residual_norm_modulate(ctx, x, {&f, {table, 5 * H}, &row, w, 1e-5f, {table, 3 * H}, {table, 4 * H}, &row}, &out);
+  const float *px = std::as_const(x0).f32(), *pf = std::as_const(f).f32(), *pw = std::as_const(w).f32(),
+              *pt = std::as_const(table).f32();
+  std::vector<double> ref_x(S * H), ref_o(S * H);
+  for (int r = 0; r < S; ++r) {
+    const float* t = pt + rows[r] * 6 * H;
+    double ss = 0;
+    for (int c = 0; c < H; ++c) {
+      ref_x[r * H + c] = px[r * H + c] + double(t[5 * H + c]) * pf[r * H + c];
+      ss += ref_x[r * H + c] * ref_x[r * H + c];
+    }
+    const double inv = 1 / std::sqrt(ss / H + 1e-5);
+    for (int c = 0; c < H; ++c)
+      ref_o[r * H + c] = ref_x[r * H + c] * inv * pw[c] * (1 + double(t[4 * H + c])) + t[3 * H + c];
+  }
+  EXPECT_LT(rel_err(x, ref_x), 1e-6);
+  EXPECT_LT(rel_err(out, ref_o), 1e-5);
 }
 
 }  // namespace
