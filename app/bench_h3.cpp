@@ -215,9 +215,10 @@ int run_h3(const H3BenchOptions& o) {
       fmt::print("attention plan {} at {} rows: {:.3f} ms per core\n",
                  t.plan == ops::SegmentPlan::Split ? "split" : "ragged", t.rows, t.ms);
     }
-    size_t free0 = 0, total = 0;
-    AVDIT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    const int64_t before = ctx.pool_in_use();
+    ctx.reset_pool_peak();
     const bench::Timing fwd = cuda::time_on_stream(dev, forward, o.warmup, o.iters);
+    const int64_t peak_act = ctx.pool_peak() - before;
     // One block's split: events at the block's named points (a separate, observed forward).
     const int64_t block = c.num_layers / 2;
     ops::PointTimer timer([block](const Point& p) { return p.index == block && std::strncmp(p.name, "block", 5) == 0; });
@@ -260,7 +261,7 @@ int run_h3(const H3BenchOptions& o) {
     rep.set("rest ms", rest_ms, 2);
     rep.set("rest %", block_ms > 0 ? 100 * rest_ms / block_ms : 0.0, 0);
     rep.set("weights GB", model.weight_bytes() / 1e9, 2);
-    rep.set("device in use GB", static_cast<double>(total - free0) / 1e9, 2);
+    rep.set("peak act GB", peak_act / 1e9, 2);
     rep.set("port s", k.port_s, 2);
     rep.set("port / avdit", k.port_s > 0 ? k.port_s / s : 0.0, 2);
     rep.set("target s", k.target_s, 2);

@@ -46,6 +46,26 @@ void CudaContext::set_timed_choices(int gemm_candidates, bool segments) {
   timed_segments_ = segments;
 }
 
+namespace {
+cudaMemPool_t pool_of(int ordinal) {
+  cudaMemPool_t pool = nullptr;
+  AVDIT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ordinal));
+  return pool;
+}
+int64_t pool_attr(int ordinal, cudaMemPoolAttr attr) {
+  uint64_t v = 0;
+  AVDIT_CUDA_CHECK(cudaMemPoolGetAttribute(pool_of(ordinal), attr, &v));
+  return static_cast<int64_t>(v);
+}
+}  // namespace
+
+int64_t CudaContext::pool_in_use() const { return pool_attr(dev_->ordinal(), cudaMemPoolAttrUsedMemCurrent); }
+int64_t CudaContext::pool_peak() const { return pool_attr(dev_->ordinal(), cudaMemPoolAttrUsedMemHigh); }
+void CudaContext::reset_pool_peak() {
+  uint64_t zero = 0;
+  AVDIT_CUDA_CHECK(cudaMemPoolSetAttribute(pool_of(dev_->ordinal()), cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
 void CudaContext::set_capturing(bool on) {
   capturing_ = on;
   gemm_.set_capturing(on);

@@ -45,6 +45,12 @@ class CudaContext final : public Context {
   std::map<std::vector<int64_t>, SegmentPlan>& segment_choices() { return segment_choices_; }
   std::vector<SegmentTiming>& segment_timings() { return segment_timings_; }
 
+  // Bytes of the device's memory pool (every tensor of this backend): in use now, and the most in use
+  // since reset_pool_peak() (a forward's peak activations: the peak minus what was in use before).
+  int64_t pool_in_use() const;
+  int64_t pool_peak() const;
+  void reset_pool_peak();
+
   // While a CUDA graph is being captured on the stream (graph.h): no synchronisation, no timing.
   bool capturing() const { return capturing_; }
   void set_capturing(bool on);
