@@ -46,7 +46,8 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
 }
 
 RunProbes::RunProbes(ops::Context& ctx, const RunOptions& run, GenerateResult& result, sample::SamplerOptions& so,
-                     const std::vector<Tensor>& initial, int steps) {
+                     const std::vector<Tensor>& initial, int steps)
+    : guard_(so.modalities), guard_scope_(ctx.observer(), &guard_) {
   if (run.record_trajectory) {
     recorder_.emplace(result.trajectory, so.modalities, run.record_model_out);
     record_scope_.emplace(ctx.observer(), &*recorder_);

@@ -49,14 +49,16 @@ Tensor initial_latent(const LabeledTensor& given, const Shape& shape, const Shap
 bool shape_matches(const Shape& shape, const Shape& pattern);
 
 // The probes of a run that both families share, attached to the context's observer for the run's
-// lifetime: trajectory recording (into result.trajectory) and teacher forcing; plus the per-step
-// seconds collected into `result` (then passed on to run.progress).
+// lifetime: the non-finite guard (always), trajectory recording (into result.trajectory) and teacher
+// forcing; plus the per-step seconds collected into `result` (then passed on to run.progress).
 class RunProbes {
  public:
   RunProbes(ops::Context& ctx, const RunOptions& run, GenerateResult& result, sample::SamplerOptions& so,
             const std::vector<Tensor>& initial, int steps);
 
  private:
+  sample::NonFiniteGuard guard_;
+  ProbeScope guard_scope_;
   std::optional<sample::TrajectoryRecorder> recorder_;
   std::optional<sample::TeacherForcing> teacher_;
   std::optional<ProbeScope> record_scope_, teacher_scope_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/check.h"
 #include "ops/sample.h"
 #include "sample/unipc.h"
 
@@ -197,6 +198,24 @@ bool TeacherForcing::wants(const Point& p) const { return p.is(kInputPoint); }
 
 void TeacherForcing::on(ops::Context& ctx, const Point& p, Tensor& t) {
   t = ctx.upload(teacher_.latents[p.index][p.part].to_f32());
+}
+
+bool NonFiniteGuard::wants(const Point& p) const {
+  return p.is(kCondPoint) || p.is(kUncondPoint) || p.is(kOutputPoint);
+}
+
+void NonFiniteGuard::on(ops::Context& ctx, const Point& p, Tensor& t) {
+  const ops::NonFinite nf = ops::count_nonfinite(ctx, t);
+  if (nf.count == 0) return;
+  const std::string modality = p.part >= 0 && static_cast<size_t>(p.part) < modalities_.size()
+                                   ? modalities_[p.part]
+                                   : fmt::format("modality {}", p.part);
+  const char* what = p.is(kCondPoint)     ? "the model's conditional velocity"
+                     : p.is(kUncondPoint) ? "the model's unconditional velocity"
+                                          : "the latents after the solver step";
+  throw RuntimeFailure(fmt::format(
+      "step {}: {} of {} {} has {} non-finite values of {} (the first at flat index {}); the run stops here", p.index,
+      what, modality, shape_str(t.shape()), nf.count, t.numel(), nf.first));
 }
 
 TensorMap trajectory_to_tensors(const Trajectory& t) {

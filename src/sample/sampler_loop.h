@@ -117,6 +117,20 @@ class TeacherForcing final : public Probe {
   const Trajectory& teacher_;
 };
 
+// Stops a run at the first step whose model answer or latents hold a non-finite value (NaN, Inf):
+// RuntimeFailure naming the step, the modality, what held it (the conditional or unconditional
+// velocity, or the latents after the solver step), how many values and the first one's index. One
+// reduction per checked tensor (the latents only: small beside a model call).
+class NonFiniteGuard final : public Probe {
+ public:
+  explicit NonFiniteGuard(std::vector<std::string> modalities) : modalities_(std::move(modalities)) {}
+  bool wants(const Point& p) const override;
+  void on(ops::Context& ctx, const Point& p, Tensor& t) override;
+
+ private:
+  std::vector<std::string> modalities_;
+};
+
 // Runs `steps` steps from `latents` (one F32 tensor per modality on ctx) and returns the final latents.
 // steppers[m] advances modality m. Throws BadInput if the model answers with the wrong number or shape
 // of tensors.

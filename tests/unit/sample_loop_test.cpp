@@ -127,6 +127,38 @@ TEST(SampleLoop, ProgressAndSingleCallGuidance) {
   for (int64_t i = 0; i < 8; ++i) EXPECT_NEAR(out[0].f32()[i], 2.0f, 1e-5f);
 }
 
+// A NaN in the model's answer stops the run at that step, naming the step, the modality and what
+// held it; the steps before it ran.
+TEST(SampleLoop, NonFiniteGuardStopsAtTheFirstBadStep) {
+  ops::CpuContext ctx;
+  const FlowUniPCSchedule s = magi2_schedule(5, 7.0);
+  std::vector<std::unique_ptr<Stepper>> steppers;
+  steppers.push_back(make_unipc_stepper(ctx, s.sigmas));
+  steppers.push_back(make_unipc_stepper(ctx, s.sigmas));
+  SamplerOptions o;
+  o.modalities = {"video", "audio"};
+  o.guidance = {5.0f, 7.0f};
+  int calls = 0;
+  const ModelFn model = [&](const StepInfo& st, const std::vector<Tensor>& x) {
+    ++calls;
+    ModelOut out = fake_model(st, x, 0.0f);
+    if (st.index == 2) out.uncond[1].f32()[3] = std::nanf("");
+    return out;
+  };
+  NonFiniteGuard guard(o.modalities);
+  const ProbeScope scope(ctx.observer(), &guard);
+  try {
+    run_sampler(ctx, {make_noise({1, 4, 2, 3, 3}, 7, kVideoNoiseStream), make_noise({1, 5, 4}, 7, kAudioNoiseStream)},
+                steppers, 5, model, o);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeFailure& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("step 2: the model's unconditional velocity of audio"), std::string::npos) << m;
+    EXPECT_NE(m.find("1 non-finite values of 20 (the first at flat index 3)"), std::string::npos) << m;
+  }
+  EXPECT_EQ(calls, 3);
+}
+
 TEST(SampleLoop, RefusesWrongModelAnswers) {
   ops::CpuContext ctx;
   const FlowUniPCSchedule s = magi2_schedule(2, 7.0);
