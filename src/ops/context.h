@@ -4,6 +4,8 @@
 // graph capture. Both carry the observer the model's named points report to.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/observer.h"
@@ -32,6 +34,17 @@ class Context {
   virtual Tensor download(const Tensor& t) = 0;
   // Waits for the work enqueued so far (CPU: nothing to wait for).
   virtual void synchronize() {}
+
+  // Runs `body`, a fixed sequence of ops that reads its inputs from, and writes its outputs to,
+  // tensors that keep their addresses for `key`, and releases everything else it allocates. The CUDA
+  // context replays it from a CUDA graph from the second run of a key on (one launch instead of one
+  // per op); the CPU, and any context with a probe attached, just runs it.
+  virtual void run_fixed(uint64_t key, const std::function<void()>& body) {
+    (void)key;
+    body();
+  }
+  // Drops what run_fixed keeps for its keys (after the tensors they name were released).
+  virtual void forget_fixed() {}
 
   // The CUDA context behind this one; RuntimeFailure on the CPU.
   CudaContext& cuda();

@@ -1,6 +1,8 @@
 // The CUDA context (see context.h).
 #include "backend/cuda/context.h"
 
+#include "core/log.h"
+
 namespace avdit::ops {
 
 CudaContext& Context::cuda() {
@@ -13,7 +15,54 @@ CudaContext::CudaContext(::avdit::cuda::Device& dev) : Context(Device::CUDA), de
 CudaContext::CudaContext(int ordinal)
     : Context(Device::CUDA), owned_(std::make_unique<::avdit::cuda::Device>(ordinal)), dev_(owned_.get()), gemm_(*dev_) {}
 
-CudaContext::~CudaContext() = default;
+CudaContext::~CudaContext() { forget_fixed(); }
+
+void CudaContext::forget_fixed() {
+  for (auto& [key, f] : fixed_)
+    if (f.exec) cudaGraphExecDestroy(f.exec);
+  fixed_.clear();
+}
+
+void CudaContext::run_fixed(uint64_t key, const std::function<void()>& body) {
+  if (!graphs_ || !observer().empty() || timed_segments_) return body();
+  Fixed& f = fixed_[key];
+  if (f.exec) {
+    AVDIT_CUDA_CHECK(cudaGraphLaunch(f.exec, stream()));
+    ++graph_stats_.replays;
+    return;
+  }
+  if (f.runs++ == 0) return body();  // the eager first run: plans, cuDNN graphs, kernel loading
+  cudaGraph_t graph = nullptr;
+  AVDIT_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+  set_capturing(true);
+  std::string error;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  set_capturing(false);
+  const cudaError_t end = cudaStreamEndCapture(stream(), &graph);
+  cudaError_t inst = cudaErrorUnknown;
+  if (error.empty() && end == cudaSuccess && graph) inst = cudaGraphInstantiate(&f.exec, graph, 0);
+  if (graph) {
+    size_t nodes = 0;
+    cudaGraphGetNodes(graph, nullptr, &nodes);
+    graph_stats_.nodes = nodes;
+    cudaGraphDestroy(graph);
+  }
+  if (!error.empty() || end != cudaSuccess || inst != cudaSuccess) {
+    cudaGetLastError();  // clear the capture's error state
+    graphs_ = false;
+    f.exec = nullptr;
+    log::warn("CUDA graphs off: capturing a forward failed ({}); the ops run one by one",
+              !error.empty() ? error : cudaGetErrorString(end != cudaSuccess ? end : inst));
+    return body();
+  }
+  ++graph_stats_.captures;
+  AVDIT_CUDA_CHECK(cudaGraphLaunch(f.exec, stream()));
+  ++graph_stats_.replays;
+}
 
 Tensor CudaContext::empty(Shape shape, DType dtype) { return ::avdit::cuda::cuda_empty(*dev_, std::move(shape), dtype); }
 

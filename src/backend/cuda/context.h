@@ -51,7 +51,19 @@ class CudaContext final : public Context {
   int64_t pool_peak() const;
   void reset_pool_peak();
 
-  // While a CUDA graph is being captured on the stream (graph.h): no synchronisation, no timing.
+  // Replays from a CUDA graph (see Context::run_fixed): the first run of a key enqueues the ops (kernels
+  // load, GEMM and cuDNN plans are built), the second captures them, later runs launch the graph.
+  // A capture that fails turns graphs off for this context (said once) and the body runs eagerly.
+  void run_fixed(uint64_t key, const std::function<void()>& body) override;
+  void forget_fixed() override;
+  void set_graphs(bool on) { graphs_ = on; }
+  struct GraphStats {
+    int64_t captures = 0, replays = 0;
+    size_t nodes = 0;  // kernels, copies and memsets of the last graph captured
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
+
+  // While a CUDA graph is being captured on the stream: no synchronisation, no timing.
   bool capturing() const { return capturing_; }
   void set_capturing(bool on);
 
@@ -59,7 +71,13 @@ class CudaContext final : public Context {
   std::unique_ptr<::avdit::cuda::Device> owned_;
   ::avdit::cuda::Device* dev_;
   ::avdit::cuda::GemmPlanner gemm_;
-  bool timed_segments_ = false, capturing_ = false;
+  bool timed_segments_ = false, capturing_ = false, graphs_ = true;
+  struct Fixed {
+    int runs = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<uint64_t, Fixed> fixed_;
+  GraphStats graph_stats_;
   std::map<std::vector<int64_t>, SegmentPlan> segment_choices_;
   std::vector<SegmentTiming> segment_timings_;
 };

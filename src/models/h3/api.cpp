@@ -195,8 +195,10 @@ Velocity H3Stepper::velocity(const VelocityRequest& r) {
       pack_timesteps(layout, timestep_from_sigma(r.sigma_video), timestep_from_sigma(r.sigma_audio));
   if (!plan_ || plan_->layout.positions != layout.positions || plan_->layout.cu_seqlens != layout.cu_seqlens ||
       plan_->layout.text_pos != layout.text_pos || plan_->layout.img_pos != layout.img_pos ||
-      plan_->layout.audio_pos != layout.audio_pos || plan_->layout.update_mask != layout.update_mask)
+      plan_->layout.audio_pos != layout.audio_pos || plan_->layout.update_mask != layout.update_mask) {
     plan_.emplace(m.plan(layout));
+    ++plan_generation_;
+  }
   const H3Tables* tables = nullptr;
   for (const auto& [key, t] : tables_)
     if (key == ts.unique) tables = &t;
@@ -217,11 +219,10 @@ Velocity H3Stepper::velocity(const VelocityRequest& r) {
     unpack_audio_ = ops::index_tensor(ctx, unpack_audio_index(c.audio_latents_dim, Ta));
   }
   const int64_t Vd = c.video_patch_dim(), n_target = T * (H / 2) * (W / 2);
-  Tensor video_rows = ctx.empty({n_target, Vd}, DType::F32);
-  ops::gather_elements(ctx, video, patchify_, video_rows);
+  Tensor cond;
   if (!r.keyframe_frame_indices.empty()) {
     AVDIT_REQUIRE(r.cond_latent.defined(), "H3: keyframe indices given without cond_latent");
-    const Tensor cond = ctx.upload(r.cond_latent);
+    cond = ctx.upload(r.cond_latent);
     AVDIT_REQUIRE(cond.ndim() == 5 && cond.size(0) == 1 && cond.size(1) == C &&
                       cond.size(2) == static_cast<int64_t>(r.keyframe_frame_indices.size()) && cond.size(3) == H &&
                       cond.size(4) == W && cond.dtype() == DType::F32,
@@ -231,20 +232,61 @@ Velocity H3Stepper::velocity(const VelocityRequest& r) {
       cond_shape_ = cond.shape();
       patchify_cond_ = ops::index_tensor(ctx, patchify_video_index(C, cond.size(2), H, W));
     }
-    Tensor cond_rows = ctx.empty({cond.size(2) * (H / 2) * (W / 2), Vd}, DType::F32);
-    ops::gather_elements(ctx, cond, patchify_cond_, cond_rows);
-    video_rows = ops::concat_rows(ctx, {cond_rows, video_rows});
   } else {
     AVDIT_REQUIRE(!r.cond_latent.defined(), "H3: cond_latent given without keyframe_frame_indices");
   }
-  Tensor audio_rows = ctx.empty({kAudioChannels * Ta, c.audio_latents_dim}, DType::F32);
-  ops::gather_elements(ctx, audio, pack_audio_, audio_rows);
-  const H3Outputs o = m.forward(*plan_, *tables, ops::index_tensor(ctx, adaln_rows(layout, ts)),
-                                ops::index_tensor(ctx, ts.inverse), ctx.upload(r.text_refined), video_rows, audio_rows);
-  Velocity v{ctx.empty(video.shape(), DType::F32), ctx.empty(audio.shape(), DType::F32)};
-  ops::gather_elements(ctx, o.video.slice_rows(layout.condition_rows, o.video.size(0)), unpatchify_, v.video);
-  ops::gather_elements(ctx, o.audio, unpack_audio_, v.audio);
-  return v;
+  // The call's inputs into the fixed slots (remade, with a new generation, when a size changes).
+  bool remade = false;
+  auto slot = [&](Tensor& t, const Shape& shape, DType dt) {
+    if (!t.defined() || t.shape() != shape || t.dtype() != dt) {
+      t = ctx.empty(shape, dt);
+      remade = true;
+    }
+    return t;
+  };
+  const Tensor text = ctx.upload(r.text_refined);
+  const int64_t S = layout.seq_len;
+  slot(slots_.video, video.shape(), DType::F32);
+  slot(slots_.audio, audio.shape(), DType::F32);
+  if (cond.defined()) slot(slots_.cond, cond.shape(), DType::F32);
+  slot(slots_.text, text.shape(), m.act());
+  slot(slots_.mod_rows, {S}, DType::I32);
+  slot(slots_.inverse, {S}, DType::I32);
+  slot(slots_.tables, tables->storage.shape(), tables->storage.dtype());
+  slot(slots_.out_video, video.shape(), DType::F32);
+  slot(slots_.out_audio, audio.shape(), DType::F32);
+  if (remade || plan_generation_ != plan_seen_) {
+    ctx.forget_fixed();
+    ++generation_;
+    plan_seen_ = plan_generation_;
+  }
+  ops::copy_(ctx, slots_.video, video);
+  ops::copy_(ctx, slots_.audio, audio);
+  if (cond.defined()) ops::copy_(ctx, slots_.cond, cond);
+  ops::copy_(ctx, slots_.text, text);
+  ops::copy_(ctx, slots_.mod_rows, ops::index_tensor(ctx, adaln_rows(layout, ts)));
+  ops::copy_(ctx, slots_.inverse, ops::index_tensor(ctx, ts.inverse));
+  ops::copy_(ctx, slots_.tables, tables->storage);
+  const H3Tables fixed_tables = tables->over(slots_.tables);
+  const int64_t n_cond = cond.defined() ? cond.size(2) * (H / 2) * (W / 2) : 0;
+  ctx.run_fixed(generation_, [&] {
+    Tensor video_rows = ctx.empty({n_target, Vd}, DType::F32);
+    ops::gather_elements(ctx, slots_.video, patchify_, video_rows);
+    if (n_cond > 0) {
+      Tensor cond_rows = ctx.empty({n_cond, Vd}, DType::F32);
+      ops::gather_elements(ctx, slots_.cond, patchify_cond_, cond_rows);
+      video_rows = ops::concat_rows(ctx, {cond_rows, video_rows});
+    }
+    Tensor audio_rows = ctx.empty({kAudioChannels * Ta, c.audio_latents_dim}, DType::F32);
+    ops::gather_elements(ctx, slots_.audio, pack_audio_, audio_rows);
+    const H3Outputs o =
+        m.forward(*plan_, fixed_tables, slots_.mod_rows, slots_.inverse, slots_.text, video_rows, audio_rows);
+    ops::gather_elements(ctx, o.video.slice_rows(layout.condition_rows, o.video.size(0)), unpatchify_,
+                         slots_.out_video);
+    ops::gather_elements(ctx, o.audio, unpack_audio_, slots_.out_audio);
+  });
+  // Copies: the next call (the CFG pass, the next step) writes the slots again.
+  return {ops::clone(ctx, slots_.out_video), ops::clone(ctx, slots_.out_audio)};
 }
 
 }  // namespace avdit::models::h3

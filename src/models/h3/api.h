@@ -53,7 +53,9 @@ struct Velocity {
 
 // Per-step forwards of one model on unpacked latents: packing and unpacking run on the model's context
 // (element indices built once per shape), and the layout's plan and the timesteps' adaLN tables are
-// kept across steps (two table sets: a CFG step's passes share one).
+// kept across steps (two table sets: a CFG step's passes share one). Each call copies its inputs into
+// fixed slots and runs packing, forward and unpacking as one Context::run_fixed body, so the CUDA
+// context replays the whole call from one CUDA graph.
 //   H3Stepper s(model); Tensor text = model.refine_text(text_embeds);  // once per prompt
 //   per step: Velocity v = s.velocity({x_video, x_audio, sigma_v, sigma_a, text});
 //   x0_video = x_video + sigma_v * v.video (data-ward velocity; per modality, own sigma).
@@ -68,6 +70,11 @@ class H3Stepper {
   std::vector<std::pair<std::vector<float>, H3Tables>> tables_;
   Shape video_shape_, audio_shape_, cond_shape_;
   Tensor patchify_, patchify_cond_, unpatchify_, pack_audio_, unpack_audio_;
+  // The fixed slots of run_fixed; `generation` names them (a new one whenever one is remade).
+  struct Slots {
+    Tensor video, audio, cond, text, mod_rows, inverse, tables, out_video, out_audio;
+  } slots_;
+  uint64_t generation_ = 0, plan_generation_ = 0, plan_seen_ = 0;
 };
 
 // `avdit init --family h3`: writes a random-weight checkpoint (official names, shapes, dtypes,

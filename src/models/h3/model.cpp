@@ -137,8 +137,33 @@ H3Tables H3Model::tables(const std::vector<float>& unique) const {
   }
   // silu(t_emb) is cast to the activation dtype before the adaLN linears.
   const Tensor in = ops::cast(ctx, t.adaln_input, act_);
-  for (const BlockWeights& b : w_.blocks) t.block.push_back(ops::linear(ctx, in, b.adaln_weight, &b.adaln_bias, act_));
-  t.final = ops::linear(ctx, in, w_.final_adaln_weight, &w_.final_adaln_bias, act_);
+  const auto M = static_cast<int64_t>(unique.size()), A = c.adaln_out_features, Af = c.final_adaln_out_features;
+  const auto n = static_cast<int64_t>(w_.blocks.size());
+  t.storage = ctx.empty({n * M * A + M * Af}, act_);
+  for (int64_t i = 0; i < n; ++i) t.block.push_back(t.storage.slice_rows(i * M * A, (i + 1) * M * A).reshape({M, A}));
+  t.final = t.storage.slice_rows(n * M * A, n * M * A + M * Af).reshape({M, Af});
+  for (int64_t i = 0; i < n; ++i) {
+    const BlockWeights& b = w_.blocks[i];
+    ops::linear_into(ctx, in, b.adaln_weight, &b.adaln_bias, t.block[i]);
+  }
+  ops::linear_into(ctx, in, w_.final_adaln_weight, &w_.final_adaln_bias, t.final);
+  return t;
+}
+
+H3Tables H3Tables::over(const Tensor& other) const {
+  AVDIT_CHECK(other.numel() == storage.numel() && other.dtype() == storage.dtype(),
+              "H3 tables: a storage of {} elements for tables of {}", other.numel(), storage.numel());
+  const auto M = static_cast<int64_t>(timesteps.size());
+  const int64_t Af = (storage.numel() - (block.empty() ? 0 : static_cast<int64_t>(block.size()) * block[0].numel())) / M;
+  H3Tables t = *this;
+  t.storage = other;
+  int64_t off = 0;
+  for (Tensor& b : t.block) {
+    const Shape shape = b.shape();
+    b = other.slice_rows(off, off + b.numel()).reshape(shape);
+    off += b.numel();
+  }
+  t.final = other.slice_rows(off, other.numel()).reshape({M, Af});
   return t;
 }
 

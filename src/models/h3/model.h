@@ -35,8 +35,11 @@ struct H3Tables {
   std::vector<float> timesteps;  // the distinct timesteps, ascending
   Tensor t_emb;                  // F32 [M, Dt] (undefined in the curve variant)
   Tensor adaln_input;            // F32 [M, Dt]
+  Tensor storage;                // every table below in one allocation (one copy moves them all)
   std::vector<Tensor> block;     // per block [M, 18 H], activation dtype ([3M, 6H]: row m*3 + modality)
   Tensor final;                  // [M, 2 H]: shift | scale
+  // The same tables as views of another storage of this size (a graph's fixed copy).
+  H3Tables over(const Tensor& other_storage) const;
 };
 
 struct H3Outputs {
