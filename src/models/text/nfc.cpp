@@ -50,8 +50,9 @@ void decompose(char32_t c, std::u32string& out) {
   }
   utf8proc_int32_t buf[16];
   int boundclass = 0;
-  const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), buf, 16,
-                                                     UTF8PROC_DECOMPOSE, &boundclass);
+  const utf8proc_ssize_t n = utf8proc_decompose_char(
+      static_cast<utf8proc_int32_t>(c), buf, 16,
+      static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_STABLE), &boundclass);
   if (n <= 0 || n > 16) {
     out.push_back(c);
     return;
@@ -72,9 +73,12 @@ std::optional<char32_t> compose(char32_t a, char32_t b) {
   }
   if (b < 0x300 || plain_starter(a) || plain_starter(b)) return std::nullopt;
   // utf8proc composes a buffer in place; with a starter first, two code points become one exactly
-  // when they form a primary composite.
+  // when they form a primary composite. Its table also holds the composition exclusions (U+0958,
+  // U+2ADC, U+1D1BB...): UTF8PROC_STABLE is what leaves those decomposed.
   utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
-  if (utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE) != 1) return std::nullopt;
+  if (utf8proc_normalize_utf32(
+          buf, 2, static_cast<utf8proc_option_t>(UTF8PROC_COMPOSE | UTF8PROC_STABLE)) != 1)
+    return std::nullopt;
   const char32_t r = static_cast<char32_t>(buf[0]);
   if (plain_starter(r)) return std::nullopt;
   return r;
