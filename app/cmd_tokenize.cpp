@@ -142,8 +142,6 @@ Run add_tokenize(CLI::App& app) {
                       "Read the prompt from a UTF-8 file (stripped, as the references do)");
   auto* strings_opt =
       cmd->add_option("--strings", o->strings, "A strings file (JSON, the golden's format)");
-  text_opt->excludes(file_opt)->excludes(strings_opt);
-  file_opt->excludes(strings_opt);
   cmd->add_flag("--json", o->json, "Print a JSON object (ids, tokens, offsets, decoded)");
   cmd->add_option("--pipeline", o->pipeline, "h3 or magi2 (default h3)")
       ->check(CLI::IsMember({"h3", "magi2"}));
