@@ -92,6 +92,11 @@ std::string tokenize_prompt(const text::Tokenizer& tok, const Opts& o) {
     if (o.figure) prompt = text::magi2::ensure_figure_tokens(prompt);
     const auto p = text::magi2::encode_prompt(tok, prompt);
     warn_truncated(p, what);
+    if (p.normalized.empty())
+      log::warn(
+          "{} normalises to an empty prompt (MAGI-2's json_to_compact_markdown keeps none of "
+          "its fields): the text encoder would get no tokens",
+          what);
     enc = p.encoding;
     j["normalized"] = text::u32_to_utf8(p.normalized);
     j["untruncated_tokens"] = p.untruncated_tokens;
@@ -137,9 +142,9 @@ Run add_tokenize(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--tokenizer", o->tokenizer, "Folder with the tokenizer files")->required();
   auto* text_opt = cmd->add_option("--text", o->text, "The prompt");
-  auto* file_opt =
-      cmd->add_option("--prompt-file", o->prompt_file,
-                      "Read the prompt from a UTF-8 file (stripped, as the references do)");
+  auto* file_opt = cmd->add_option(
+      "--prompt-file", o->prompt_file,
+      "Read the prompt from a UTF-8 file, stripped as MAGI-2's entry.py reads prompt files");
   auto* strings_opt =
       cmd->add_option("--strings", o->strings, "A strings file (JSON, the golden's format)");
   cmd->add_flag("--json", o->json, "Print a JSON object (ids, tokens, offsets, decoded)");

@@ -20,15 +20,16 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir, Pipeline pipeline) {
   auto bpe = std::make_unique<Bpe>(std::move(files.vocab), files.merges, files.source);
   std::vector<AddedToken> added = std::move(files.added);
   if (pipeline == Pipeline::kH3) {
-    // transformers gives special tokens that are neither in the vocabulary nor added yet the next
-    // free ids, in the order of additional_special_tokens.
+    // transformers adds every additional special token that is not an added token yet: with its
+    // vocabulary id when it has one, else with the next free id, in the config's order.
     int32_t next = bpe->id_end();
     for (const AddedToken& t : added) next = std::max(next, t.id + 1);
     for (const std::string& s : files.additional_special) {
-      const bool known =
-          bpe->token_to_id(s) || std::any_of(added.begin(), added.end(),
-                                             [&](const AddedToken& t) { return t.content == s; });
-      if (!known) added.push_back({s, next++, true});
+      if (std::any_of(added.begin(), added.end(),
+                      [&](const AddedToken& t) { return t.content == s; }))
+        continue;
+      const std::optional<int32_t> in_vocab = bpe->token_to_id(s);
+      added.push_back({s, in_vocab ? *in_vocab : next++, true});
     }
   }
   for (const AddedToken& t : added) {
