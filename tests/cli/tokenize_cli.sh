@@ -7,14 +7,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
 G=$shared/golden/tokenizer-qwen
 
 # Ids (values from the goldens: h3 prompt_formats.t2va, ascii/1 of both pipelines).
-[ "$("$avdit" tokenize --tokenizer "$G" --text "a lovely cat")" = "64 16690 8251" ] || fail "a lovely cat"
-[ "$("$avdit" tokenize --tokenizer "$G" --text "Hello world")" = "9707 1879" ] || fail "h3 Hello world"
-[ "$("$avdit" tokenize --tokenizer "$G" --text "Hello world" --pipeline magi2)" = "39 4791 1879" ] ||
+tok() { "$avdit" tokenize --tokenizer "$G" "$@"; }
+[ "$(tok --text "a lovely cat")" = "64 16690 8251" ] || fail "a lovely cat"
+[ "$(tok --text "Hello world")" = "9707 1879" ] || fail "h3 Hello world"
+[ "$(tok --text "Hello world" --pipeline magi2)" = "39 4791 1879" ] ||
   fail "magi2 Hello world (CJK-split quirk)"
-[ "$("$avdit" tokenize --tokenizer "$G" --text "<d>hi</d>")" = "151669 6023 151670" ] || fail "h3 <d>"
+[ "$(tok --text "<d>hi</d>")" = "151669 6023 151670" ] || fail "h3 <d>"
 
 # --json: ids, tokens, offsets and decode agree with each other and the text.
-out=$("$avdit" tokenize --tokenizer "$G" --text "Crème brûlée 🐱 <|im_start|>" --json)
+out=$(tok --text "Crème brûlée 🐱 <|im_start|>" --json)
 python3 - "$out" <<'PY' || fail "--json shape: $out"
 import json, sys
 j = json.loads(sys.argv[1])
@@ -23,7 +24,7 @@ assert len(j["ids"]) == len(j["tokens"]) == len(j["offsets"])
 assert j["decoded"] == "Crème brûlée 🐱 <|im_start|>"
 assert j["ids"][-1] == 151644 and j["offsets"][-1] == [15, 27], j
 PY
-out=$("$avdit" tokenize --tokenizer "$G" --text "A cat" --json --pipeline magi2 --figure)
+out=$(tok --text "A cat" --json --pipeline magi2 --figure)
 python3 - "$out" <<'PY' || fail "magi2 --figure: $out"
 import json, sys
 j = json.loads(sys.argv[1])
@@ -35,7 +36,7 @@ PY
 for pipeline in h3 magi2; do
   golden=h3_qwen3vl_tokens.json
   [ $pipeline = magi2 ] && golden=magi2_qwen35_standin_tokens.json
-  "$avdit" tokenize --tokenizer "$G" --strings "$G/strings.json" --pipeline $pipeline >"$tmp/ids.json"
+  tok --strings "$G/strings.json" --pipeline $pipeline >"$tmp/ids.json"
   python3 - "$tmp/ids.json" "$G/$golden" <<'PY' || fail "--strings $pipeline differs from $golden"
 import json, sys
 got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["strings"]
@@ -47,15 +48,15 @@ done
 
 # A prompt file is stripped, as the references read it.
 printf '  a lovely cat \n\n' >"$tmp/prompt.txt"
-[ "$("$avdit" tokenize --tokenizer "$G" --prompt-file "$tmp/prompt.txt")" = "64 16690 8251" ] ||
-  fail "prompt file not stripped"
+[ "$(tok --prompt-file "$tmp/prompt.txt")" = "64 16690 8251" ] || fail "prompt file not stripped"
 
 # Beyond 7000 tokens MAGI-2 truncates: a warning, exit 0, 7000 ids.
 python3 -c "import sys; sys.stdout.write('word ' * 8000)" >"$tmp/long.txt"
-"$avdit" tokenize --tokenizer "$G" --prompt-file "$tmp/long.txt" --pipeline magi2 >"$tmp/out" 2>"$tmp/err" ||
+tok --prompt-file "$tmp/long.txt" --pipeline magi2 >"$tmp/out" 2>"$tmp/err" ||
   fail "long prompt gave exit $?"
 [ "$(wc -w <"$tmp/out")" -eq 7000 ] || fail "long prompt: $(wc -w <"$tmp/out") ids, not 7000"
-grep -q "8000 tokens: truncated to the first 7000" "$tmp/err" || fail "no truncation warning: $(cat "$tmp/err")"
+grep -q "8000 tokens: truncated to the first 7000" "$tmp/err" ||
+  fail "no truncation warning: $(cat "$tmp/err")"
 
 # Bad input: exit 2, one line naming the file / option / limit, nothing on stdout.
 bad() {  # bad EXPECTED_TEXT ARGS...
@@ -81,5 +82,6 @@ printf '{"strings": [' >"$tmp/broken.json"
 bad "broken.json is not valid JSON" --tokenizer "$G" --strings "$tmp/broken.json"
 bad "give one of --text, --prompt-file or --strings" --tokenizer "$G"
 bad "--figure" --tokenizer "$G" --text "x" --figure
-bad "give one of --text, --prompt-file or --strings" --tokenizer "$G" --text "x" --strings "$G/strings.json"
+bad "give one of --text, --prompt-file or --strings" --tokenizer "$G" --text "x" \
+  --strings "$G/strings.json"
 echo "1 passed, 0 failed"

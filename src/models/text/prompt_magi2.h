@@ -26,12 +26,11 @@ std::u32string strip(std::u32string_view s);
 // UTF-8.
 std::u32string read_prompt_file(const std::filesystem::path& path);
 
-// json_to_compact_markdown(raw_json) on a parsed dict that has "global_layer" (after dropping None,
-// [] and {} values): one line per filled field. Throws TypeError (below) where the reference
-// raises one (iterating a number).
 // Qwen35TextEncoder._normalize_prompt: a prompt whose json.loads is a dict or a list goes through
-// json_to_compact_markdown (which returns other dicts and lists, and any prompt that raises a
-// TypeError there, unchanged); every other prompt is returned as it is.
+// json_to_compact_markdown, which turns a dict holding "global_layer" (once None, [] and {} values
+// are dropped) into one line per filled field; other dicts and lists, and prompts on which it
+// raises TypeError (a number where it iterates), come back unchanged, as does every other prompt.
+// BadInput where the reference fails instead (JSON nested too deep, an int over 4300 digits).
 std::u32string normalize_prompt(std::u32string_view prompt);
 
 // Magi2InferenceEngine._ensure_figure_tokens (an image conditions the generation): a JSON object

@@ -17,10 +17,13 @@ using nlohmann::json;
 
 namespace {
 
+// The Split regexes of the Qwen2 and Qwen3.5 tokenizer.json files, verbatim (pre_tokenizer.h).
 constexpr std::string_view kQwen2Regex =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|)re"
+    R"re(\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr std::string_view kQwen35Regex =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|)re"
+    R"re( ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 std::string read_file(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
