@@ -332,6 +332,47 @@ TEST(TokenizerErrors, BadInputNamesTheProblem) {
   EXPECT_THROW(magi2::encode_prompt(magi2(), lone), BadInput);
 }
 
+// vocab.json is read by a direct scan (with nlohmann as the fallback for anything else): escapes,
+// surrogate pairs and spacing must come out as JSON defines them, and bad files fail on the file.
+TEST(TokenizerFiles, SmallFolderWithEscapes) {
+  const fs::path dir = fs::temp_directory_path() / "avdit_tokenizer_test_small";
+  fs::create_directories(dir);
+  std::ofstream(dir / "vocab.json")
+      << "{ \"a\": 0,\"b\" :1 , \"ab\":2, \"\\u0120\": 3, \"\\\"q\\\"\": 4,\n"
+         " \"\\ud83d\\ude00\": 5, \"x\\\\y\\/\": 6, \"\\u00e9\\t\": 7}\n";
+  std::ofstream(dir / "merges.txt") << "#version: 0.2\na b\n";
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"added_tokens_decoder": {"8": {"content": "<s>", "special": true}}})";
+  {
+    const Tokenizer tok = Tokenizer::load(dir, Pipeline::kH3);
+    EXPECT_EQ(tok.token_to_id("\xC4\xA0"), 3);  // U+0120
+    EXPECT_EQ(tok.token_to_id("\"q\""), 4);
+    EXPECT_EQ(tok.token_to_id("\xF0\x9F\x98\x80"), 5);
+    EXPECT_EQ(tok.token_to_id("x\\y/"), 6);
+    EXPECT_EQ(tok.token_to_id("\xC3\xA9\t"), 7);
+    EXPECT_EQ(tok.encode_ids("ab<s>b"), (std::vector<int32_t>{2, 8, 1}));
+    EXPECT_EQ(tok.size(), 9u);
+  }
+  std::ofstream(dir / "vocab.json") << R"({"a": 0, "b": 1.5})";
+  try {
+    Tokenizer::load(dir, Pipeline::kH3);
+    FAIL() << "a fractional id accepted";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab.json: the id of token 'b' is not an integer"),
+              std::string::npos)
+        << e.what();
+  }
+  std::ofstream(dir / "vocab.json") << R"({"a": 0, "b": )";
+  try {
+    Tokenizer::load(dir, Pipeline::kH3);
+    FAIL() << "a truncated vocab.json accepted";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab.json is not valid JSON"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 // Speed on this machine: loading the folder and encoding a 7000-token prompt. Loose bounds (the
 // test machine is shared); the measured figures are printed.
 TEST(TokenizerSpeed, LoadAndEncode) {

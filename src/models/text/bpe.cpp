@@ -32,16 +32,18 @@ Bpe::Bpe(std::unordered_map<std::string, int32_t> vocab,
     byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
   }
   merges_.reserve(merges.size());
+  std::string ab;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
-    const auto ia = vocab_.find(a), ib = vocab_.find(b), iab = vocab_.find(a + b);
+    ab.assign(a).append(b);
+    const auto ia = vocab_.find(a), ib = vocab_.find(b), iab = vocab_.find(ab);
     AVDIT_REQUIRE(ia != vocab_.end() && ib != vocab_.end() && iab != vocab_.end(),
                   "{}: merge {} ('{} {}') involves '{}', which is not in the vocabulary; the "
                   "vocabulary and the merges do not belong together",
                   source, rank + 1, a, b,
                   ia == vocab_.end()   ? a
                   : ib == vocab_.end() ? b
-                                       : a + b);
+                                       : ab);
     // A repeated pair takes its last rank, as the reference's hash map does.
     merges_.insert_or_assign(pair_key(ia->second, ib->second),
                              Merge{static_cast<int32_t>(rank), iab->second});
