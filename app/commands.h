@@ -17,5 +17,6 @@ Run add_init(CLI::App& app);
 Run add_generate(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_quantize(CLI::App& app);
+Run add_tokenize(CLI::App& app);
 
 }  // namespace avdit::app

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_generate);
   add(avdit::app::add_bench);
   add(avdit::app::add_quantize);
+  add(avdit::app::add_tokenize);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

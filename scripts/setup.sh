@@ -38,7 +38,7 @@ APT_PACKAGES=(
   libopenblas-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libpng-dev libsndfile1-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
   libswresample-dev libcurl4-openssl-dev libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libutf8proc-dev
 )
 PY_PACKAGES=(safetensors==0.8.0 numpy==2.4.6 ml_dtypes==0.6.0 matplotlib==3.11.2)
 CUDNN_FRONTEND=nvidia-cudnn-frontend==1.32.0
