@@ -92,6 +92,9 @@ expect 2 "preset 'quick' is not an x264 preset" mp4 "$B/x.mp4" --preset quick
 expect 2 "tensor 'audio' \[2, 44100\] holds a non-finite value" wav "$B/x.wav" --nan audio
 expect 2 "tensor 'frame' \[3, 48, 64\] holds a non-finite value" png "$B/x.png" --nan frames
 expect 2 "tensor 'frames' is \[72, 48, 64\]" frames "$B/frames" --rank3
+# NaN in frame 12: twelve frames are already written into the temporary folder by then.
+expect 2 "tensor 'frames' \[24, 3, 48, 64\] holds a non-finite value (nan) at frame 12" \
+  frames "$B/frames" --nan frames
 expect 2 "$tmp/empty: the folder exists and is not empty" frames "$tmp/empty"
 expect 2 "2 labels for 3 runs" sheet "$B/x.png" --labels a,b
 expect 2 "tensor 'runs\[0\]' .* holds a non-finite value" sheet "$B/x.png" --nan frames

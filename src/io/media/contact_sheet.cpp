@@ -42,6 +42,7 @@ void write_contact_sheet(const std::filesystem::path& path, const std::vector<Te
     std::string indices;
     for (int64_t c = 0; c < kColumns; ++c) {
       const int64_t t = frame_at_percent(count, kSheetPercents[c]);
+      check_frame_values(run, t, fmt::format("runs[{}]", r));
       indices += fmt::format("{}{}", c ? ", " : "", t);
       uint8_t* cell =
           sheet.data() + r * (cell_h + kSheetGap) * stride + c * (cell_w + kSheetGap) * 3;

@@ -18,7 +18,8 @@ inline constexpr int kSheetPercents[3] = {10, 50, 90};
 
 // runs: each [T, 3, H, W] float32 in [-1, 1] (sizes and lengths may differ). labels: empty or
 // one per run; the image carries no text (no font dependency), the labels and the frame indices
-// of each row go into the PNG's text chunks ("Row 1", "Row 2", ..., "Columns").
+// of each row go into the PNG's text chunks ("Row 1", "Row 2", ..., "Columns"). Only the frames
+// shown are read, so only they must be finite.
 void write_contact_sheet(const std::filesystem::path& path, const std::vector<Tensor>& runs,
                          const std::vector<std::string>& labels = {});
 

@@ -268,6 +268,7 @@ void write_mp4(const std::filesystem::path& path, const Tensor& frames, FrameRat
       AVFrame* f = video.frame.get();
       int r = av_frame_make_writable(f);
       if (r < 0) mux.failed("allocating a frame", r);
+      check_frame_values(frames, next_frame, "frames");
       frame_to_rgb8(frames.f32() + next_frame * 3 * h * w, h, w, height, width, rgb.data(),
                     width * 3);
       const uint8_t* src[1] = {rgb.data()};

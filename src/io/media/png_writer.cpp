@@ -112,6 +112,7 @@ void write_png_frames(const std::filesystem::path& dir, const Tensor& frames) {
   const int64_t t_count = frames.size(0), h = frames.size(2), w = frames.size(3);
   OutputDir out(dir);
   for (int64_t t = 0; t < t_count; ++t) {
+    check_frame_values(frames, t, "frames");
     const auto rgb = frame_to_rgb8(frames.f32() + t * 3 * h * w, h, w);
     const auto file = out.open(fmt::format("frame_{:05d}.png", t));
     write_bytes(*file, encode_png(rgb.data(), w, h));

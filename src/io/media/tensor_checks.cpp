@@ -18,11 +18,9 @@ void check_float_cpu(const Tensor& t, std::string_view name, std::string_view la
                 dtype_name(t.dtype()), layout);
 }
 
-// The flat index of the first non-finite value, or -1.
-int64_t first_non_finite(const Tensor& t) {
-  const float* p = t.f32();
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i)
+// The index of the first non-finite value among p[begin, end), or -1.
+int64_t first_non_finite(const float* p, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
     if (!std::isfinite(p[i])) return i;
   return -1;
 }
@@ -43,9 +41,9 @@ std::string position(const Shape& shape, int64_t flat, std::initializer_list<con
   return s;
 }
 
-void require_finite(const Tensor& t, std::string_view name,
-                    std::initializer_list<const char*> axes) {
-  const int64_t bad = first_non_finite(t);
+void require_finite(const Tensor& t, std::string_view name, std::initializer_list<const char*> axes,
+                    int64_t begin = 0, int64_t end = -1) {
+  const int64_t bad = first_non_finite(t.f32(), begin, end < 0 ? t.numel() : end);
   AVDIT_REQUIRE(bad < 0,
                 "tensor '{}' {} holds a non-finite value ({}) at {}; check the decoder's output "
                 "(nothing was written)",
@@ -61,7 +59,11 @@ void check_frames(const Tensor& frames, std::string_view name) {
                 frames.shape_str());
   AVDIT_REQUIRE(frames.numel() > 0, "tensor '{}' is {}: no frames to write", name,
                 frames.shape_str());
-  require_finite(frames, name, {"frame", "channel", "y", "x"});
+}
+
+void check_frame_values(const Tensor& frames, int64_t t, std::string_view name) {
+  const int64_t per_frame = frames.numel() / frames.size(0);
+  require_finite(frames, name, {"frame", "channel", "y", "x"}, t * per_frame, (t + 1) * per_frame);
 }
 
 void check_frame(const Tensor& frame, std::string_view name) {
