@@ -10,11 +10,13 @@ extern "C" {
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/media/ffmpeg_util.h"
 #include "io/media/output_file.h"
 #include "io/media/rgb8.h"
@@ -254,6 +256,11 @@ void write_mp4(const std::filesystem::path& path, const Tensor& frames, FrameRat
   const int64_t audio_samples = has_audio ? samples_for_frames(t_count, fps, sample_rate) : 0;
   const int64_t in_samples = has_audio ? audio.size(1) : 0;
   const int64_t in_channels = has_audio ? audio.size(0) : 0;
+  if (has_audio && std::abs(in_samples - audio_samples) > samples_for_frames(1, fps, sample_rate))
+    log::warn("{}: the audio lasts {:.3f} s, the video {:.3f} s: the audio is {}", path.string(),
+              static_cast<double>(in_samples) / sample_rate,
+              static_cast<double>(audio_samples) / sample_rate,
+              in_samples > audio_samples ? "cut" : "padded with silence");
   const bool small_last =
       has_audio && (sound.ctx->codec->capabilities &
                     (AV_CODEC_CAP_SMALL_LAST_FRAME | AV_CODEC_CAP_VARIABLE_FRAME_SIZE));
