@@ -37,7 +37,7 @@ APT_PACKAGES=(
   g++ cmake ninja-build pkg-config python3-venv
   libopenblas-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libpng-dev libsndfile1-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
-  libswresample-dev libcurl4-openssl-dev libopenmpi-dev openmpi-bin
+  libswresample-dev ffmpeg libcurl4-openssl-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libutf8proc-dev
 )
 PY_PACKAGES=(safetensors==0.8.0 numpy==2.4.6 ml_dtypes==0.6.0 matplotlib==3.11.2)
