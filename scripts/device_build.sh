@@ -3,7 +3,8 @@
 # configures and builds avdit against the carried .devdeps/ (see scripts/device_deps.sh), then
 # runs the `gpu` tests. Usage, from the repo root there:
 #   scripts/device_build.sh [BUILD_DIR] [ctest args...]     (default build-device, -L gpu)
-# With BUILD_TARGETS set (space-separated), only those targets are built.
+# With BUILD_TARGETS set (space-separated), only those targets are built; CMAKE_ARGS adds configure
+# arguments (e.g. -DAVDIT_OBSERVER=OFF).
 # Logs go to $OUT when it is set (the device tool's output folder).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,7 +27,8 @@ log=${OUT:-/tmp}
 cmake -S . -B "$build" -G "$gen" -DAVDIT_CUDA=ON -DCMAKE_PREFIX_PATH="$P" \
   -DBLAS_LIBRARIES="$L/openblas-pthread/libopenblas.so" \
   -DCBLAS_INCLUDE_DIR="$P/include/x86_64-linux-gnu/openblas-pthread" \
-  -DAVDIT_SHARED_DIR="${AVDIT_SHARED_DIR:-$PWD/../shared}" >"$log/configure.log" 2>&1 ||
+  -DAVDIT_CUDA_PORTABLE_ARCHS=90a -DAVDIT_SHARED_DIR="${AVDIT_SHARED_DIR:-$PWD/../shared}" ${CMAKE_ARGS:-} \
+  >"$log/configure.log" 2>&1 ||
   { tail -30 "$log/configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$log/build.log" 2>&1 || { grep -E "error|Error" -A3 "$log/build.log" | head -40; exit 1; }
 [ $# -gt 0 ] || set -- -L gpu
