@@ -18,12 +18,15 @@
 namespace avdit::app {
 
 DType activation_dtype(const std::string& precision) {
-  AVDIT_REQUIRE(precision == "fp32" || precision == "bf16", "--precision {}: expected fp32 or bf16", precision);
+  AVDIT_REQUIRE(precision == "fp32" || precision == "bf16", "--precision {}: expected fp32 or bf16",
+                precision);
   return precision == "bf16" ? DType::BF16 : DType::F32;
 }
 
 namespace {
-std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30)); }
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30));
+}
 
 class NoActivity final : public StepActivity {
  public:
@@ -50,9 +53,10 @@ std::string memory_summary(ops::Context& ctx, int64_t weight_bytes) {
 
 namespace {
 
-// The launch-overhead figures of steps 2..N (the first step carries one-off work: kernel loading, cuDNN
-// graph builds): what the GPU executed (CUPTI) and how much of the wall time it was busy. Installed
-// as a wrapper of the pipeline's progress callback; synchronises the device after steps 1 and N.
+// The launch-overhead figures of steps 2..N (the first step carries one-off work: kernel loading,
+// cuDNN graph builds): what the GPU executed (CUPTI) and how much of the wall time it was busy.
+// Installed as a wrapper of the pipeline's progress callback; synchronises the device after steps 1
+// and N.
 class CuptiActivity final : public StepActivity {
  public:
   explicit CuptiActivity(cuda::Device& dev) : dev_(dev) {}
@@ -64,20 +68,22 @@ class CuptiActivity final : public StepActivity {
   }
   std::string line() const override {
     if (!cuda::GpuActivityProbe::available()) return "; no GPU launch counts (built without CUPTI)";
-    if (off()) return "; no GPU launch counts (AVDIT_LAUNCH_COUNTS=0: step times without CUPTI's host cost)";
+    if (off())
+      return "; no GPU launch counts (AVDIT_LAUNCH_COUNTS=0: step times without CUPTI's host cost)";
     if (!error_.empty()) return "; no GPU launch counts: " + error_;
     if (steps_ == 0) return "";
     const double n = steps_;
     return fmt::format(
-        "; steps 2-{}: {:.0f} launches per step ({:.0f} kernels, {:.0f} memsets, {:.0f} copies), GPU busy "
+        "; steps 2-{}: {:.0f} launches per step ({:.0f} kernels, {:.0f} memsets, {:.0f} copies), "
+        "GPU busy "
         "{:.2f} of {:.2f} ms per step ({:.0f}%)",
-        steps_ + 1, got_.launches() / n, got_.kernels / n, got_.memsets / n, got_.memcpys / n, got_.busy_ms() / n,
-        wall_ms_ / n, wall_ms_ > 0 ? 100.0 * got_.busy_ms() / wall_ms_ : 0.0);
+        steps_ + 1, got_.launches() / n, got_.kernels / n, got_.memsets / n, got_.memcpys / n,
+        got_.busy_ms() / n, wall_ms_ / n, wall_ms_ > 0 ? 100.0 * got_.busy_ms() / wall_ms_ : 0.0);
   }
 
  private:
-  // AVDIT_LAUNCH_COUNTS=0 leaves CUPTI out, so that the step-time line measures the steps as they run
-  // without it (the probe adds host time to every launch it records).
+  // AVDIT_LAUNCH_COUNTS=0 leaves CUPTI out, so that the step-time line measures the steps as they
+  // run without it (the probe adds host time to every launch it records).
   static bool off() {
     const char* v = std::getenv("AVDIT_LAUNCH_COUNTS");
     return v != nullptr && std::string(v) == "0";
@@ -88,14 +94,16 @@ class CuptiActivity final : public StepActivity {
       dev_.synchronize();
       try {
         probe_ = std::make_unique<cuda::GpuActivityProbe>();
-      } catch (const std::exception& e) {  // the figures are optional: say why they are missing, go on
+      } catch (
+          const std::exception& e) {  // the figures are optional: say why they are missing, go on
         error_ = e.what();
         return;
       }
       t0_ = std::chrono::steady_clock::now();
     } else if (done == total && probe_) {
       dev_.synchronize();
-      wall_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+      wall_ms_ =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
       got_ = probe_->take();
       probe_.reset();
       steps_ = total - 1;
@@ -122,11 +130,14 @@ std::unique_ptr<StepActivity> step_activity(ops::Context& ctx) {
 std::unique_ptr<ops::Context> make_context(const std::string& device) {
   AVDIT_REQUIRE(device == "cpu" || device == "cuda", "--device {}: expected cpu or cuda", device);
   AVDIT_REQUIRE(device == "cpu",
-                "--device cuda: this avdit was built without the CUDA backend (configure with -DAVDIT_CUDA=ON on a "
+                "--device cuda: this avdit was built without the CUDA backend (configure with "
+                "-DAVDIT_CUDA=ON on a "
                 "machine with the CUDA toolkit), or use --device cpu");
   return std::make_unique<ops::CpuContext>();
 }
-std::unique_ptr<StepActivity> step_activity(ops::Context&) { return std::make_unique<NoActivity>(); }
+std::unique_ptr<StepActivity> step_activity(ops::Context&) {
+  return std::make_unique<NoActivity>();
+}
 std::string memory_summary(ops::Context&, int64_t) { return ""; }
 
 #endif

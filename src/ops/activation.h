@@ -13,7 +13,7 @@ enum class Binary { Add, Mul };
 enum class Gated {
   Swiglu,              // [g | u] halves (gate first): y = round(round(silu(g)) * u)   (H3)
   Swiglu7Interleaved,  // even columns gate, odd linear: y = round(swiglu7(g, l))      (MAGI-2)
-  Swiglu7Split,        // separate g and l tensors:       y = round(swiglu7(g, l))      (MAGI-2 experts)
+  Swiglu7Split,  // separate g and l tensors:       y = round(swiglu7(g, l))      (MAGI-2 experts)
 };
 // swiglu7(g, l) = g' sigmoid(1.702 g') (l' + 1) with g' = min(g, 7), l' = clamp(l, -7, 7).
 inline constexpr float kSwiglu7Alpha = 1.702f;
@@ -54,12 +54,15 @@ inline Tensor mul(Context& ctx, const Tensor& a, const Tensor& b, std::optional<
   binary_into(ctx, Binary::Mul, a, b, y);
   return y;
 }
-inline void add_(Context& ctx, Tensor& a, const Tensor& b) { binary_into(ctx, Binary::Add, a, b, a); }
+inline void add_(Context& ctx, Tensor& a, const Tensor& b) {
+  binary_into(ctx, Binary::Add, a, b, a);
+}
 
 // The gated activations: u [..., 2F] (Swiglu, Swiglu7Interleaved) or u = g, l [..., F]
-// (Swiglu7Split) -> [..., F]. gated_into writes columns [col, col + F) of a 2-D y [rows, >= col + F]
-// (MAGI-2 puts the shared expert's h beside the routed experts' output for one merge GEMM).
-inline void gated_into(Context& ctx, Gated kind, const Tensor& u, const Tensor* l, Tensor& y, int64_t col = 0) {
+// (Swiglu7Split) -> [..., F]. gated_into writes columns [col, col + F) of a 2-D y [rows, >= col +
+// F] (MAGI-2 puts the shared expert's h beside the routed experts' output for one merge GEMM).
+inline void gated_into(Context& ctx, Gated kind, const Tensor& u, const Tensor* l, Tensor& y,
+                       int64_t col = 0) {
   AVDIT_OP(ctx, gated, kind, u, l, y, col);
 }
 inline Tensor gated(Context& ctx, Gated kind, const Tensor& u, const Tensor* l = nullptr,

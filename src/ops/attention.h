@@ -38,27 +38,29 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, c
                const Tensor* sinks, const Tensor* gate, Tensor& out);
 }
 namespace cuda {
-Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim, DType dtype);
-void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
-               const Tensor* sinks, const Tensor* gate, Tensor& out);
+Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim,
+                       DType dtype);
+void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+               const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out);
 }  // namespace cuda
 
 // cu: document boundaries (BadInput unless 0 first, non-decreasing). heads / head_dim / dtype: the
 // attention this plan will serve (a timed choice is made for that shape).
-Segments plan_segments(Context& ctx, std::vector<int64_t> cu, int64_t heads = 0, int64_t head_dim = 0,
-                       DType dtype = DType::BF16);
+Segments plan_segments(Context& ctx, std::vector<int64_t> cu, int64_t heads = 0,
+                       int64_t head_dim = 0, DType dtype = DType::BF16);
 
-// out[s, h] = sum_j p_j v[j, h / (Hq / Hkv)] over the keys j of s's document, p = softmax(scale q.k)
-// with exp(sinks[h]) added to the denominator only (sinks F32 [Hq]: one logit per head), times
+// out[s, h] = sum_j p_j v[j, h / (Hq / Hkv)] over the keys j of s's document, p = softmax(scale
+// q.k) with exp(sinks[h]) added to the denominator only (sinks F32 [Hq]: one logit per head), times
 // sigmoid(gate[s, h]) (gate [S, Hq], rounded to out's dtype before the product where out is not
 // F32, as torch's bf16 sigmoid). q [S, Hq, D], k, v [S, Hkv, D]; out [S, Hq, D] preallocated.
-inline void attention_into(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                           const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out) {
+inline void attention_into(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                           float scale, const Segments& seg, const Tensor* sinks,
+                           const Tensor* gate, Tensor& out) {
   AVDIT_OP(ctx, attention, q, k, v, scale, seg, sinks, gate, out);
 }
-inline Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                        const Segments& seg, const Tensor* sinks = nullptr, const Tensor* gate = nullptr,
-                        std::optional<DType> out = {}) {
+inline Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                        float scale, const Segments& seg, const Tensor* sinks = nullptr,
+                        const Tensor* gate = nullptr, std::optional<DType> out = {}) {
   Tensor o = ctx.empty(q.shape(), out.value_or(q.dtype()));
   attention_into(ctx, q, k, v, scale, seg, sinks, gate, o);
   return o;

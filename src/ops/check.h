@@ -21,6 +21,8 @@ NonFinite count_nonfinite(CudaContext& c, const Tensor& t);
 }
 
 // F32, BF16 or F16 on any context; waits for the context.
-inline NonFinite count_nonfinite(Context& ctx, const Tensor& t) { return AVDIT_OP(ctx, count_nonfinite, t); }
+inline NonFinite count_nonfinite(Context& ctx, const Tensor& t) {
+  return AVDIT_OP(ctx, count_nonfinite, t);
+}
 
 }  // namespace avdit::ops

@@ -10,7 +10,8 @@ namespace avdit::ops {
 
 #if !AVDIT_HAVE_CUDA
 CudaContext& Context::cuda() {
-  throw RuntimeFailure(fmt::format("a CUDA op was asked of the {} context in a build without CUDA", name()));
+  throw RuntimeFailure(
+      fmt::format("a CUDA op was asked of the {} context in a build without CUDA", name()));
 }
 #endif
 
@@ -25,16 +26,22 @@ void require_cpu_build(const Context& ctx, const char* op) {
     throw RuntimeFailure(fmt::format("{}: this avdit was built without the CUDA backend", op));
 }
 
-Tensor CpuContext::empty(Shape shape, DType dtype) { return Tensor::empty(std::move(shape), dtype); }
-Tensor CpuContext::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
+Tensor CpuContext::empty(Shape shape, DType dtype) {
+  return Tensor::empty(std::move(shape), dtype);
+}
+Tensor CpuContext::zeros(Shape shape, DType dtype) {
+  return Tensor::zeros(std::move(shape), dtype);
+}
 
 Tensor CpuContext::upload(const Tensor& host) {
-  AVDIT_CHECK(!host.defined() || host.device() == Device::CPU, "upload to the CPU of a cuda tensor");
+  AVDIT_CHECK(!host.defined() || host.device() == Device::CPU,
+              "upload to the CPU of a cuda tensor");
   return host;
 }
 
 Tensor CpuContext::download(const Tensor& t) {
-  AVDIT_CHECK(!t.defined() || t.device() == Device::CPU, "download on the CPU context of a cuda tensor");
+  AVDIT_CHECK(!t.defined() || t.device() == Device::CPU,
+              "download on the CPU context of a cuda tensor");
   return t;
 }
 

@@ -1,5 +1,5 @@
-// The execution context every op takes: where its tensors live and where it runs. The CPU context is
-// the float32 oracle (bf16/f16 tensors are widened on the fly and results rounded to the output
+// The execution context every op takes: where its tensors live and where it runs. The CPU context
+// is the float32 oracle (bf16/f16 tensors are widened on the fly and results rounded to the output
 // dtype); the CUDA context (backend/cuda/context.h) owns the device, its stream, GEMM plans and
 // graph capture. Both carry the observer the model's named points report to.
 #pragma once
@@ -36,9 +36,9 @@ class Context {
   virtual void synchronize() {}
 
   // Runs `body`, a fixed sequence of ops that reads its inputs from, and writes its outputs to,
-  // tensors that keep their addresses for `key`, and releases everything else it allocates. The CUDA
-  // context replays it from a CUDA graph from the second run of a key on (one launch instead of one
-  // per op); the CPU, and any context with a probe attached, just runs it.
+  // tensors that keep their addresses for `key`, and releases everything else it allocates. The
+  // CUDA context replays it from a CUDA graph from the second run of a key on (one launch instead
+  // of one per op); the CPU, and any context with a probe attached, just runs it.
   virtual void run_fixed(uint64_t key, const std::function<void()>& body) {
     (void)key;
     body();

@@ -12,15 +12,16 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c);
 }  // namespace cpu
 namespace cuda {
-void linear(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* acc, Tensor& y);
+void linear(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* acc,
+            Tensor& y);
 void matmul(CudaContext& c, const Tensor& a, const Tensor& b, Tensor& out);
 }  // namespace cuda
 
 // y[..., N] = x[..., K] · w[N, K]^T (+ bias[N]) (+ acc[..., N]), computed in fp32 and rounded once
 // to y's dtype. x, w: F32, BF16 or F16 (mixed dtypes are widened, exactly). y is preallocated and
 // may be a row range of a larger tensor (slice_rows), and acc may be y itself.
-inline void linear_into(Context& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
-                        const Tensor* acc = nullptr) {
+inline void linear_into(Context& ctx, const Tensor& x, const Tensor& w, const Tensor* bias,
+                        Tensor& y, const Tensor* acc = nullptr) {
   AVDIT_OP(ctx, linear, x, w, bias, acc, y);
 }
 inline Tensor linear(Context& ctx, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr,

@@ -41,11 +41,13 @@ void qk_norm_rope_per_head(const Tensor& qkv, const Tensor& q_norm, const Tensor
 }  // namespace cpu
 namespace cuda {
 void residual_norm_modulate(CudaContext& c, Tensor& x, const ResidualNormModulate& a, Tensor* out);
-void qk_norm_rope_per_head(CudaContext& c, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                           float eps, const Tensor* cos, const Tensor* sin, Tensor& q, Tensor& k, Tensor& v);
+void qk_norm_rope_per_head(CudaContext& c, const Tensor& qkv, const Tensor& q_norm,
+                           const Tensor& k_norm, float eps, const Tensor* cos, const Tensor* sin,
+                           Tensor& q, Tensor& k, Tensor& v);
 }  // namespace cuda
 
-inline void residual_norm_modulate(Context& ctx, Tensor& x, const ResidualNormModulate& a, Tensor* out) {
+inline void residual_norm_modulate(Context& ctx, Tensor& x, const ResidualNormModulate& a,
+                                   Tensor* out) {
   AVDIT_OP(ctx, residual_norm_modulate, x, a, out);
 }
 
@@ -53,9 +55,9 @@ inline void residual_norm_modulate(Context& ctx, Tensor& x, const ResidualNormMo
 // q = R(rope(R(rmsnorm(q) * q_norm))), k likewise, v copied; q, k, v [S, heads, D] preallocated in
 // qkv's dtype (R rounds to it). RoPE (when cos is given): split-half rotation of dims [0, 2 half)
 // with cos, sin F32 [S, half] (indexed by row). The GPU kernel needs D = 128.
-inline void qk_norm_rope_per_head(Context& ctx, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                  float eps, const Tensor* cos, const Tensor* sin, Tensor& q, Tensor& k,
-                                  Tensor& v) {
+inline void qk_norm_rope_per_head(Context& ctx, const Tensor& qkv, const Tensor& q_norm,
+                                  const Tensor& k_norm, float eps, const Tensor* cos,
+                                  const Tensor* sin, Tensor& q, Tensor& k, Tensor& v) {
   AVDIT_OP(ctx, qk_norm_rope_per_head, qkv, q_norm, k_norm, eps, cos, sin, q, k, v);
 }
 

@@ -8,9 +8,9 @@
 namespace avdit::ops {
 
 struct RmsNormWeight {
-  Tensor w;                      // [D] or [G, D] (undefined: no weight)
-  bool one_plus = false;         // the weight is zero-centred: g = 1 + w
-  const Tensor* group = nullptr; // with G > 1: I32 [T], the weight row of each token
+  Tensor w;                       // [D] or [G, D] (undefined: no weight)
+  bool one_plus = false;          // the weight is zero-centred: g = 1 + w
+  const Tensor* group = nullptr;  // with G > 1: I32 [T], the weight row of each token
 };
 
 namespace cpu {
@@ -29,8 +29,8 @@ inline Tensor rms_norm(Context& ctx, const Tensor& x, const RmsNormWeight& w, fl
   AVDIT_OP(ctx, rms_norm, x, w, eps, y);
   return y;
 }
-inline Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& w, float eps, bool one_plus = false,
-                       std::optional<DType> out = {}) {
+inline Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& w, float eps,
+                       bool one_plus = false, std::optional<DType> out = {}) {
   return rms_norm(ctx, x, RmsNormWeight{w, one_plus, nullptr}, eps, out);
 }
 

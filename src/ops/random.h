@@ -1,6 +1,7 @@
 // Deterministic pseudo-normal fills for random weights made where they are used (full-width
 // benchmarks and --random-weights runs without a checkpoint on disk): value i of a tensor depends
-// only on (seed, i), so the CPU and the GPU make the same tensor (up to the last bit of their libm).
+// only on (seed, i), so the CPU and the GPU make the same tensor (up to the last bit of their
+// libm).
 #pragma once
 
 #include <cstdint>

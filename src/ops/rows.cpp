@@ -6,8 +6,8 @@
 namespace avdit::ops {
 
 Tensor take_columns(Context& ctx, const Tensor& x, int64_t begin, int64_t end) {
-  AVDIT_CHECK(x.ndim() == 2 && 0 <= begin && begin <= end && end <= x.size(1), "take_columns [{}, {}) of {}", begin,
-              end, x.shape_str());
+  AVDIT_CHECK(x.ndim() == 2 && 0 <= begin && begin <= end && end <= x.size(1),
+              "take_columns [{}, {}) of {}", begin, end, x.shape_str());
   Tensor y = ctx.empty({x.size(0), end - begin}, x.dtype());
   copy_columns(ctx, x, begin, y, 0, end - begin);
   return y;
@@ -28,8 +28,9 @@ Tensor concat_rows(Context& ctx, const std::vector<Tensor>& parts) {
   Shape shape = parts[0].shape();
   int64_t rows = 0;
   for (const Tensor& t : parts) {
-    AVDIT_CHECK(t.dtype() == parts[0].dtype() && t.numel() * shape[0] == parts[0].numel() * t.size(0),
-                "concat_rows: {} and {}", t.shape_str(), parts[0].shape_str());
+    AVDIT_CHECK(
+        t.dtype() == parts[0].dtype() && t.numel() * shape[0] == parts[0].numel() * t.size(0),
+        "concat_rows: {} and {}", t.shape_str(), parts[0].shape_str());
     rows += t.size(0);
   }
   shape[0] = rows;
@@ -47,14 +48,16 @@ Tensor concat_rows(Context& ctx, const std::vector<Tensor>& parts) {
 Tensor index_tensor(Context& ctx, const std::vector<int64_t>& values) {
   Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::I32);
   for (size_t i = 0; i < values.size(); ++i) {
-    AVDIT_CHECK(values[i] >= INT32_MIN && values[i] <= INT32_MAX, "index {} does not fit 32 bits", values[i]);
+    AVDIT_CHECK(values[i] >= INT32_MIN && values[i] <= INT32_MAX, "index {} does not fit 32 bits",
+                values[i]);
     t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
   }
   return ctx.upload(t);
 }
 
 Tensor index_tensor(Context& ctx, const std::vector<int32_t>& values) {
-  return ctx.upload(Tensor::from_data({static_cast<int64_t>(values.size())}, DType::I32, values.data()));
+  return ctx.upload(
+      Tensor::from_data({static_cast<int64_t>(values.size())}, DType::I32, values.data()));
 }
 
 }  // namespace avdit::ops

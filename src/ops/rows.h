@@ -38,7 +38,8 @@ inline Tensor cast(Context& ctx, const Tensor& x, DType dtype) {
   return x.dtype() == dtype ? x : AVDIT_OP(ctx, cast, x, dtype);
 }
 
-// out[r] = x[index[r]] along dim 0 (bytes as they are; out has x's dtype): out [R, ...] preallocated.
+// out[r] = x[index[r]] along dim 0 (bytes as they are; out has x's dtype): out [R, ...]
+// preallocated.
 inline void gather_rows(Context& ctx, const Tensor& x, const Tensor& index, Tensor& out) {
   AVDIT_OP(ctx, gather_rows, x, index, out);
 }
@@ -50,21 +51,22 @@ inline Tensor gather_rows(Context& ctx, const Tensor& x, const Tensor& index) {
   return out;
 }
 
-// dst[index[i]] = src[i] for src [n, W], cast to dst's dtype; rows of dst not named stay as they are.
+// dst[index[i]] = src[i] for src [n, W], cast to dst's dtype; rows of dst not named stay as they
+// are.
 inline void scatter_rows(Context& ctx, const Tensor& src, const Tensor& index, Tensor& dst) {
   AVDIT_OP(ctx, scatter_rows, src, index, dst);
 }
 
 // out[i] = mask[i] ? src[index[i]] : 0, src [*, W], out [n, W] (same dtype), mask U8 [n].
-inline void gather_rows_masked(Context& ctx, const Tensor& src, const Tensor& index, const Tensor& mask,
-                               Tensor& out) {
+inline void gather_rows_masked(Context& ctx, const Tensor& src, const Tensor& index,
+                               const Tensor& mask, Tensor& out) {
   AVDIT_OP(ctx, gather_rows_masked, src, index, mask, out);
 }
 
 // dst[:, dst_col + j] = src[:, src_col + j] for j < width (2-D tensors with the same rows; cast to
 // dst's dtype).
-inline void copy_columns(Context& ctx, const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col,
-                         int64_t width) {
+inline void copy_columns(Context& ctx, const Tensor& src, int64_t src_col, Tensor& dst,
+                         int64_t dst_col, int64_t width) {
   AVDIT_OP(ctx, copy_columns, src, src_col, dst, dst_col, width);
 }
 // Columns [begin, end) of a 2-D tensor as a new contiguous tensor.

@@ -1,10 +1,13 @@
-// The H3 forward on the GPU against ../shared/golden/h3-tiny (T2VA and FL2VA), end to end, through the
-// one H3Model on a CUDA context:
+// The H3 forward on the GPU against ../shared/golden/h3-tiny (T2VA and FL2VA), end to end, through
+// the one H3Model on a CUDA context:
 //  - fp32: every fixture tensor within the CPU path's parity bound (1e-4 of max |reference|);
-//  - bf16: against the fp32 golden within the CPU bf16 mode's stated bound (3e-2 of max), and against
+//  - bf16: against the fp32 golden within the CPU bf16 mode's stated bound (3e-2 of max), and
+//  against
 //    the CPU bf16 run (the same model on the CPU context);
-//  - determinism: two runs give identical bytes; a stepper reused across alternating layouts gives a
-//    fresh stepper's bytes; timed GEMM and segment choices stay within the bf16 bound of the defaults.
+//  - determinism: two runs give identical bytes; a stepper reused across alternating layouts gives
+//  a
+//    fresh stepper's bytes; timed GEMM and segment choices stay within the bf16 bound of the
+//    defaults.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,9 +26,11 @@
 namespace avdit::models::h3 {
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "h3-tiny";
-constexpr double kTolerance = 1e-4;      // fp32: the CPU path's bound (of max |reference|)
-constexpr double kBf16Tolerance = 3e-2;  // bf16: the CPU bf16 mode's stated bound vs the fp32 golden
+const std::filesystem::path kFixture =
+    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "h3-tiny";
+constexpr double kTolerance = 1e-4;  // fp32: the CPU path's bound (of max |reference|)
+constexpr double kBf16Tolerance =
+    3e-2;  // bf16: the CPU bf16 mode's stated bound vs the fp32 golden
 
 struct Diff {
   double max_abs = 0, max_ref = 0;
@@ -44,10 +49,13 @@ Diff compare(const Tensor& got, const Tensor& want) {
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
+  return a.nbytes() == b.nbytes() &&
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
-const char* inputs_file(const std::string& c) { return c == "t2va" ? "inputs.safetensors" : "inputs_fl2va.safetensors"; }
+const char* inputs_file(const std::string& c) {
+  return c == "t2va" ? "inputs.safetensors" : "inputs_fl2va.safetensors";
+}
 const char* outputs_file(const std::string& c) {
   return c == "t2va" ? "outputs.safetensors" : "outputs_fl2va.safetensors";
 }
@@ -74,7 +82,8 @@ TEST_P(H3Cuda, Fp32MatchesGoldenEveryTensor) {
     if (it == got.end()) continue;
     ASSERT_EQ(it->second.numel(), ref.numel()) << name;
     const Diff d = compare(it->second, ref);
-    std::printf("  %-26s max|diff| %.3e  max|ref| %.3e  rel %.3e\n", name.c_str(), d.max_abs, d.max_ref, d.rel());
+    std::printf("  %-26s max|diff| %.3e  max|ref| %.3e  rel %.3e\n", name.c_str(), d.max_abs,
+                d.max_ref, d.rel());
     EXPECT_LE(d.rel(), kTolerance) << name;
     ++compared;
     if (d.rel() >= worst) worst = d.rel(), worst_name = name;
@@ -100,13 +109,15 @@ TEST_P(H3Cuda, Bf16AgainstGoldenAndCpuBf16) {
     EXPECT_LE(d.rel(), kBf16Tolerance) << name;
     if (d.rel() >= worst) worst = d.rel(), worst_name = name;
   }
-  std::printf("[%s gpu bf16] vs fp32 golden: worst %s at %.3g of max\n", GetParam(), worst_name.c_str(), worst);
+  std::printf("[%s gpu bf16] vs fp32 golden: worst %s at %.3g of max\n", GetParam(),
+              worst_name.c_str(), worst);
   for (const char* name : {"video_out", "audio_out", "hidden_block2", "text_refined"}) {
     const Diff g = compare(got.at(name), want.at(name));
     const Diff c = compare(got.at(name), cpu_bf16.at(name));
     const Diff cg = compare(cpu_bf16.at(name), want.at(name));
-    std::printf("  %-14s gpu-bf16 vs golden %.3e | gpu-bf16 vs cpu-bf16 %.3e | cpu-bf16 vs golden %.3e\n", name,
-                g.rel(), c.rel(), cg.rel());
+    std::printf(
+        "  %-14s gpu-bf16 vs golden %.3e | gpu-bf16 vs cpu-bf16 %.3e | cpu-bf16 vs golden %.3e\n",
+        name, g.rel(), c.rel(), cg.rel());
     EXPECT_LE(c.rel(), kBf16Tolerance) << name;
     EXPECT_GT(g.rel(), 1e-5) << name << ": the bf16 mode looks like fp32";
   }
@@ -152,8 +163,10 @@ TEST(H3CudaStepper, AlternatingLayoutsMatchFreshSteppers) {
       const Velocity got = reused.velocity(r);
       H3Stepper fresh(model);
       const Velocity want = fresh.velocity(r);
-      EXPECT_TRUE(same_bytes(gpu().download(got.video), gpu().download(want.video))) << c << " video";
-      EXPECT_TRUE(same_bytes(gpu().download(got.audio), gpu().download(want.audio))) << c << " audio";
+      EXPECT_TRUE(same_bytes(gpu().download(got.video), gpu().download(want.video)))
+          << c << " video";
+      EXPECT_TRUE(same_bytes(gpu().download(got.audio), gpu().download(want.audio)))
+          << c << " audio";
       ++call;
     }
   }
@@ -184,14 +197,17 @@ TEST(H3CudaTimedChoices, WithinBoundOfDefaults) {
   for (ops::CudaContext* ctx : {&plain, &timed}) {
     const H3Model model(*ctx, c, DType::BF16, 7);
     Tensor text = ctx->empty({16, c.text_dim}, DType::F32);
-    Tensor video = ctx->empty({static_cast<int64_t>(layout.img_pos.size()), c.video_patch_dim()}, DType::F32);
-    Tensor audio = ctx->empty({static_cast<int64_t>(layout.audio_pos.size()), c.audio_latents_dim}, DType::F32);
+    Tensor video =
+        ctx->empty({static_cast<int64_t>(layout.img_pos.size()), c.video_patch_dim()}, DType::F32);
+    Tensor audio = ctx->empty({static_cast<int64_t>(layout.audio_pos.size()), c.audio_latents_dim},
+                              DType::F32);
     ops::fill_normal(*ctx, text, 1, 0.f, 1.f);
     ops::fill_normal(*ctx, video, 2, 0.f, 1.f);
     ops::fill_normal(*ctx, audio, 3, 0.f, 1.f);
-    const H3Outputs o = model.forward(model.plan(layout), model.tables(ts.unique),
-                                      ops::index_tensor(*ctx, adaln_rows(layout, ts)),
-                                      ops::index_tensor(*ctx, ts.inverse), model.refine_text(text), video, audio);
+    const H3Outputs o =
+        model.forward(model.plan(layout), model.tables(ts.unique),
+                      ops::index_tensor(*ctx, adaln_rows(layout, ts)),
+                      ops::index_tensor(*ctx, ts.inverse), model.refine_text(text), video, audio);
     outs[i]["video"] = ctx->download(o.video);
     outs[i]["audio"] = ctx->download(o.audio);
     ++i;

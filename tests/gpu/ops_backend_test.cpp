@@ -1,9 +1,9 @@
-// Every op of the generic and adaLN op set, CPU (the oracle) against CUDA, on fresh random inputs at
-// odd and real sizes, per dtype, with a stated NMSE tolerance per case (tests/testing/backend_ops.h).
-// Data movement, casts and the samplers' element-wise steps must be bit-exact; fp32 math within 1e-9
-// (GEMM and reduction orders differ); results stored in bf16 within 1e-4 (one bf16 rounding that
-// may land on either side is ~1e-6 of NMSE; fused kernels round the same points in another order).
-// The MAGI-2 ops have their cases in ops_magi2_backend_test.cpp.
+// Every op of the generic and adaLN op set, CPU (the oracle) against CUDA, on fresh random inputs
+// at odd and real sizes, per dtype, with a stated NMSE tolerance per case
+// (tests/testing/backend_ops.h). Data movement, casts and the samplers' element-wise steps must be
+// bit-exact; fp32 math within 1e-9 (GEMM and reduction orders differ); results stored in bf16
+// within 1e-4 (one bf16 rounding that may land on either side is ~1e-6 of NMSE; fused kernels round
+// the same points in another order). The MAGI-2 ops have their cases in ops_magi2_backend_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -85,13 +85,15 @@ TEST_F(BackendOps, RowsAndCasts) {
              }});
       check({"take_columns / concat_columns / concat_rows " + tag, kExact, [&](Context& c) {
                const Tensor xc = c.upload(x);
-               const Tensor a = take_columns(c, xc, width / 3, width), b = take_columns(c, xc, 0, width / 3);
-               return std::vector<Tensor>{concat_columns(c, a, b), concat_rows(c, {xc, a.reshape({-1, width}).defined() ? xc : xc})};
+               const Tensor a = take_columns(c, xc, width / 3, width),
+                            b = take_columns(c, xc, 0, width / 3);
+               return std::vector<Tensor>{
+                   concat_columns(c, a, b),
+                   concat_rows(c, {xc, a.reshape({-1, width}).defined() ? xc : xc})};
              }});
       for (DType to : {DType::F32, DType::BF16, DType::F16})
-        check({fmt::format("cast {} -> {}", tag, dtype_name(to)), kExact, [&](Context& c) {
-                 return std::vector<Tensor>{cast(c, c.upload(x), to)};
-               }});
+        check({fmt::format("cast {} -> {}", tag, dtype_name(to)), kExact,
+               [&](Context& c) { return std::vector<Tensor>{cast(c, c.upload(x), to)}; }});
       check({"copy_columns into BF16 " + tag, kExact, [&](Context& c) {
                Tensor dst = c.zeros({rows, width + 5}, DType::BF16);
                copy_columns(c, c.upload(x), 0, dst, 5, width);
@@ -113,7 +115,8 @@ TEST_F(BackendOps, LinearAndMatmul) {
   };
   for (Shape3 s : {Shape3{1, 7, 3}, {33, 64, 129}, {77, 300, 1100}, {64, 3072, 256}}) {
     for (DType d : {DType::F32, DType::BF16}) {
-      const std::string tag = fmt::format("{} [{}, {}] x [{}, {}]", dtype_name(d), s.m, s.k, s.n, s.k);
+      const std::string tag =
+          fmt::format("{} [{}, {}] x [{}, {}]", dtype_name(d), s.m, s.k, s.n, s.k);
       const Tensor x = random_tensor({s.m, s.k}, d, 4), w = random_tensor({s.n, s.k}, d, 5, 0.05f);
       const Tensor b = random_tensor({s.n}, DType::F32, 6), acc = random_tensor({s.m, s.n}, d, 7);
       check({"linear " + tag, tol_for(d), [&](Context& c) {
@@ -138,16 +141,17 @@ TEST_F(BackendOps, LinearAndMatmul) {
              }});
     }
     // Mixed dtypes (F32 activations, BF16 weights: the fp32 islands' inputs) widen exactly.
-    const Tensor x = random_tensor({s.m, s.k}, DType::F32, 9), w = random_tensor({s.n, s.k}, DType::BF16, 10, 0.05f);
-    check({fmt::format("linear F32 x BF16 w [{}, {}, {}]", s.m, s.k, s.n), kF32, [&](Context& c) {
-             return std::vector<Tensor>{linear(c, c.upload(x), c.upload(w))};
-           }});
+    const Tensor x = random_tensor({s.m, s.k}, DType::F32, 9),
+                 w = random_tensor({s.n, s.k}, DType::BF16, 10, 0.05f);
+    check({fmt::format("linear F32 x BF16 w [{}, {}, {}]", s.m, s.k, s.n), kF32,
+           [&](Context& c) { return std::vector<Tensor>{linear(c, c.upload(x), c.upload(w))}; }});
   }
 }
 
 TEST_F(BackendOps, RmsNorm) {
   for (DType d : {DType::F32, DType::BF16}) {
-    for (auto [tokens, heads, dim] : {std::tuple{5, 1, 7}, {33, 1, 256}, {17, 3, 128}, {64, 1, 3072}}) {
+    for (auto [tokens, heads, dim] :
+         {std::tuple{5, 1, 7}, {33, 1, 256}, {17, 3, 128}, {64, 1, 3072}}) {
       const Shape shape = heads == 1 ? Shape{tokens, dim} : Shape{tokens, heads, dim};
       const std::string tag = fmt::format("{} {}", dtype_name(d), shape_str(shape));
       const Tensor x = random_tensor(shape, d, 11, 3.f);
@@ -161,10 +165,12 @@ TEST_F(BackendOps, RmsNorm) {
              }});
       check({"rms_norm (1 + w), 3 grouped rows " + tag, tol_for(d), [&](Context& c) {
                const Tensor gc = c.upload(group);
-               return std::vector<Tensor>{rms_norm(c, c.upload(x), RmsNormWeight{c.upload(w3), true, &gc}, 1e-6f)};
+               return std::vector<Tensor>{
+                   rms_norm(c, c.upload(x), RmsNormWeight{c.upload(w3), true, &gc}, 1e-6f)};
              }});
       check({"rms_norm no weight, F32 out " + tag, kF32, [&](Context& c) {
-               return std::vector<Tensor>{rms_norm(c, c.upload(x), RmsNormWeight{}, 1e-5f, DType::F32)};
+               return std::vector<Tensor>{
+                   rms_norm(c, c.upload(x), RmsNormWeight{}, 1e-5f, DType::F32)};
              }});
     }
   }
@@ -174,14 +180,16 @@ TEST_F(BackendOps, ElementWiseAndGated) {
   for (DType d : {DType::F32, DType::BF16}) {
     for (auto [rows, width] : {std::pair{1, 6}, {37, 130}, {128, 2560}}) {
       const std::string tag = fmt::format("{} [{}, {}]", dtype_name(d), rows, width);
-      const Tensor a = random_tensor({rows, width}, d, 14, 3.f), b = random_tensor({rows, width}, d, 15);
+      const Tensor a = random_tensor({rows, width}, d, 14, 3.f),
+                   b = random_tensor({rows, width}, d, 15);
       check({"silu / sigmoid " + tag, tol_for(d), [&](Context& c) {
                return std::vector<Tensor>{silu(c, c.upload(a)), sigmoid(c, c.upload(a))};
              }});
       check({"add / mul / add_ " + tag, tol_for(d), [&](Context& c) {
                Tensor acc = clone(c, c.upload(a));
                add_(c, acc, c.upload(b));
-               return std::vector<Tensor>{add(c, c.upload(a), c.upload(b)), mul(c, c.upload(a), c.upload(b)), acc};
+               return std::vector<Tensor>{add(c, c.upload(a), c.upload(b)),
+                                          mul(c, c.upload(a), c.upload(b)), acc};
              }});
       check({"swiglu (gate first) " + tag, tol_for(d), [&](Context& c) {
                return std::vector<Tensor>{gated(c, Gated::Swiglu, c.upload(a))};
@@ -209,25 +217,29 @@ TEST_F(BackendOps, Attention) {
     bool sinks, gate;
   };
   const std::vector<Case> cases = {
-      {2, 2, 64, {0, 77}, false, false},                // one odd-length document
-      {4, 2, 128, {0, 50, 50, 123}, true, true},        // GQA, an empty document, sinks and gate
-      {3, 1, 128, {0, 300, 364}, true, false},          // H3-like: a live document and a pad one
-      {24, 24, 128, {0, 1024, 2048}, true, true},       // MAGI-2 width, cond + uncond items
+      {2, 2, 64, {0, 77}, false, false},           // one odd-length document
+      {4, 2, 128, {0, 50, 50, 123}, true, true},   // GQA, an empty document, sinks and gate
+      {3, 1, 128, {0, 300, 364}, true, false},     // H3-like: a live document and a pad one
+      {24, 24, 128, {0, 1024, 2048}, true, true},  // MAGI-2 width, cond + uncond items
   };
   for (const Case& k : cases) {
     const int64_t S = k.cu.back();
     for (DType d : {DType::F32, DType::BF16}) {
-      const std::string tag = fmt::format("{} S {} Hq {} Hkv {} D {}{}{}", dtype_name(d), S, k.hq, k.hkv, k.dim,
-                                          k.sinks ? " sinks" : "", k.gate ? " gate" : "");
-      const Tensor q = random_tensor({S, k.hq, k.dim}, d, 16), kk = random_tensor({S, k.hkv, k.dim}, d, 17),
+      const std::string tag =
+          fmt::format("{} S {} Hq {} Hkv {} D {}{}{}", dtype_name(d), S, k.hq, k.hkv, k.dim,
+                      k.sinks ? " sinks" : "", k.gate ? " gate" : "");
+      const Tensor q = random_tensor({S, k.hq, k.dim}, d, 16),
+                   kk = random_tensor({S, k.hkv, k.dim}, d, 17),
                    v = random_tensor({S, k.hkv, k.dim}, d, 18);
-      const Tensor sinks = random_tensor({k.hq}, DType::F32, 19), gate = random_tensor({S, k.hq}, d, 20);
+      const Tensor sinks = random_tensor({k.hq}, DType::F32, 19),
+                   gate = random_tensor({S, k.hq}, d, 20);
       check({"attention " + tag, d == DType::F32 ? kF32 : 2e-4, [&](Context& c) {
                const Segments seg = plan_segments(c, k.cu, k.hq, k.dim, d);
                const Tensor sc = c.upload(sinks), gc = c.upload(gate);
                return std::vector<Tensor>{attention(c, c.upload(q), c.upload(kk), c.upload(v),
-                                                    1.0f / std::sqrt(static_cast<float>(k.dim)), seg,
-                                                    k.sinks ? &sc : nullptr, k.gate ? &gc : nullptr)};
+                                                    1.0f / std::sqrt(static_cast<float>(k.dim)),
+                                                    seg, k.sinks ? &sc : nullptr,
+                                                    k.gate ? &gc : nullptr)};
              }});
     }
   }
@@ -239,7 +251,8 @@ TEST_F(BackendOps, ResidualNormModulate) {
       const std::string tag = fmt::format("{} [{}, {}]", dtype_name(d), S, H);
       const int64_t M = 3;
       const Tensor x = random_tensor({S, H}, d, 21, 4.f), f = random_tensor({S, H}, d, 22);
-      const Tensor table = random_tensor({3 * M, 6 * H}, d, 23, 0.3f), w = random_tensor({H}, d, 24, 0.1f, 1.f);
+      const Tensor table = random_tensor({3 * M, 6 * H}, d, 23, 0.3f),
+                   w = random_tensor({H}, d, 24, 0.1f, 1.f);
       const Tensor final_table = random_tensor({M, 2 * H}, d, 25, 0.3f);
       std::vector<int64_t> rows(S), inv(S);
       for (int64_t r = 0; r < S; ++r) rows[r] = (r * 5) % (3 * M), inv[r] = r % M;
@@ -248,8 +261,10 @@ TEST_F(BackendOps, ResidualNormModulate) {
                Tensor xc = clone(c, c.upload(x));
                const Tensor fc = c.upload(f), tc = c.upload(table), rc = c.upload(row);
                Tensor out = c.empty({S, H}, d);
-               residual_norm_modulate(c, xc, {&fc, {tc, 5 * H}, &rc, c.upload(w), 1e-5f, {tc, 3 * H}, {tc, 4 * H}, &rc},
-                                      &out);
+               residual_norm_modulate(
+                   c, xc,
+                   {&fc, {tc, 5 * H}, &rc, c.upload(w), 1e-5f, {tc, 3 * H}, {tc, 4 * H}, &rc},
+                   &out);
                return std::vector<Tensor>{xc, out};
              }});
       check({"plain residual + norm (refiner) " + tag, tol_for(d), [&](Context& c) {
@@ -263,7 +278,8 @@ TEST_F(BackendOps, ResidualNormModulate) {
                Tensor xc = clone(c, c.upload(x));
                const Tensor tc = c.upload(final_table), rc = c.upload(row_t);
                Tensor out = c.empty({S, H}, DType::F32);
-               residual_norm_modulate(c, xc, {nullptr, {}, nullptr, c.upload(w), 1e-6f, {tc, 0}, {tc, H}, &rc}, &out);
+               residual_norm_modulate(
+                   c, xc, {nullptr, {}, nullptr, c.upload(w), 1e-6f, {tc, 0}, {tc, H}, &rc}, &out);
                return std::vector<Tensor>{out};
              }});
     }
@@ -276,15 +292,18 @@ TEST_F(BackendOps, QkNormRopePerHead) {
       const std::string tag = fmt::format("{} S {} heads {}", dtype_name(d), S, heads);
       const int64_t D = 128, half = 48;
       const Tensor qkv = random_tensor({S, heads, 3, D}, d, 26, 2.f);
-      const Tensor qw = random_tensor({D}, d, 27, 0.1f, 1.f), kw = random_tensor({D}, d, 28, 0.1f, 1.f);
+      const Tensor qw = random_tensor({D}, d, 27, 0.1f, 1.f),
+                   kw = random_tensor({D}, d, 28, 0.1f, 1.f);
       Tensor cs = Tensor::empty({S, half}, DType::F32), sn = Tensor::empty({S, half}, DType::F32);
-      for (int64_t i = 0; i < S * half; ++i) cs.f32()[i] = std::cos(0.01f * i), sn.f32()[i] = std::sin(0.01f * i);
+      for (int64_t i = 0; i < S * half; ++i)
+        cs.f32()[i] = std::cos(0.01f * i), sn.f32()[i] = std::sin(0.01f * i);
       for (bool rope : {false, true})
         check({"qk_norm_rope_per_head " + tag + (rope ? " rope" : ""), tol_for(d), [&](Context& c) {
-                 Tensor q = c.empty({S, heads, D}, d), k = c.empty({S, heads, D}, d), v = c.empty({S, heads, D}, d);
+                 Tensor q = c.empty({S, heads, D}, d), k = c.empty({S, heads, D}, d),
+                        v = c.empty({S, heads, D}, d);
                  const Tensor cc = c.upload(cs), sc = c.upload(sn);
-                 qk_norm_rope_per_head(c, c.upload(qkv), c.upload(qw), c.upload(kw), 1e-5f, rope ? &cc : nullptr,
-                                       rope ? &sc : nullptr, q, k, v);
+                 qk_norm_rope_per_head(c, c.upload(qkv), c.upload(qw), c.upload(kw), 1e-5f,
+                                       rope ? &cc : nullptr, rope ? &sc : nullptr, q, k, v);
                  return std::vector<Tensor>{q, k, v};
                }});
     }
@@ -293,7 +312,8 @@ TEST_F(BackendOps, QkNormRopePerHead) {
 
 TEST_F(BackendOps, RandomFill) {
   for (DType d : {DType::F32, DType::BF16})
-    check({fmt::format("fill_normal {} [1000, 37]", dtype_name(d)), d == DType::F32 ? 1e-12 : 1e-5, [&](Context& c) {
+    check({fmt::format("fill_normal {} [1000, 37]", dtype_name(d)), d == DType::F32 ? 1e-12 : 1e-5,
+           [&](Context& c) {
              Tensor t = c.empty({1000, 37}, d);
              fill_normal(c, t, 99, 0.5f, 2.f);
              return std::vector<Tensor>{t};

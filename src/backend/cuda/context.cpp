@@ -10,10 +10,14 @@ CudaContext& Context::cuda() {
   return static_cast<CudaContext&>(*this);  // the only Context with Device::CUDA
 }
 
-CudaContext::CudaContext(::avdit::cuda::Device& dev) : Context(Device::CUDA), dev_(&dev), gemm_(dev) {}
+CudaContext::CudaContext(::avdit::cuda::Device& dev)
+    : Context(Device::CUDA), dev_(&dev), gemm_(dev) {}
 
 CudaContext::CudaContext(int ordinal)
-    : Context(Device::CUDA), owned_(std::make_unique<::avdit::cuda::Device>(ordinal)), dev_(owned_.get()), gemm_(*dev_) {}
+    : Context(Device::CUDA),
+      owned_(std::make_unique<::avdit::cuda::Device>(ordinal)),
+      dev_(owned_.get()),
+      gemm_(*dev_) {}
 
 CudaContext::~CudaContext() { forget_fixed(); }
 
@@ -64,12 +68,15 @@ void CudaContext::run_fixed(uint64_t key, const std::function<void()>& body) {
   ++graph_stats_.replays;
 }
 
-Tensor CudaContext::empty(Shape shape, DType dtype) { return ::avdit::cuda::cuda_empty(*dev_, std::move(shape), dtype); }
+Tensor CudaContext::empty(Shape shape, DType dtype) {
+  return ::avdit::cuda::cuda_empty(*dev_, std::move(shape), dtype);
+}
 
 Tensor CudaContext::zeros(Shape shape, DType dtype) {
   Tensor t = ::avdit::cuda::cuda_empty(*dev_, std::move(shape), dtype);
   if (t.nbytes() > 0)
-    AVDIT_CUDA_CHECK(cudaMemsetAsync(::avdit::cuda::device_ptr(t), 0, static_cast<size_t>(t.nbytes()), stream()));
+    AVDIT_CUDA_CHECK(cudaMemsetAsync(::avdit::cuda::device_ptr(t), 0,
+                                     static_cast<size_t>(t.nbytes()), stream()));
   return t;
 }
 
@@ -108,11 +115,16 @@ int64_t pool_attr(int ordinal, cudaMemPoolAttr attr) {
 }
 }  // namespace
 
-int64_t CudaContext::pool_in_use() const { return pool_attr(dev_->ordinal(), cudaMemPoolAttrUsedMemCurrent); }
-int64_t CudaContext::pool_peak() const { return pool_attr(dev_->ordinal(), cudaMemPoolAttrUsedMemHigh); }
+int64_t CudaContext::pool_in_use() const {
+  return pool_attr(dev_->ordinal(), cudaMemPoolAttrUsedMemCurrent);
+}
+int64_t CudaContext::pool_peak() const {
+  return pool_attr(dev_->ordinal(), cudaMemPoolAttrUsedMemHigh);
+}
 void CudaContext::reset_pool_peak() {
   uint64_t zero = 0;
-  AVDIT_CUDA_CHECK(cudaMemPoolSetAttribute(pool_of(dev_->ordinal()), cudaMemPoolAttrUsedMemHigh, &zero));
+  AVDIT_CUDA_CHECK(
+      cudaMemPoolSetAttribute(pool_of(dev_->ordinal()), cudaMemPoolAttrUsedMemHigh, &zero));
 }
 
 void CudaContext::set_capturing(bool on) {

@@ -45,15 +45,17 @@ class CudaContext final : public Context {
   std::map<std::vector<int64_t>, SegmentPlan>& segment_choices() { return segment_choices_; }
   std::vector<SegmentTiming>& segment_timings() { return segment_timings_; }
 
-  // Bytes of the device's memory pool (every tensor of this backend): in use now, and the most in use
-  // since reset_pool_peak() (a forward's peak activations: the peak minus what was in use before).
+  // Bytes of the device's memory pool (every tensor of this backend): in use now, and the most in
+  // use since reset_pool_peak() (a forward's peak activations: the peak minus what was in use
+  // before).
   int64_t pool_in_use() const;
   int64_t pool_peak() const;
   void reset_pool_peak();
 
-  // Replays from a CUDA graph (see Context::run_fixed): the first run of a key enqueues the ops (kernels
-  // load, GEMM and cuDNN plans are built), the second captures them, later runs launch the graph.
-  // A capture that fails turns graphs off for this context (said once) and the body runs eagerly.
+  // Replays from a CUDA graph (see Context::run_fixed): the first run of a key enqueues the ops
+  // (kernels load, GEMM and cuDNN plans are built), the second captures them, later runs launch the
+  // graph. A capture that fails turns graphs off for this context (said once) and the body runs
+  // eagerly.
   void run_fixed(uint64_t key, const std::function<void()>& body) override;
   void forget_fixed() override;
   void set_graphs(bool on) { graphs_ = on; }

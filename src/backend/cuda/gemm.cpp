@@ -13,7 +13,8 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F16: return CUDA_R_16F;
-    default: throw BadInput(fmt::format("GEMM: dtype {} not supported (F32, BF16, F16)", dtype_name(t)));
+    default:
+      throw BadInput(fmt::format("GEMM: dtype {} not supported (F32, BF16, F16)", dtype_name(t)));
   }
 }
 
@@ -61,22 +62,29 @@ GemmPlanner::Plan& GemmPlanner::plan(const GemmProblem& p, const Key& key) {
   Plan& pl = plans_[key];
   AVDIT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = p.b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  AVDIT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  AVDIT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (p.bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    AVDIT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   }
-  const auto uM = static_cast<uint64_t>(p.M), uN = static_cast<uint64_t>(p.N), uK = static_cast<uint64_t>(p.K);
-  if (p.b_kn) AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, cuda_type(p.in), uN, uK, p.N));
-  else AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, cuda_type(p.in), uK, uN, p.K));
+  const auto uM = static_cast<uint64_t>(p.M), uN = static_cast<uint64_t>(p.N),
+             uK = static_cast<uint64_t>(p.K);
+  if (p.b_kn)
+    AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, cuda_type(p.in), uN, uK, p.N));
+  else
+    AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, cuda_type(p.in), uK, uN, p.K));
   AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, cuda_type(p.in), uK, uM, p.lda));
   AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.c, cuda_type(p.out), uN, uM, p.ldd));
-  const Pref pref(dev_.workspace_bytes(), std::get<10>(key), std::get<11>(key), std::get<12>(key), std::get<13>(key));
+  const Pref pref(dev_.workspace_bytes(), std::get<10>(key), std::get<11>(key), std::get<12>(key),
+                  std::get<13>(key));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(dev_.lt(), pl.op, pl.a, pl.b, pl.c, pl.c, pref.p, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev_.lt(), pl.op, pl.a, pl.b, pl.c, pl.c,
+                                                           pref.p, 1, &result, &found);
   if (st != CUBLAS_STATUS_NOT_SUPPORTED) AVDIT_CUBLAS_CHECK(st);
   if (found > 0) {
     pl.algo = result.algo;
@@ -86,11 +94,12 @@ GemmPlanner::Plan& GemmPlanner::plan(const GemmProblem& p, const Key& key) {
 }
 
 void GemmPlanner::run(const GemmProblem& p) {
-  AVDIT_CHECK(p.lda >= p.K && p.ldd >= p.N, "GEMM: leading dimensions {} / {} for K {} N {}", p.lda, p.ldd, p.K, p.N);
-  AVDIT_REQUIRE(p.out == DType::F32 || p.out == p.in, "GEMM: output {} for {} inputs", dtype_name(p.out),
-                dtype_name(p.in));
-  AVDIT_REQUIRE(p.M <= 0x7fffffff && p.N <= 0x7fffffff && p.K <= 0x7fffffff, "GEMM: [{}, {}] x [{}, {}] too large",
-                p.M, p.K, p.N, p.K);
+  AVDIT_CHECK(p.lda >= p.K && p.ldd >= p.N, "GEMM: leading dimensions {} / {} for K {} N {}", p.lda,
+              p.ldd, p.K, p.N);
+  AVDIT_REQUIRE(p.out == DType::F32 || p.out == p.in, "GEMM: output {} for {} inputs",
+                dtype_name(p.out), dtype_name(p.in));
+  AVDIT_REQUIRE(p.M <= 0x7fffffff && p.N <= 0x7fffffff && p.K <= 0x7fffffff,
+                "GEMM: [{}, {}] x [{}, {}] too large", p.M, p.K, p.N, p.K);
   if (p.M == 0 || p.N == 0) return;
   const Key key{p.M,
                 p.N,
@@ -108,39 +117,46 @@ void GemmPlanner::run(const GemmProblem& p) {
                 alignment_of(p.d)};
   Plan& pl = plan(p, key);
   if (!pl.has_algo) return fallback(p);
-  if (candidates_ > 0 && !pl.tuned && !capturing_ && p.M >= min_rows_ && (p.c == nullptr || p.c != p.d)) tune(p, pl);
+  if (candidates_ > 0 && !pl.tuned && !capturing_ && p.M >= min_rows_ &&
+      (p.c == nullptr || p.c != p.d))
+    tune(p, pl);
   if (p.bias)
-    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &p.bias, sizeof(p.bias)));
   const float alpha = 1.f, beta = p.c ? 1.f : 0.f;
   const void* c = p.c ? p.c : p.d;
-  AVDIT_CUBLAS_CHECK(cublasLtMatmul(dev_.lt(), pl.op, &alpha, p.b, pl.a, p.a, pl.b, &beta, c, pl.c, p.d, pl.c, &pl.algo,
-                                    dev_.workspace(), dev_.workspace_bytes(), dev_.stream()));
+  AVDIT_CUBLAS_CHECK(cublasLtMatmul(dev_.lt(), pl.op, &alpha, p.b, pl.a, p.a, pl.b, &beta, c, pl.c,
+                                    p.d, pl.c, &pl.algo, dev_.workspace(), dev_.workspace_bytes(),
+                                    dev_.stream()));
 }
 
 void GemmPlanner::fallback(const GemmProblem& p) {
-  // No cuBLASLt kernel for these sizes / alignments (odd K with half types can do this): cublasGemmEx
-  // takes any leading dimension. fp32 result, then bias, C and the output cast in one pass.
+  // No cuBLASLt kernel for these sizes / alignments (odd K with half types can do this):
+  // cublasGemmEx takes any leading dimension. fp32 result, then bias, C and the output cast in one
+  // pass.
   const float alpha = 1.f, beta = 0.f;
   StreamBuffer y(dev_.stream(), static_cast<size_t>(p.M * p.N) * sizeof(float));
-  AVDIT_CUBLAS_CHECK(cublasGemmEx(dev_.blas(), p.b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.N),
-                                  static_cast<int>(p.M), static_cast<int>(p.K), &alpha, p.b, cuda_type(p.in),
-                                  static_cast<int>(p.b_kn ? p.N : p.K), p.a, cuda_type(p.in), static_cast<int>(p.lda),
-                                  &beta, y.p, CUDA_R_32F, static_cast<int>(p.N), CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
-  gemm_epilogue(dev_.stream(), static_cast<const float*>(y.p), p.bias, p.c, p.d, p.out, p.M, p.N, p.ldd);
+  AVDIT_CUBLAS_CHECK(cublasGemmEx(
+      dev_.blas(), p.b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.N),
+      static_cast<int>(p.M), static_cast<int>(p.K), &alpha, p.b, cuda_type(p.in),
+      static_cast<int>(p.b_kn ? p.N : p.K), p.a, cuda_type(p.in), static_cast<int>(p.lda), &beta,
+      y.p, CUDA_R_32F, static_cast<int>(p.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  gemm_epilogue(dev_.stream(), static_cast<const float*>(y.p), p.bias, p.c, p.d, p.out, p.M, p.N,
+                p.ldd);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 
 void GemmPlanner::tune(const GemmProblem& p, Plan& pl) {
   pl.tuned = true;
-  const Pref pref(dev_.workspace_bytes(), alignment_of(p.b), alignment_of(p.a), alignment_of(p.c ? p.c : p.d),
-                  alignment_of(p.d));
+  const Pref pref(dev_.workspace_bytes(), alignment_of(p.b), alignment_of(p.a),
+                  alignment_of(p.c ? p.c : p.d), alignment_of(p.d));
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(candidates_));
   int found = 0;
   if (p.bias)
-    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(dev_.lt(), pl.op, pl.a, pl.b, pl.c, pl.c, pref.p, candidates_, res.data(), &found);
+    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &p.bias, sizeof(p.bias)));
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev_.lt(), pl.op, pl.a, pl.b, pl.c, pl.c,
+                                                           pref.p, candidates_, res.data(), &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) return;  // run() keeps the plan's own choice
   cudaEvent_t e0, e1;
   AVDIT_CUDA_CHECK(cudaEventCreate(&e0));
@@ -148,14 +164,15 @@ void GemmPlanner::tune(const GemmProblem& p, Plan& pl) {
   const float alpha = 1.f, beta = p.c ? 1.f : 0.f;
   const void* c = p.c ? p.c : p.d;
   auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(dev_.lt(), pl.op, &alpha, p.b, pl.a, p.a, pl.b, &beta, c, pl.c, p.d, pl.c, &algo,
-                          dev_.workspace(), dev_.workspace_bytes(), dev_.stream());
+    return cublasLtMatmul(dev_.lt(), pl.op, &alpha, p.b, pl.a, p.a, pl.b, &beta, c, pl.c, p.d, pl.c,
+                          &algo, dev_.workspace(), dev_.workspace_bytes(), dev_.stream());
   };
   TuneRecord rec{p.M, p.N, p.K, 0, 0, 0, 0};
   float best = -1;
   for (int i = 0; i < found; ++i) {
     if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    if (launch(res[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; skip a candidate that fails
+    if (launch(res[i].algo) != CUBLAS_STATUS_SUCCESS)
+      continue;  // warm-up; skip a candidate that fails
     AVDIT_CUDA_CHECK(cudaEventRecord(e0, dev_.stream()));
     for (int r = 0; r < 3; ++r) AVDIT_CUBLAS_CHECK(launch(res[i].algo));
     AVDIT_CUDA_CHECK(cudaEventRecord(e1, dev_.stream()));

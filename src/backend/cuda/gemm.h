@@ -1,9 +1,9 @@
 // Every GEMM of the CUDA backend: cuBLASLt with fp32 accumulation (CUBLAS_COMPUTE_32F: no TF32, no
 // reduced-precision reductions), one plan per problem shape kept for the context's lifetime (the
-// heuristic's query is host work), and optionally the fastest of several heuristic candidates, timed
-// the first time a large shape runs (the heuristic's first pick is not always the fastest, e.g. at
-// rows that are not a multiple of the tile). Timed choices are opt-in: a choice made by timing can
-// differ between processes, and so would the output bits.
+// heuristic's query is host work), and optionally the fastest of several heuristic candidates,
+// timed the first time a large shape runs (the heuristic's first pick is not always the fastest,
+// e.g. at rows that are not a multiple of the tile). Timed choices are opt-in: a choice made by
+// timing can differ between processes, and so would the output bits.
 #pragma once
 
 #include <cublasLt.h>
@@ -18,9 +18,9 @@
 namespace avdit::cuda {
 
 // D[M, N] = A[M, K] · op(B) (+ bias[N]) (+ C[M, N]) in row-major terms. A has leading dimension lda
-// (>= K); B is W [N, K] (b_kn false: a linear's weight) or [K, N] (b_kn true); C (when set) and D have
-// leading dimension ldd. A and B share one dtype (F32, BF16, F16); bias and C are in D's dtype; D is
-// F32 or the input dtype.
+// (>= K); B is W [N, K] (b_kn false: a linear's weight) or [K, N] (b_kn true); C (when set) and D
+// have leading dimension ldd. A and B share one dtype (F32, BF16, F16); bias and C are in D's
+// dtype; D is F32 or the input dtype.
 struct GemmProblem {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -64,8 +64,8 @@ class GemmPlanner {
     cublasLtMatmulAlgo_t algo{};
     bool has_algo = false, tuned = false;
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool, bool, uint32_t, uint32_t,
-                         uint32_t, uint32_t>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool, bool,
+                         uint32_t, uint32_t, uint32_t, uint32_t>;
   Plan& plan(const GemmProblem& p, const Key& key);
   void tune(const GemmProblem& p, Plan& plan);
   void fallback(const GemmProblem& p);
@@ -80,7 +80,7 @@ class GemmPlanner {
 
 // The fallback's epilogue (gemm_epilogue.cu): d[m, n] = y[m, n] + bias[n] + c[m, n], y F32 [M, N]
 // contiguous, bias / c / d in d's dtype (bias, c may be null), c and d with leading dimension ldd.
-void gemm_epilogue(cudaStream_t st, const float* y, const void* bias, const void* c, void* d, DType dtype, int64_t M,
-                   int64_t N, int64_t ldd);
+void gemm_epilogue(cudaStream_t st, const float* y, const void* bias, const void* c, void* d,
+                   DType dtype, int64_t M, int64_t N, int64_t ldd);
 
 }  // namespace avdit::cuda

@@ -6,8 +6,8 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "models/h3/packing.h"
 #include "models/h3/dump.h"
+#include "models/h3/packing.h"
 #include "ops/rows.h"
 
 namespace avdit::models::h3 {
@@ -64,18 +64,18 @@ struct Problem {
 
 // Checks the latents against the config and builds the packed problem.
 Problem make_problem(const H3Config& c, const Tensor& video_latent_any,
-                     const Tensor& audio_latent_any, int64_t text_len, float t_video,
-                     float t_audio, const std::vector<int64_t>& text_tags,
-                     const Tensor& cond_latent_any, const std::vector<int64_t>& keyframes) {
+                     const Tensor& audio_latent_any, int64_t text_len, float t_video, float t_audio,
+                     const std::vector<int64_t>& text_tags, const Tensor& cond_latent_any,
+                     const std::vector<int64_t>& keyframes) {
   const Tensor video = video_latent_any.to_f32();
   const Tensor audio = audio_latent_any.to_f32();
   AVDIT_REQUIRE(video.ndim() == 5 && video.size(0) == 1 && video.size(1) == c.latents_dim,
                 "H3: video_latent must be [1, {}, T, H, W], found {}", c.latents_dim,
                 video.shape_str());
-  AVDIT_REQUIRE(audio.ndim() == 3 && audio.size(0) == kAudioChannels &&
-                    audio.size(1) == c.audio_latents_dim,
-                "H3: audio_latent must be [2, {}, T_audio], found {}", c.audio_latents_dim,
-                audio.shape_str());
+  AVDIT_REQUIRE(
+      audio.ndim() == 3 && audio.size(0) == kAudioChannels && audio.size(1) == c.audio_latents_dim,
+      "H3: audio_latent must be [2, {}, T_audio], found {}", c.audio_latents_dim,
+      audio.shape_str());
   Problem p;
   p.layout = pack_layout(text_len, video.size(2), video.size(3), video.size(4), audio.size(2),
                          keyframes, text_tags);
@@ -87,11 +87,11 @@ Problem make_problem(const H3Config& c, const Tensor& video_latent_any,
     AVDIT_REQUIRE(cond.ndim() == 5 && cond.size(0) == 1 && cond.size(1) == c.latents_dim &&
                       cond.size(2) == static_cast<int64_t>(keyframes.size()) &&
                       cond.size(3) == video.size(3) && cond.size(4) == video.size(4),
-                  "H3: cond_latent must be [1, {}, {} keyframes, {}, {}], found {}",
-                  c.latents_dim, keyframes.size(), video.size(3), video.size(4),
-                  cond.shape_str());
+                  "H3: cond_latent must be [1, {}, {} keyframes, {}, {}], found {}", c.latents_dim,
+                  keyframes.size(), video.size(3), video.size(4), cond.shape_str());
     const Tensor cond_rows = patchify_video(cond);
-    Tensor rows = Tensor::empty({cond_rows.size(0) + p.video_rows.size(0), cond_rows.size(1)}, DType::F32);
+    Tensor rows =
+        Tensor::empty({cond_rows.size(0) + p.video_rows.size(0), cond_rows.size(1)}, DType::F32);
     std::copy_n(cond_rows.f32(), cond_rows.numel(), rows.f32());
     std::copy_n(p.video_rows.f32(), p.video_rows.numel(), rows.f32() + cond_rows.numel());
     p.video_rows = rows;
@@ -128,8 +128,8 @@ TensorMap packing_tensors(const PackedLayout& l, const PackedTimesteps& ts) {
     m["condition_img_pos"] = ints(l.condition_img_pos);
     m["target_img_pos"] = ints(l.target_img_pos);
     m["keyframe_temporal_positions"] =
-        Tensor::from_data({static_cast<int64_t>(l.keyframe_temporal_positions.size())},
-                          DType::F64, l.keyframe_temporal_positions.data());
+        Tensor::from_data({static_cast<int64_t>(l.keyframe_temporal_positions.size())}, DType::F64,
+                          l.keyframe_temporal_positions.data());
   }
   return m;
 }
@@ -139,7 +139,8 @@ TensorMap forward_from_inputs(const H3Model& model, const TensorMap& in, bool du
   ops::Context& ctx = model.ctx();
   std::vector<int64_t> text_tags, keyframes;
   if (const Tensor* t = find(in, "text_token_tags")) text_tags = int_list(*t, "text_token_tags");
-  if (const Tensor* k = find(in, "keyframe_frame_indices")) keyframes = int_list(*k, "keyframe_frame_indices");
+  if (const Tensor* k = find(in, "keyframe_frame_indices"))
+    keyframes = int_list(*k, "keyframe_frame_indices");
   const Tensor* cond = find(in, "cond_latent");
   AVDIT_REQUIRE(cond == nullptr || !keyframes.empty(),
                 "H3 inputs: 'cond_latent' needs 'keyframe_frame_indices' (0 first, -1 last)");
@@ -150,20 +151,21 @@ TensorMap forward_from_inputs(const H3Model& model, const TensorMap& in, bool du
   const Tensor& video_latent = need(in, "video_latent");
   const Problem p = make_problem(c, video_latent, need(in, "audio_latent"), text_refined.size(0),
                                  timestep_input(in, "t_video", "sigma_video"),
-                                 timestep_input(in, "t_audio", "sigma_audio"), text_tags, cond ? *cond : Tensor(),
-                                 keyframes);
+                                 timestep_input(in, "t_audio", "sigma_audio"), text_tags,
+                                 cond ? *cond : Tensor(), keyframes);
   const H3Plan plan = model.plan(p.layout);
   const H3Tables tables = model.tables(p.timesteps.unique);
   const H3Outputs o =
       model.forward(plan, tables, ops::index_tensor(ctx, adaln_rows(p.layout, p.timesteps)),
-                    ops::index_tensor(ctx, p.timesteps.inverse), text_refined, ctx.upload(p.video_rows),
-                    ctx.upload(p.audio_rows));
+                    ops::index_tensor(ctx, p.timesteps.inverse), text_refined,
+                    ctx.upload(p.video_rows), ctx.upload(p.audio_rows));
   TensorMap out = std::move(probe.tensors());
   out["video_out"] = ctx.download(o.video).to_f32();
   out["audio_out"] = ctx.download(o.audio).to_f32();
   const PackedLayout& l = p.layout;
-  out["video_out_latent"] = unpatchify_video(out["video_out"].slice_rows(l.condition_rows, out["video_out"].size(0)),
-                                             c.latents_dim, l.latent_t, l.latent_h, l.latent_w);
+  out["video_out_latent"] =
+      unpatchify_video(out["video_out"].slice_rows(l.condition_rows, out["video_out"].size(0)),
+                       c.latents_dim, l.latent_t, l.latent_h, l.latent_w);
   out["audio_out_latent"] = unpack_audio(out["audio_out"], l.audio_t);
   if (dump) {
     out.merge(packing_tensors(l, p.timesteps));
@@ -184,18 +186,20 @@ Velocity H3Stepper::velocity(const VelocityRequest& r) {
                     video.dtype() == DType::F32,
                 "H3: video_latent must be F32 [1, {}, T, H, W], found {} {}", c.latents_dim,
                 dtype_name(video.dtype()), video.shape_str());
-  AVDIT_REQUIRE(audio.ndim() == 3 && audio.size(0) == kAudioChannels && audio.size(1) == c.audio_latents_dim &&
-                    audio.dtype() == DType::F32,
+  AVDIT_REQUIRE(audio.ndim() == 3 && audio.size(0) == kAudioChannels &&
+                    audio.size(1) == c.audio_latents_dim && audio.dtype() == DType::F32,
                 "H3: audio_latent must be F32 [2, {}, T_audio], found {} {}", c.audio_latents_dim,
                 dtype_name(audio.dtype()), audio.shape_str());
-  const int64_t C = c.latents_dim, T = video.size(2), H = video.size(3), W = video.size(4), Ta = audio.size(2);
+  const int64_t C = c.latents_dim, T = video.size(2), H = video.size(3), W = video.size(4),
+                Ta = audio.size(2);
   const PackedLayout layout =
       pack_layout(r.text_refined.size(0), T, H, W, Ta, r.keyframe_frame_indices, r.text_token_tags);
-  const PackedTimesteps ts =
-      pack_timesteps(layout, timestep_from_sigma(r.sigma_video), timestep_from_sigma(r.sigma_audio));
-  if (!plan_ || plan_->layout.positions != layout.positions || plan_->layout.cu_seqlens != layout.cu_seqlens ||
-      plan_->layout.text_pos != layout.text_pos || plan_->layout.img_pos != layout.img_pos ||
-      plan_->layout.audio_pos != layout.audio_pos || plan_->layout.update_mask != layout.update_mask) {
+  const PackedTimesteps ts = pack_timesteps(layout, timestep_from_sigma(r.sigma_video),
+                                            timestep_from_sigma(r.sigma_audio));
+  if (!plan_ || plan_->layout.positions != layout.positions ||
+      plan_->layout.cu_seqlens != layout.cu_seqlens || plan_->layout.text_pos != layout.text_pos ||
+      plan_->layout.img_pos != layout.img_pos || plan_->layout.audio_pos != layout.audio_pos ||
+      plan_->layout.update_mask != layout.update_mask) {
     plan_.emplace(m.plan(layout));
     ++plan_generation_;
   }
@@ -224,8 +228,8 @@ Velocity H3Stepper::velocity(const VelocityRequest& r) {
     AVDIT_REQUIRE(r.cond_latent.defined(), "H3: keyframe indices given without cond_latent");
     cond = ctx.upload(r.cond_latent);
     AVDIT_REQUIRE(cond.ndim() == 5 && cond.size(0) == 1 && cond.size(1) == C &&
-                      cond.size(2) == static_cast<int64_t>(r.keyframe_frame_indices.size()) && cond.size(3) == H &&
-                      cond.size(4) == W && cond.dtype() == DType::F32,
+                      cond.size(2) == static_cast<int64_t>(r.keyframe_frame_indices.size()) &&
+                      cond.size(3) == H && cond.size(4) == W && cond.dtype() == DType::F32,
                   "H3: cond_latent must be F32 [1, {}, {} keyframes, {}, {}], found {}", C,
                   r.keyframe_frame_indices.size(), H, W, cond.shape_str());
     if (cond.shape() != cond_shape_) {
@@ -279,10 +283,10 @@ Velocity H3Stepper::velocity(const VelocityRequest& r) {
     }
     Tensor audio_rows = ctx.empty({kAudioChannels * Ta, c.audio_latents_dim}, DType::F32);
     ops::gather_elements(ctx, slots_.audio, pack_audio_, audio_rows);
-    const H3Outputs o =
-        m.forward(*plan_, fixed_tables, slots_.mod_rows, slots_.inverse, slots_.text, video_rows, audio_rows);
-    ops::gather_elements(ctx, o.video.slice_rows(layout.condition_rows, o.video.size(0)), unpatchify_,
-                         slots_.out_video);
+    const H3Outputs o = m.forward(*plan_, fixed_tables, slots_.mod_rows, slots_.inverse,
+                                  slots_.text, video_rows, audio_rows);
+    ops::gather_elements(ctx, o.video.slice_rows(layout.condition_rows, o.video.size(0)),
+                         unpatchify_, slots_.out_video);
     ops::gather_elements(ctx, o.audio, unpack_audio_, slots_.out_audio);
   });
   // Copies: the next call (the CFG pass, the next step) writes the slots again.

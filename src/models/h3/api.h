@@ -36,13 +36,14 @@ TensorMap packing_tensors(const PackedLayout& layout, const PackedTimesteps& tim
 
 // --- per-step velocity for samplers --------------------------------------------------------
 struct VelocityRequest {
-  Tensor video_latent;  // [1, 24, T, H, W] current target latent x_t (F32, the model's context or host)
+  Tensor video_latent;  // [1, 24, T, H, W] current target latent x_t (F32, the model's context or
+                        // host)
   Tensor audio_latent;  // [2, 32, T_a]
   float sigma_video = 1.0f;
   float sigma_audio = 1.0f;
-  Tensor text_refined;  // [L, H] from H3Model::refine_text
+  Tensor text_refined;                          // [L, H] from H3Model::refine_text
   std::vector<int64_t> text_token_tags;         // optional, [L] of 0/1
-  Tensor cond_latent;                            // optional keyframes [1, 24, n, H, W]
+  Tensor cond_latent;                           // optional keyframes [1, 24, n, H, W]
   std::vector<int64_t> keyframe_frame_indices;  // with cond_latent: {0}, {-1} or {0, -1}
 };
 
@@ -51,11 +52,11 @@ struct Velocity {
   Tensor audio;  // [2, 32, T_a]
 };
 
-// Per-step forwards of one model on unpacked latents: packing and unpacking run on the model's context
-// (element indices built once per shape), and the layout's plan and the timesteps' adaLN tables are
-// kept across steps (two table sets: a CFG step's passes share one). Each call copies its inputs into
-// fixed slots and runs packing, forward and unpacking as one Context::run_fixed body, so the CUDA
-// context replays the whole call from one CUDA graph.
+// Per-step forwards of one model on unpacked latents: packing and unpacking run on the model's
+// context (element indices built once per shape), and the layout's plan and the timesteps' adaLN
+// tables are kept across steps (two table sets: a CFG step's passes share one). Each call copies
+// its inputs into fixed slots and runs packing, forward and unpacking as one Context::run_fixed
+// body, so the CUDA context replays the whole call from one CUDA graph.
 //   H3Stepper s(model); Tensor text = model.refine_text(text_embeds);  // once per prompt
 //   per step: Velocity v = s.velocity({x_video, x_audio, sigma_v, sigma_a, text});
 //   x0_video = x_video + sigma_v * v.video (data-ward velocity; per modality, own sigma).

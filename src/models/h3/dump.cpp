@@ -10,20 +10,22 @@
 namespace avdit::models::h3 {
 namespace {
 
-constexpr const char* kBlockPoints[] = {"block{}_adaln_linear_out", "block{}_norm1",     "block{}_attn_in",
-                                        "block{}_qkv",              "block{}_q_normed",  "block{}_k_normed",
-                                        "block{}_q_rope",           "block{}_k_rope",    "block{}_attn_core",
-                                        "block{}_attn_out",         "block{}_mlp_in",    "block{}_mlp_out"};
-constexpr const char* kOtherPoints[] = {"text_projected", "refiner_block{}", "text_refined",   "hidden_embed",
-                                        "t_emb",          "adaln_input",     "rope_cos_sin_cache", "hidden_block{}",
-                                        "final_adaln",    "final_video_all", "final_audio_all"};
+constexpr const char* kBlockPoints[] = {
+    "block{}_adaln_linear_out", "block{}_norm1",    "block{}_attn_in", "block{}_qkv",
+    "block{}_q_normed",         "block{}_k_normed", "block{}_q_rope",  "block{}_k_rope",
+    "block{}_attn_core",        "block{}_attn_out", "block{}_mlp_in",  "block{}_mlp_out"};
+constexpr const char* kOtherPoints[] = {"text_projected",     "refiner_block{}", "text_refined",
+                                        "hidden_embed",       "t_emb",           "adaln_input",
+                                        "rope_cos_sin_cache", "hidden_block{}",  "final_adaln",
+                                        "final_video_all",    "final_audio_all"};
 constexpr const char* kSliceNames[kAdalnSlices] = {"shift_msa", "scale_msa", "gate_msa",
-                                                    "shift_mlp", "scale_mlp", "gate_mlp"};
+                                                   "shift_mlp", "scale_mlp", "gate_mlp"};
 
 // Columns [col, col + H) of every row of a [R, W] host table.
 Tensor columns(const Tensor& t, int64_t rows, int64_t W, int64_t col, int64_t H) {
   Tensor out = Tensor::empty({rows, H}, DType::F32);
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(out.f32() + r * H, t.f32() + r * W + col, H * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.f32() + r * H, t.f32() + r * W + col, H * sizeof(float));
   return out;
 }
 
@@ -47,8 +49,8 @@ void DumpProbe::on(ops::Context& ctx, const Point& p, Tensor& t) {
     for (int64_t s = 0; s < S; ++s)
       for (int64_t hd = 0; hd < heads; ++hd)
         for (int part = 0; part < 3; ++part)
-          std::memcpy(q.f32() + s * 3 * I + part * I + hd * dh, h.f32() + ((s * heads + hd) * 3 + part) * dh,
-                      dh * sizeof(float));
+          std::memcpy(q.f32() + s * 3 * I + part * I + hd * dh,
+                      h.f32() + ((s * heads + hd) * 3 + part) * dh, dh * sizeof(float));
     out_["block0_qkv"] = q;
     return;
   }

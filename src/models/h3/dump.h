@@ -1,6 +1,6 @@
 // The H3 forward's named points as the golden fixture's intermediates: a probe that keeps what the
-// fixture has (block 0's internals, every hidden_block{i}, the refiner's, the final layer's), on the
-// host in float32 under the fixture's names, with the fixture's layouts (the qkv regrouped as
+// fixture has (block 0's internals, every hidden_block{i}, the refiner's, the final layer's), on
+// the host in float32 under the fixture's names, with the fixture's layouts (the qkv regrouped as
 // Q_all | K_all | V_all, the adaLN slices cut out of their tables).
 #pragma once
 

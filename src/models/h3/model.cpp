@@ -23,15 +23,16 @@ namespace {
 H3Config config_of(const Checkpoint& ckpt) {
   const nlohmann::json* j = ckpt.config();
   AVDIT_REQUIRE(j != nullptr,
-                "H3 checkpoint {}: no config.json next to the weights (the official transformer/config.json is "
+                "H3 checkpoint {}: no config.json next to the weights (the official "
+                "transformer/config.json is "
                 "needed)",
                 ckpt.dir().string());
   return resolve_variant(H3Config::from_json(*j), ckpt);
 }
 
 DType checked_act(DType act) {
-  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16, "H3: activations in {} are not supported (F32 or BF16)",
-                dtype_name(act));
+  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
+                "H3: activations in {} are not supported (F32 or BF16)", dtype_name(act));
   return act;
 }
 
@@ -42,7 +43,8 @@ ops::TableColumns slice(const Tensor& table, int64_t s, int64_t H) {
 
 }  // namespace
 
-H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act) : H3Model(ctx, ckpt, config_of(ckpt), act) {}
+H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act)
+    : H3Model(ctx, ckpt, config_of(ckpt), act) {}
 
 H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act)
     : ctx_(ctx), config_(resolve_variant(config, ckpt)), act_(checked_act(act)) {
@@ -58,11 +60,13 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
   const H3Config& c = config_;
   Tensor te = text_embeds_any;
   if (te.ndim() == 3 && te.size(0) == 1) te = te.reshape({te.size(1), te.size(2)});
-  AVDIT_REQUIRE(te.ndim() == 2 && te.size(1) == c.text_dim && te.size(0) > 0 && dtype_is_float(te.dtype()),
-                "H3: text_embeds must be a float [text_len, {}] (text_dim), found {} {}", c.text_dim,
-                dtype_name(te.dtype()), te.shape_str());
+  AVDIT_REQUIRE(
+      te.ndim() == 2 && te.size(1) == c.text_dim && te.size(0) > 0 && dtype_is_float(te.dtype()),
+      "H3: text_embeds must be a float [text_len, {}] (text_dim), found {} {}", c.text_dim,
+      dtype_name(te.dtype()), te.shape_str());
   ops::Context& ctx = ctx_;
-  const int64_t L = te.size(0), H = c.hidden_size, heads = c.num_attention_heads, dh = c.attention_head_dim;
+  const int64_t L = te.size(0), H = c.hidden_size, heads = c.num_attention_heads,
+                dh = c.attention_head_dim;
   const Tensor text = ops::cast(ctx, ctx.upload(te), act_);
   // 1. condition_proj, then refiner blocks: no RoPE, no adaLN, no gates, one text document.
   Tensor x = ops::linear(ctx, text, w_.condition_proj_weight, &w_.condition_proj_bias, act_);
@@ -73,25 +77,33 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
   const size_t nr = w_.refiner_blocks.size();
   Tensor h = ctx.empty({L, H}, act_);
   Tensor refined = ctx.empty({L, H}, act_);
-  if (nr > 0) ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_blocks[0].norm1, eps}, &h);
+  if (nr > 0)
+    ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_blocks[0].norm1, eps},
+                                &h);
   for (size_t r = 0; r < nr; ++r) {
     const BlockWeights& b = w_.refiner_blocks[r];
     const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({L, heads, 3, dh});
-    Tensor q = ctx.empty({L, heads, dh}, act_), k = ctx.empty({L, heads, dh}, act_), v = ctx.empty({L, heads, dh}, act_);
+    Tensor q = ctx.empty({L, heads, dh}, act_), k = ctx.empty({L, heads, dh}, act_),
+           v = ctx.empty({L, heads, dh}, act_);
     ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
     const Tensor core = ops::attention(ctx, q, k, v, scale, doc).reshape({L, heads * dh});
     const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
     // x += attn; h = norm2(x)
     ops::residual_norm_modulate(ctx, x, {&attn, {}, nullptr, b.norm2, eps}, &h);
     const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
-    const Tensor mlp = ops::linear(ctx, ops::gated(ctx, ops::Gated::Swiglu, u), b.fc2, nullptr, act_);
+    const Tensor mlp =
+        ops::linear(ctx, ops::gated(ctx, ops::Gated::Swiglu, u), b.fc2, nullptr, act_);
     // x += mlp; then the next block's norm1, or token_refiner.final_norm.
     const bool last = r + 1 == nr;
-    ops::residual_norm_modulate(ctx, x, {&mlp, {}, nullptr, last ? w_.refiner_final_norm : w_.refiner_blocks[r + 1].norm1, eps},
-                                last ? &refined : &h);
+    ops::residual_norm_modulate(
+        ctx, x,
+        {&mlp, {}, nullptr, last ? w_.refiner_final_norm : w_.refiner_blocks[r + 1].norm1, eps},
+        last ? &refined : &h);
     ops::observe(ctx, {"refiner_block{}", static_cast<int64_t>(r)}, x);
   }
-  if (nr == 0) ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_final_norm, eps}, &refined);
+  if (nr == 0)
+    ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_final_norm, eps},
+                                &refined);
   ops::observe(ctx, {"text_refined"}, refined);
   return refined;
 }
@@ -106,16 +118,17 @@ H3Plan H3Model::plan(const PackedLayout& l) const {
   p.text_pos = ops::index_tensor(ctx, l.text_pos);
   p.img_pos = ops::index_tensor(ctx, l.img_pos);
   p.audio_pos = ops::index_tensor(ctx, l.audio_pos);
-  p.update_mask = ctx.upload(Tensor::from_data({static_cast<int64_t>(l.update_mask.size())}, DType::U8,
-                                               l.update_mask.data()));
-  p.update_audio_mask = ctx.upload(Tensor::from_data({static_cast<int64_t>(l.update_audio_mask.size())}, DType::U8,
-                                                     l.update_audio_mask.data()));
-  // 4. RoPE tables from the float32-cast positions and the stored inv_freq (an fp32 island); the bf16
-  // reference casts its cos / sin cache to bf16.
+  p.update_mask = ctx.upload(Tensor::from_data({static_cast<int64_t>(l.update_mask.size())},
+                                               DType::U8, l.update_mask.data()));
+  p.update_audio_mask = ctx.upload(Tensor::from_data(
+      {static_cast<int64_t>(l.update_audio_mask.size())}, DType::U8, l.update_audio_mask.data()));
+  // 4. RoPE tables from the float32-cast positions and the stored inv_freq (an fp32 island); the
+  // bf16 reference casts its cos / sin cache to bf16.
   const RopeTables rope = rope_tables(l.positions, w_.rope_inv_freq);
   p.rope_cos = ctx.upload(act_ == DType::F32 ? rope.cos : rope.cos.to(act_).to_f32());
   p.rope_sin = ctx.upload(act_ == DType::F32 ? rope.sin : rope.sin.to(act_).to_f32());
-  p.segments = ops::plan_segments(ctx, l.cu_seqlens, config_.num_attention_heads, config_.attention_head_dim, act_);
+  p.segments = ops::plan_segments(ctx, l.cu_seqlens, config_.num_attention_heads,
+                                  config_.attention_head_dim, act_);
   return p;
 }
 
@@ -130,17 +143,19 @@ H3Tables H3Model::tables(const std::vector<float>& unique) const {
     t.adaln_input = ctx.upload(interpolate_adaln_curve(w_.adaln_t_table, unique));
   } else {
     const Tensor e = ctx.upload(timestep_sinusoid(unique, c.timestep_input_dim));
-    const Tensor hidden =
-        ops::silu(ctx, ops::linear(ctx, e, w_.time_proj_in_weight, &w_.time_proj_in_bias, DType::F32));
+    const Tensor hidden = ops::silu(
+        ctx, ops::linear(ctx, e, w_.time_proj_in_weight, &w_.time_proj_in_bias, DType::F32));
     t.t_emb = ops::linear(ctx, hidden, w_.time_proj_out_weight, &w_.time_proj_out_bias, DType::F32);
     t.adaln_input = ops::silu(ctx, t.t_emb);
   }
   // silu(t_emb) is cast to the activation dtype before the adaLN linears.
   const Tensor in = ops::cast(ctx, t.adaln_input, act_);
-  const auto M = static_cast<int64_t>(unique.size()), A = c.adaln_out_features, Af = c.final_adaln_out_features;
+  const auto M = static_cast<int64_t>(unique.size()), A = c.adaln_out_features,
+             Af = c.final_adaln_out_features;
   const auto n = static_cast<int64_t>(w_.blocks.size());
   t.storage = ctx.empty({n * M * A + M * Af}, act_);
-  for (int64_t i = 0; i < n; ++i) t.block.push_back(t.storage.slice_rows(i * M * A, (i + 1) * M * A).reshape({M, A}));
+  for (int64_t i = 0; i < n; ++i)
+    t.block.push_back(t.storage.slice_rows(i * M * A, (i + 1) * M * A).reshape({M, A}));
   t.final = t.storage.slice_rows(n * M * A, n * M * A + M * Af).reshape({M, Af});
   for (int64_t i = 0; i < n; ++i) {
     const BlockWeights& b = w_.blocks[i];
@@ -152,9 +167,12 @@ H3Tables H3Model::tables(const std::vector<float>& unique) const {
 
 H3Tables H3Tables::over(const Tensor& other) const {
   AVDIT_CHECK(other.numel() == storage.numel() && other.dtype() == storage.dtype(),
-              "H3 tables: a storage of {} elements for tables of {}", other.numel(), storage.numel());
+              "H3 tables: a storage of {} elements for tables of {}", other.numel(),
+              storage.numel());
   const auto M = static_cast<int64_t>(timesteps.size());
-  const int64_t Af = (storage.numel() - (block.empty() ? 0 : static_cast<int64_t>(block.size()) * block[0].numel())) / M;
+  const int64_t Af = (storage.numel() -
+                      (block.empty() ? 0 : static_cast<int64_t>(block.size()) * block[0].numel())) /
+                     M;
   H3Tables t = *this;
   t.storage = other;
   int64_t off = 0;
@@ -167,33 +185,42 @@ H3Tables H3Tables::over(const Tensor& other) const {
   return t;
 }
 
-H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& mod_rows, const Tensor& inverse,
-                           const Tensor& text_refined, const Tensor& video_rows, const Tensor& audio_rows) const {
+H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& mod_rows,
+                           const Tensor& inverse, const Tensor& text_refined,
+                           const Tensor& video_rows, const Tensor& audio_rows) const {
   ops::Context& ctx = ctx_;
   const H3Config& c = config_;
   const PackedLayout& l = p.layout;
   const int64_t S = l.seq_len, H = c.hidden_size, I = c.inner_dim(), heads = c.num_attention_heads,
                 dh = c.attention_head_dim;
-  const auto n_img = static_cast<int64_t>(l.img_pos.size()), n_audio = static_cast<int64_t>(l.audio_pos.size());
-  AVDIT_REQUIRE(text_refined.ndim() == 2 && text_refined.size(0) == l.text_len && text_refined.size(1) == H,
-                "H3 forward: text_refined must be [{}, {}], found {}", l.text_len, H, text_refined.shape_str());
-  AVDIT_REQUIRE(video_rows.ndim() == 2 && video_rows.size(0) == n_img && video_rows.size(1) == c.video_patch_dim(),
-                "H3 forward: video rows must be [{}, {}], found {}", n_img, c.video_patch_dim(), video_rows.shape_str());
-  AVDIT_REQUIRE(audio_rows.ndim() == 2 && audio_rows.size(0) == n_audio && audio_rows.size(1) == c.audio_latents_dim,
+  const auto n_img = static_cast<int64_t>(l.img_pos.size()),
+             n_audio = static_cast<int64_t>(l.audio_pos.size());
+  AVDIT_REQUIRE(
+      text_refined.ndim() == 2 && text_refined.size(0) == l.text_len && text_refined.size(1) == H,
+      "H3 forward: text_refined must be [{}, {}], found {}", l.text_len, H,
+      text_refined.shape_str());
+  AVDIT_REQUIRE(video_rows.ndim() == 2 && video_rows.size(0) == n_img &&
+                    video_rows.size(1) == c.video_patch_dim(),
+                "H3 forward: video rows must be [{}, {}], found {}", n_img, c.video_patch_dim(),
+                video_rows.shape_str());
+  AVDIT_REQUIRE(audio_rows.ndim() == 2 && audio_rows.size(0) == n_audio &&
+                    audio_rows.size(1) == c.audio_latents_dim,
                 "H3 forward: audio rows must be [{}, {}], found {}", n_audio, c.audio_latents_dim,
                 audio_rows.shape_str());
-  AVDIT_CHECK(mod_rows.numel() == S && inverse.numel() == S, "H3 forward: {} / {} row indices for {} rows",
-              mod_rows.numel(), inverse.numel(), S);
+  AVDIT_CHECK(mod_rows.numel() == S && inverse.numel() == S,
+              "H3 forward: {} / {} row indices for {} rows", mod_rows.numel(), inverse.numel(), S);
 
-  // 2. Packed input: text, fp32 patch projections of video and audio rows (rounded to the activation
-  // dtype when written into the sequence); pad rows stay zero.
+  // 2. Packed input: text, fp32 patch projections of video and audio rows (rounded to the
+  // activation dtype when written into the sequence); pad rows stay zero.
   Tensor x = ctx.zeros({S, H}, act_);
   ops::scatter_rows(ctx, text_refined, p.text_pos, x);
-  ops::scatter_rows(ctx, ops::linear(ctx, ops::cast(ctx, video_rows, DType::F32), w_.video_patch_proj_weight,
-                                     &w_.video_patch_proj_bias, DType::F32),
+  ops::scatter_rows(ctx,
+                    ops::linear(ctx, ops::cast(ctx, video_rows, DType::F32),
+                                w_.video_patch_proj_weight, &w_.video_patch_proj_bias, DType::F32),
                     p.img_pos, x);
-  ops::scatter_rows(ctx, ops::linear(ctx, ops::cast(ctx, audio_rows, DType::F32), w_.audio_patch_proj_weight,
-                                     &w_.audio_patch_proj_bias, DType::F32),
+  ops::scatter_rows(ctx,
+                    ops::linear(ctx, ops::cast(ctx, audio_rows, DType::F32),
+                                w_.audio_patch_proj_weight, &w_.audio_patch_proj_bias, DType::F32),
                     p.audio_pos, x);
   ops::observe(ctx, {"hidden_embed"}, x);
   if (tab.t_emb.defined()) ops::observe(ctx, {"t_emb"}, tab.t_emb);
@@ -202,7 +229,8 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     return ctx.upload(rope_cos_sin_cache({ctx.download(p.rope_cos), ctx.download(p.rope_sin)}));
   });
 
-  // 5. Blocks. Each block's first step (norm1 + modulation) is fused into the previous block's last.
+  // 5. Blocks. Each block's first step (norm1 + modulation) is fused into the previous block's
+  // last.
   const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
@@ -219,7 +247,16 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
                                              &inverse};
   if (n_blocks > 0) {
     const Tensor& t0 = tab.block[0];
-    ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.blocks[0].norm1, eps, slice(t0, 0, H), slice(t0, 1, H), &mod_rows}, &h);
+    ops::residual_norm_modulate(ctx, x,
+                                {nullptr,
+                                 {},
+                                 nullptr,
+                                 w_.blocks[0].norm1,
+                                 eps,
+                                 slice(t0, 0, H),
+                                 slice(t0, 1, H),
+                                 &mod_rows},
+                                &h);
   } else {
     ops::residual_norm_modulate(ctx, x, final_norm, &hf);
   }
@@ -237,13 +274,15 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     // out_proj.
     const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
     ops::observe(ctx, {"block{}_qkv", i}, qkv);
-    Tensor q = ctx.empty({S, heads, dh}, act_), k = ctx.empty({S, heads, dh}, act_), v = ctx.empty({S, heads, dh}, act_);
+    Tensor q = ctx.empty({S, heads, dh}, act_), k = ctx.empty({S, heads, dh}, act_),
+           v = ctx.empty({S, heads, dh}, act_);
     if (ops::observed(ctx, {"block{}_q_normed", i})) {
       ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
       ops::observe(ctx, {"block{}_q_normed", i}, ops::clone(ctx, q));
       ops::observe(ctx, {"block{}_k_normed", i}, ops::clone(ctx, k));
     }
-    ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin, q, k, v);
+    ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin, q, k,
+                               v);
     ops::observe(ctx, {"block{}_q_rope", i}, q);
     ops::observe(ctx, {"block{}_k_rope", i}, k);
     const Tensor core = ops::attention(ctx, q, k, v, scale, p.segments).reshape({S, I});
@@ -251,7 +290,10 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
     ops::observe(ctx, {"block{}_attn_out", i}, attn);
     // x += gate_msa * attn; h = norm2(x) * (1 + scale_mlp) + shift_mlp
-    ops::residual_norm_modulate(ctx, x, {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H), slice(t, 4, H), &mod_rows}, &h);
+    ops::residual_norm_modulate(
+        ctx, x,
+        {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H), slice(t, 4, H), &mod_rows},
+        &h);
     ops::observe(ctx, {"block{}_mlp_in", i}, h);
     // MLP: fc1 -> SwiGLU -> fc2.
     const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
@@ -264,7 +306,10 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     // no modality split (rows by timestep), final_norm_eps, fp32 out.
     if (i + 1 < n_blocks) {
       const Tensor& tn = tab.block[i + 1];
-      ops::residual_norm_modulate(ctx, x, {&mlp, slice(t, 5, H), &mod_rows, w_.blocks[i + 1].norm1, eps, slice(tn, 0, H), slice(tn, 1, H), &mod_rows}, &h);
+      ops::residual_norm_modulate(ctx, x,
+                                  {&mlp, slice(t, 5, H), &mod_rows, w_.blocks[i + 1].norm1, eps,
+                                   slice(tn, 0, H), slice(tn, 1, H), &mod_rows},
+                                  &h);
     } else {
       ops::ResidualNormModulate a = final_norm;
       a.f = &mlp;
@@ -277,11 +322,14 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
   ops::observe(ctx, {"final_adaln"}, tab.final);
   // Heads in fp32 on every row, then row selection with the update masks (keyframe rows are not
   // predicted).
-  const Tensor video_all = ops::linear(ctx, hf, w_.video_out_weight, &w_.video_out_bias, DType::F32);
-  const Tensor audio_all = ops::linear(ctx, hf, w_.audio_out_weight, &w_.audio_out_bias, DType::F32);
+  const Tensor video_all =
+      ops::linear(ctx, hf, w_.video_out_weight, &w_.video_out_bias, DType::F32);
+  const Tensor audio_all =
+      ops::linear(ctx, hf, w_.audio_out_weight, &w_.audio_out_bias, DType::F32);
   ops::observe(ctx, {"final_video_all"}, video_all);
   ops::observe(ctx, {"final_audio_all"}, audio_all);
-  H3Outputs o{ctx.empty({n_img, c.video_patch_dim()}, DType::F32), ctx.empty({n_audio, c.audio_latents_dim}, DType::F32)};
+  H3Outputs o{ctx.empty({n_img, c.video_patch_dim()}, DType::F32),
+              ctx.empty({n_audio, c.audio_latents_dim}, DType::F32)};
   ops::gather_rows_masked(ctx, video_all, p.img_pos, p.update_mask, o.video);
   ops::gather_rows_masked(ctx, audio_all, p.audio_pos, p.update_audio_mask, o.audio);
   return o;

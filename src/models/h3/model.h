@@ -1,8 +1,9 @@
 // H3Model: the MiniMax-H3 DiT forward, written once against the op set, for any context: the CPU
-// (float32 oracle, or bf16 activations with the reference's rounding points) and the GPU (fp32 parity
-// or bf16 production). Token refiner, patch projections, time embedding and per-timestep adaLN tables,
-// 3D-RoPE attention blocks, final layer and heads, on a packed sequence (packing.h). The block
-// steps are the fused ops of ops/modulation.h. Named points (model.cpp) carry the fixture's names.
+// (float32 oracle, or bf16 activations with the reference's rounding points) and the GPU (fp32
+// parity or bf16 production). Token refiner, patch projections, time embedding and per-timestep
+// adaLN tables, 3D-RoPE attention blocks, final layer and heads, on a packed sequence (packing.h).
+// The block steps are the fused ops of ops/modulation.h. Named points (model.cpp) carry the
+// fixture's names.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,9 @@ struct H3Tables {
   Tensor t_emb;                  // F32 [M, Dt] (undefined in the curve variant)
   Tensor adaln_input;            // F32 [M, Dt]
   Tensor storage;                // every table below in one allocation (one copy moves them all)
-  std::vector<Tensor> block;     // per block [M, 18 H], activation dtype ([3M, 6H]: row m*3 + modality)
-  Tensor final;                  // [M, 2 H]: shift | scale
+  std::vector<Tensor>
+      block;     // per block [M, 18 H], activation dtype ([3M, 6H]: row m*3 + modality)
+  Tensor final;  // [M, 2 H]: shift | scale
   // The same tables as views of another storage of this size (a graph's fixed copy).
   H3Tables over(const Tensor& other_storage) const;
 };
@@ -50,9 +52,11 @@ struct H3Outputs {
 class H3Model {
  public:
   // Weights from a checkpoint (config from its config.json unless given), on ctx in the activation
-  // dtype `act` (F32 or BF16) with the reference's fp32 islands. On the CPU the weights stay mapped.
+  // dtype `act` (F32 or BF16) with the reference's fp32 islands. On the CPU the weights stay
+  // mapped.
   H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act = DType::F32);
-  H3Model(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act = DType::F32);
+  H3Model(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config,
+          DType act = DType::F32);
   // Random weights made on ctx (benchmarks and memory runs at full width without a checkpoint).
   H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed);
 
@@ -70,11 +74,13 @@ class H3Model {
   H3Plan plan(const PackedLayout& layout) const;
   H3Tables tables(const std::vector<float>& unique_timesteps) const;
 
-  // One forward. On ctx: text_refined [L, H] (activation dtype), video_rows [n_img, 96] and audio_rows
-  // [2 T_a, 32] F32, mod_rows (adaln_rows) and inverse (PackedTimesteps::inverse) I32 [S]. Outputs
-  // are data-ward velocities (x0 = x_t + sigma v). Enqueues only (no host synchronisation).
-  H3Outputs forward(const H3Plan& plan, const H3Tables& tables, const Tensor& mod_rows, const Tensor& inverse,
-                    const Tensor& text_refined, const Tensor& video_rows, const Tensor& audio_rows) const;
+  // One forward. On ctx: text_refined [L, H] (activation dtype), video_rows [n_img, 96] and
+  // audio_rows [2 T_a, 32] F32, mod_rows (adaln_rows) and inverse (PackedTimesteps::inverse) I32
+  // [S]. Outputs are data-ward velocities (x0 = x_t + sigma v). Enqueues only (no host
+  // synchronisation).
+  H3Outputs forward(const H3Plan& plan, const H3Tables& tables, const Tensor& mod_rows,
+                    const Tensor& inverse, const Tensor& text_refined, const Tensor& video_rows,
+                    const Tensor& audio_rows) const;
 
  private:
   ops::Context& ctx_;

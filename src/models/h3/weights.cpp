@@ -1,5 +1,6 @@
 // Checkpoint (or random values) -> H3Weights by official names on an execution context, validated
-// against the tensor specs first so that a wrong file fails with one clear message before any compute.
+// against the tensor specs first so that a wrong file fails with one clear message before any
+// compute.
 #include "models/h3/weights.h"
 
 #include <fmt/format.h>
@@ -37,10 +38,12 @@ void validate(const Checkpoint& ckpt, const H3Config& config) {
     const auto& info = ckpt.info(spec.name);
     AVDIT_REQUIRE(info.shape == spec.shape,
                   "H3 checkpoint {}: tensor '{}' has shape [{}], expected [{}] for this config",
-                  file_holding(ckpt, spec.name), spec.name, fmt::join(info.shape, ", "), fmt::join(spec.shape, ", "));
+                  file_holding(ckpt, spec.name), spec.name, fmt::join(info.shape, ", "),
+                  fmt::join(spec.shape, ", "));
     AVDIT_REQUIRE(is_float(info.dtype),
                   "H3 checkpoint {}: tensor '{}' has dtype {}, expected {} (or F32/BF16/F16)",
-                  file_holding(ckpt, spec.name), spec.name, dtype_name(info.dtype), dtype_name(spec.dtype));
+                  file_holding(ckpt, spec.name), spec.name, dtype_name(info.dtype),
+                  dtype_name(spec.dtype));
   }
 }
 
@@ -82,7 +85,8 @@ H3Weights assemble(const H3Config& config, const Get& get) {
   }
   w.rope_inv_freq = get("rope.inv_freq");
   for (int64_t r = 0; r < config.token_refiner_num_layers; ++r)
-    w.refiner_blocks.push_back(load_block(get, fmt::format("token_refiner.blocks.{}.", r), /*with_adaln=*/false));
+    w.refiner_blocks.push_back(
+        load_block(get, fmt::format("token_refiner.blocks.{}.", r), /*with_adaln=*/false));
   w.refiner_final_norm = get("token_refiner.final_norm.weight");
   for (int64_t i = 0; i < config.num_layers; ++i)
     w.blocks.push_back(load_block(get, fmt::format("blocks.{}.", i), /*with_adaln=*/true));
@@ -99,15 +103,20 @@ H3Weights assemble(const H3Config& config, const Get& get) {
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // The dtype a tensor takes on a GPU context (rope.inv_freq and adaln_t_table are read on the host).
-DType device_dtype(const std::string& name, DType act) { return is_fp32_island(name) ? DType::F32 : act; }
-bool host_only(const std::string& name) { return name == "rope.inv_freq" || name == "adaln_t_table"; }
+DType device_dtype(const std::string& name, DType act) {
+  return is_fp32_island(name) ? DType::F32 : act;
+}
+bool host_only(const std::string& name) {
+  return name == "rope.inv_freq" || name == "adaln_t_table";
+}
 
 }  // namespace
 
 Tensor rope_inv_freq(int64_t len) {
   std::vector<float> v(len);
   const float axis_dim = static_cast<float>(2 * len);
-  for (int64_t j = 0; j < len; ++j) v[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / axis_dim);
+  for (int64_t j = 0; j < len; ++j)
+    v[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / axis_dim);
   return Tensor::from_floats(v, {len});
 }
 
@@ -131,8 +140,10 @@ H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config
   });
 }
 
-H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed, int64_t* bytes) {
-  AVDIT_REQUIRE(!config.curve_variant(), "H3 random weights: the full (time_embedder) variant only");
+H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+                         int64_t* bytes) {
+  AVDIT_REQUIRE(!config.curve_variant(),
+                "H3 random weights: the full (time_embedder) variant only");
   std::map<std::string, Shape> shapes;
   for (const TensorSpec& spec : h3_tensor_specs(config)) shapes[spec.name] = spec.shape;
   int64_t total = 0;

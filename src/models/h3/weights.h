@@ -71,9 +71,9 @@ bool is_fp32_island(const std::string& name);
 H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act,
                        int64_t* bytes = nullptr);
 
-// Random weights with the golden README's scales (init_checkpoint's rule), made on ctx in the dtypes
-// load_weights gives (value i of a tensor depends only on (seed, name, i)). The full (time_embedder)
-// variant.
+// Random weights with the golden README's scales (init_checkpoint's rule), made on ctx in the
+// dtypes load_weights gives (value i of a tensor depends only on (seed, name, i)). The full
+// (time_embedder) variant.
 H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
                          int64_t* bytes = nullptr);
 
@@ -81,6 +81,7 @@ H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, u
 Tensor rope_inv_freq(int64_t len);
 
 // (mean, std) of the random weights of one tensor (the golden README's rule).
-std::pair<float, float> init_scale(const std::string& name, const Shape& shape, const H3Config& config);
+std::pair<float, float> init_scale(const std::string& name, const Shape& shape,
+                                   const H3Config& config);
 
 }  // namespace avdit::models::h3

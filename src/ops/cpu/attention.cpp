@@ -12,16 +12,19 @@
 
 namespace avdit::ops::cpu {
 
-void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale, const Segments& seg,
-               const Tensor* sinks, const Tensor* gate, Tensor& out_t) {
-  AVDIT_CHECK(q_in.ndim() == 3 && k_in.ndim() == 3 && v_in.ndim() == 3, "attention: q, k, v must be [S, H, D]");
+void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale,
+               const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out_t) {
+  AVDIT_CHECK(q_in.ndim() == 3 && k_in.ndim() == 3 && v_in.ndim() == 3,
+              "attention: q, k, v must be [S, H, D]");
   const int64_t s = q_in.size(0), hq = q_in.size(1), d = q_in.size(2), hkv = k_in.size(1);
   AVDIT_CHECK(k_in.size(0) == s && v_in.size(0) == s && k_in.size(2) == d && v_in.size(1) == hkv &&
                   v_in.size(2) == d && hkv > 0 && hq % hkv == 0,
               "attention: q {} k {} v {}", q_in.shape_str(), k_in.shape_str(), v_in.shape_str());
-  AVDIT_CHECK(out_t.numel() == q_in.numel(), "attention: output {} for q {}", out_t.shape_str(), q_in.shape_str());
+  AVDIT_CHECK(out_t.numel() == q_in.numel(), "attention: output {} for q {}", out_t.shape_str(),
+              q_in.shape_str());
   const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, s} : seg.cu;
-  AVDIT_CHECK(cu.front() == 0 && cu.back() == s, "attention: segments run from 0 to {}, expected {}", cu.back(), s);
+  AVDIT_CHECK(cu.front() == 0 && cu.back() == s,
+              "attention: segments run from 0 to {}, expected {}", cu.back(), s);
   const float* sink = nullptr;
   Tensor sinks_f;
   if (sinks) {
@@ -44,9 +47,10 @@ void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float
       for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
         const int64_t m = std::min(kQueryBlock, n - q0);
         scores.resize(static_cast<size_t>(m * n));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(d), scale, pq + ((b + q0) * hq + h) * d, static_cast<int>(hq * d),
-                    pk + (b * hkv + kh) * d, static_cast<int>(hkv * d), 0.f, scores.data(), static_cast<int>(n));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                    static_cast<int>(n), static_cast<int>(d), scale, pq + ((b + q0) * hq + h) * d,
+                    static_cast<int>(hq * d), pk + (b * hkv + kh) * d, static_cast<int>(hkv * d),
+                    0.f, scores.data(), static_cast<int>(n));
         for (int64_t i = 0; i < m; ++i) {
           float* row = scores.data() + i * n;
           float mx = *std::max_element(row, row + n);
@@ -59,15 +63,18 @@ void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t j = 0; j < n; ++j) row[j] *= inv;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(d),
-                    static_cast<int>(n), 1.f, scores.data(), static_cast<int>(n), pv + (b * hkv + kh) * d,
-                    static_cast<int>(hkv * d), 0.f, po + ((b + q0) * hq + h) * d, static_cast<int>(hq * d));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+                    static_cast<int>(d), static_cast<int>(n), 1.f, scores.data(),
+                    static_cast<int>(n), pv + (b * hkv + kh) * d, static_cast<int>(hkv * d), 0.f,
+                    po + ((b + q0) * hq + h) * d, static_cast<int>(hq * d));
       }
     }
   }
   if (gate) {
-    // The core's output rounded to out's dtype, times the rounded sigmoid, rounded (torch's bf16 ops).
-    AVDIT_CHECK(gate->numel() == s * hq, "attention: gate {} for {} tokens x {} heads", gate->shape_str(), s, hq);
+    // The core's output rounded to out's dtype, times the rounded sigmoid, rounded (torch's bf16
+    // ops).
+    AVDIT_CHECK(gate->numel() == s * hq, "attention: gate {} for {} tokens x {} heads",
+                gate->shape_str(), s, hq);
     const Tensor g = f32(*gate);
     const DType ot = out_t.dtype();
     for (int64_t t = 0; t < s; ++t)

@@ -1,5 +1,5 @@
-// Helpers of the CPU ops: operands are widened to float32 (a copy only when they are not F32 already),
-// results rounded once into the output's dtype.
+// Helpers of the CPU ops: operands are widened to float32 (a copy only when they are not F32
+// already), results rounded once into the output's dtype.
 #pragma once
 
 #include <cstdint>

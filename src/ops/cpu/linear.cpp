@@ -16,34 +16,37 @@ constexpr int64_t kRowBlock = 512;
 void linear(const Tensor& x_in, const Tensor& w, const Tensor* bias, const Tensor* acc, Tensor& y) {
   AVDIT_CHECK(w.ndim() == 2, "linear: weight must be [out, in], got {}", w.shape_str());
   const int64_t in = w.size(1), out = w.size(0);
-  AVDIT_CHECK(x_in.ndim() >= 1 && x_in.size(-1) == in, "linear: x {} does not match weight {}", x_in.shape_str(),
-              w.shape_str());
+  AVDIT_CHECK(x_in.ndim() >= 1 && x_in.size(-1) == in, "linear: x {} does not match weight {}",
+              x_in.shape_str(), w.shape_str());
   const int64_t m = x_in.numel() / std::max<int64_t>(in, 1);
-  AVDIT_CHECK(y.numel() == m * out, "linear: output {} for x {} and weight {}", y.shape_str(), x_in.shape_str(),
-              w.shape_str());
+  AVDIT_CHECK(y.numel() == m * out, "linear: output {} for x {} and weight {}", y.shape_str(),
+              x_in.shape_str(), w.shape_str());
   const Tensor x = f32(x_in);
-  // The fp32 result: y itself when it is F32 (acc may alias it: read below before the GEMM overwrites).
+  // The fp32 result: y itself when it is F32 (acc may alias it: read below before the GEMM
+  // overwrites).
   Tensor accf;
   if (acc) {
-    AVDIT_CHECK(acc->numel() == m * out, "linear: acc {} for an output of {}", acc->shape_str(), y.shape_str());
+    AVDIT_CHECK(acc->numel() == m * out, "linear: acc {} for an output of {}", acc->shape_str(),
+                y.shape_str());
     accf = acc->to_f32().clone();
   }
   Tensor y32 = y.dtype() == DType::F32 ? y : Tensor::empty({m, out}, DType::F32);
   float* py = y32.f32();
   if (m > 0 && out > 0) {
     if (w.dtype() == DType::F32) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(out),
-                  static_cast<int>(in), 1.f, x.f32(), static_cast<int>(in), w.f32(), static_cast<int>(in), 0.f, py,
-                  static_cast<int>(out));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                  static_cast<int>(out), static_cast<int>(in), 1.f, x.f32(), static_cast<int>(in),
+                  w.f32(), static_cast<int>(in), 0.f, py, static_cast<int>(out));
     } else {
       std::vector<float> block(static_cast<size_t>(std::min(out, kRowBlock) * in));
       for (int64_t r0 = 0; r0 < out; r0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, out - r0);
-        convert(static_cast<const char*>(w.raw()) + dtype_nbytes(w.dtype(), r0 * in), w.dtype(), block.data(),
-                DType::F32, rows * in);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-                    static_cast<int>(in), 1.f, x.f32(), static_cast<int>(in), block.data(), static_cast<int>(in), 0.f,
-                    py + r0, static_cast<int>(out));
+        convert(static_cast<const char*>(w.raw()) + dtype_nbytes(w.dtype(), r0 * in), w.dtype(),
+                block.data(), DType::F32, rows * in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                    static_cast<int>(rows), static_cast<int>(in), 1.f, x.f32(),
+                    static_cast<int>(in), block.data(), static_cast<int>(in), 0.f, py + r0,
+                    static_cast<int>(out));
       }
     }
   } else if (m > 0) {
@@ -64,16 +67,17 @@ void linear(const Tensor& x_in, const Tensor& w, const Tensor* bias, const Tenso
 }
 
 void matmul(const Tensor& a_in, const Tensor& b_in, Tensor& c) {
-  AVDIT_CHECK(a_in.ndim() == 2 && b_in.ndim() == 2 && a_in.size(1) == b_in.size(0), "matmul: {} x {}",
-              a_in.shape_str(), b_in.shape_str());
+  AVDIT_CHECK(a_in.ndim() == 2 && b_in.ndim() == 2 && a_in.size(1) == b_in.size(0),
+              "matmul: {} x {}", a_in.shape_str(), b_in.shape_str());
   const Tensor a = f32(a_in), b = f32(b_in);
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  AVDIT_CHECK(c.numel() == m * n, "matmul: output {} for {} x {}", c.shape_str(), a.shape_str(), b.shape_str());
+  AVDIT_CHECK(c.numel() == m * n, "matmul: output {} for {} x {}", c.shape_str(), a.shape_str(),
+              b.shape_str());
   Tensor c32 = c.dtype() == DType::F32 ? c : Tensor::empty({m, n}, DType::F32);
   if (m > 0 && n > 0)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.f, a.f32(), static_cast<int>(k), b.f32(), static_cast<int>(n), 0.f, c32.f32(),
-                static_cast<int>(n));
+                static_cast<int>(k), 1.f, a.f32(), static_cast<int>(k), b.f32(),
+                static_cast<int>(n), 0.f, c32.f32(), static_cast<int>(n));
   if (c32.raw() != c.raw()) store(c, c32.f32());
 }
 

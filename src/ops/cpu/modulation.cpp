@@ -33,7 +33,8 @@ void residual_norm_modulate(Tensor& x_t, const ResidualNormModulate& a, Tensor* 
   float* px = x.f32();
   const Cols gate(a.gate), shift(a.shift), scale(a.scale);
   if (a.f) {
-    AVDIT_CHECK(a.f->numel() == S * H, "residual_norm_modulate: f {} for x {}", a.f->shape_str(), x_t.shape_str());
+    AVDIT_CHECK(a.f->numel() == S * H, "residual_norm_modulate: f {} for x {}", a.f->shape_str(),
+                x_t.shape_str());
     AVDIT_CHECK(!a.gate.defined() || a.row, "residual_norm_modulate: a gate needs row indices");
     const Tensor f = f32(*a.f);
     for (int64_t r = 0; r < S; ++r) {
@@ -49,10 +50,12 @@ void residual_norm_modulate(Tensor& x_t, const ResidualNormModulate& a, Tensor* 
     store(x_t, px);
   }
   if (!out) return;
-  AVDIT_CHECK(out->numel() == S * H, "residual_norm_modulate: out {} for x {}", out->shape_str(), x_t.shape_str());
+  AVDIT_CHECK(out->numel() == S * H, "residual_norm_modulate: out {} for x {}", out->shape_str(),
+              x_t.shape_str());
   AVDIT_CHECK(!a.shift.defined() || a.row2, "residual_norm_modulate: modulation needs row indices");
   const Tensor w = f32(a.w);
-  AVDIT_CHECK(w.numel() == H, "residual_norm_modulate: norm weight {} for rows of {}", w.shape_str(), H);
+  AVDIT_CHECK(w.numel() == H, "residual_norm_modulate: norm weight {} for rows of {}",
+              w.shape_str(), H);
   std::vector<float> h(static_cast<size_t>(S * H));
   for (int64_t r = 0; r < S; ++r) {
     const float* xr = px + r * H;
@@ -70,24 +73,26 @@ void residual_norm_modulate(Tensor& x_t, const ResidualNormModulate& a, Tensor* 
   store(*out, h.data());
 }
 
-void qk_norm_rope_per_head(const Tensor& qkv_in, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                           const Tensor* cos, const Tensor* sin, Tensor& q, Tensor& k, Tensor& v) {
-  AVDIT_CHECK(qkv_in.ndim() == 4 && qkv_in.size(2) == 3, "qk_norm_rope: qkv must be [S, heads, 3, D], got {}",
-              qkv_in.shape_str());
+void qk_norm_rope_per_head(const Tensor& qkv_in, const Tensor& q_norm, const Tensor& k_norm,
+                           float eps, const Tensor* cos, const Tensor* sin, Tensor& q, Tensor& k,
+                           Tensor& v) {
+  AVDIT_CHECK(qkv_in.ndim() == 4 && qkv_in.size(2) == 3,
+              "qk_norm_rope: qkv must be [S, heads, 3, D], got {}", qkv_in.shape_str());
   const int64_t S = qkv_in.size(0), heads = qkv_in.size(1), D = qkv_in.size(3);
   const DType act = qkv_in.dtype();
   auto R = [act](float x) { return round_to(act, x); };
   const Tensor qkv = f32(qkv_in), qw = f32(q_norm), kw = f32(k_norm);
-  AVDIT_CHECK(qw.numel() == D && kw.numel() == D, "qk_norm_rope: norm weights {} / {} for heads of {}",
-              qw.shape_str(), kw.shape_str(), D);
+  AVDIT_CHECK(qw.numel() == D && kw.numel() == D,
+              "qk_norm_rope: norm weights {} / {} for heads of {}", qw.shape_str(), kw.shape_str(),
+              D);
   Tensor c, s;
   int64_t half = 0;
   if (cos) {
     c = f32(*cos);
     s = f32(*sin);
     half = c.size(-1);
-    AVDIT_CHECK(c.numel() == S * half && s.numel() == S * half && 2 * half <= D, "qk_norm_rope: cos {} sin {}",
-                c.shape_str(), s.shape_str());
+    AVDIT_CHECK(c.numel() == S * half && s.numel() == S * half && 2 * half <= D,
+                "qk_norm_rope: cos {} sin {}", c.shape_str(), s.shape_str());
   }
   std::vector<float> qo(static_cast<size_t>(S * heads * D)), ko(qo.size()), vo(qo.size());
   for (int64_t t = 0; t < S; ++t)

@@ -8,7 +8,8 @@ namespace avdit::ops::cpu {
 
 void rms_norm(const Tensor& x_in, const RmsNormWeight& w, float eps, Tensor& y) {
   const int64_t d = x_in.size(-1), rows = x_in.numel() / std::max<int64_t>(d, 1);
-  AVDIT_CHECK(y.numel() == x_in.numel(), "rms_norm: output {} for x {}", y.shape_str(), x_in.shape_str());
+  AVDIT_CHECK(y.numel() == x_in.numel(), "rms_norm: output {} for x {}", y.shape_str(),
+              x_in.shape_str());
   const Tensor x = f32(x_in);
   Tensor wf;
   int64_t groups = 1;
@@ -18,8 +19,11 @@ void rms_norm(const Tensor& x_in, const RmsNormWeight& w, float eps, Tensor& y) 
     AVDIT_CHECK(groups == 1 || w.group, "rms_norm: {} weight rows need a group index", groups);
     wf = f32(w.w);
   }
-  const int64_t tokens = x.ndim() > 0 ? x.size(0) : 1, rows_per_token = rows / std::max<int64_t>(tokens, 1);
-  if (groups > 1) AVDIT_CHECK(w.group->numel() == tokens, "rms_norm: {} group ids for {} tokens", w.group->numel(), tokens);
+  const int64_t tokens = x.ndim() > 0 ? x.size(0) : 1,
+                rows_per_token = rows / std::max<int64_t>(tokens, 1);
+  if (groups > 1)
+    AVDIT_CHECK(w.group->numel() == tokens, "rms_norm: {} group ids for {} tokens",
+                w.group->numel(), tokens);
   Tensor y32 = y.dtype() == DType::F32 ? y : Tensor::empty(x.shape(), DType::F32);
   const float* px = x.f32();
   float* py = y32.f32();

@@ -39,58 +39,64 @@ Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan p
 }
 
 // The cuDNN core over the plan into o ([S, Hq, D], q's dtype), cuDNN's sink token when given.
-void cudnn_core(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
-                const Tensor* native_sinks, Tensor& o) {
+void cudnn_core(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                const Segments& seg, const Tensor* native_sinks, Tensor& o) {
   const int64_t S = q.size(0);
   auto rows = [](const Tensor& t, int64_t r0, int64_t n) { return t.slice_rows(r0, r0 + n); };
   if (seg.dense_rows > 0) {
     const int64_t n = seg.dense_rows;
     SdpaOut into{rows(o, 0, n), {}};
-    cudnn_sdpa(c.dev(), rows(q, 0, n), rows(k, 0, n), rows(v, 0, n), scale, {}, &into, native_sinks, false);
+    cudnn_sdpa(c.dev(), rows(q, 0, n), rows(k, 0, n), rows(v, 0, n), scale, {}, &into, native_sinks,
+               false);
   }
   if (seg.tail_cu.defined()) {
     const int64_t r0 = seg.dense_rows, n = S - r0;
     SdpaOut into{rows(o, r0, n), {}};
-    cudnn_sdpa(c.dev(), rows(q, r0, n), rows(k, r0, n), rows(v, r0, n), scale, seg.tail_cu, &into, native_sinks,
-               false, seg.tail_max);
+    cudnn_sdpa(c.dev(), rows(q, r0, n), rows(k, r0, n), rows(v, r0, n), scale, seg.tail_cu, &into,
+               native_sinks, false, seg.tail_max);
   }
 }
 
-bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
-               const Tensor* sinks, const Tensor* gate, Tensor& out) {
+bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+               const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out) {
   if (!::avdit::cuda::cudnn_attention_available(c.dev(), q, k, v)) return false;
   try {
-    const bool native = !sinks || (sinks->dtype() == DType::F32 && ::avdit::cuda::cudnn_version() >= 91300);
+    const bool native =
+        !sinks || (sinks->dtype() == DType::F32 && ::avdit::cuda::cudnn_version() >= 91300);
     if (native) {
-      // Without sinks, or with cuDNN's own sink token, the core needs no LSE (bench/notes/attention.md).
+      // Without sinks, or with cuDNN's own sink token, the core needs no LSE
+      // (bench/notes/attention.md).
       Tensor o = out.dtype() == q.dtype() ? out : c.empty(q.shape(), q.dtype());
       cudnn_core(c, q, k, v, scale, seg, sinks, o);
       if (gate || o.raw() != out.raw()) {
-        const Tensor y = ::avdit::cuda::sink_gate(c.dev(), o, {}, nullptr, gate, nullptr, out.dtype());
+        const Tensor y =
+            ::avdit::cuda::sink_gate(c.dev(), o, {}, nullptr, gate, nullptr, out.dtype());
         if (y.raw() != out.raw()) ops::copy_(c, out, y);
       }
       return true;
     }
-    // Sinks on an older cuDNN: one ragged graph over all documents returning the LSE, then the exact
-    // sink correction and the gate in one pass.
+    // Sinks on an older cuDNN: one ragged graph over all documents returning the LSE, then the
+    // exact sink correction and the gate in one pass.
     SdpaOut r = cudnn_sdpa(c.dev(), q, k, v, scale, seg.cu_ctx, nullptr, nullptr, true);
-    const Tensor y = ::avdit::cuda::sink_gate(c.dev(), r.o, r.lse, sinks, gate, nullptr, out.dtype());
+    const Tensor y =
+        ::avdit::cuda::sink_gate(c.dev(), r.o, r.lse, sinks, gate, nullptr, out.dtype());
     ops::copy_(c, out, y);
     return true;
   } catch (const RuntimeFailure& e) {
-    log::warn("cuDNN attention refused [{}, {}, {}] {}: {}; using the portable kernel", q.size(0), q.size(1),
-              q.size(2), dtype_name(q.dtype()), e.what());
+    log::warn("cuDNN attention refused [{}, {}, {}] {}: {}; using the portable kernel", q.size(0),
+              q.size(1), q.size(2), dtype_name(q.dtype()), e.what());
     return false;
   }
 }
 
 }  // namespace
 
-Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim, DType dtype) {
+Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim,
+                       DType dtype) {
   const int64_t S = cu.back();
   SegmentPlan plan = SegmentPlan::Split;
-  const bool timed = c.timed_segments() && !c.capturing() && heads > 0 && head_dim > 0 && dtype != DType::F32 &&
-                     S >= 4096 && cu.size() > 2 && cu[1] > 0;
+  const bool timed = c.timed_segments() && !c.capturing() && heads > 0 && head_dim > 0 &&
+                     dtype != DType::F32 && S >= 4096 && cu.size() > 2 && cu[1] > 0;
   if (timed) {
     auto it = c.segment_choices().find(cu);
     if (it != c.segment_choices().end()) {
@@ -109,7 +115,8 @@ Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, i
       float best_ms = -1;
       for (SegmentPlan p : {SegmentPlan::Split, SegmentPlan::Ragged}) {
         const Segments s = make_plan(c, cu, p);
-        if (!via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o)) break;  // builds the graphs (untimed)
+        if (!via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o))
+          break;  // builds the graphs (untimed)
         AVDIT_CUDA_CHECK(cudaEventRecord(e0, c.stream()));
         for (int r = 0; r < 2; ++r) via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o);
         AVDIT_CUDA_CHECK(cudaEventRecord(e1, c.stream()));
@@ -127,18 +134,24 @@ Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, i
   return make_plan(c, cu, plan);
 }
 
-void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
-               const Tensor* sinks, const Tensor* gate, Tensor& out) {
+void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+               const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out) {
   for (const Tensor* t : {&q, &k, &v}) c.require_here(*t, "attention q/k/v");
-  AVDIT_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3, "attention: q, k, v must be [S, H, D]");
+  AVDIT_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
+              "attention: q, k, v must be [S, H, D]");
   const int64_t S = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = k.size(1);
-  AVDIT_CHECK(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv && v.size(2) == D && Hkv > 0 &&
-                  Hq % Hkv == 0,
+  AVDIT_CHECK(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv &&
+                  v.size(2) == D && Hkv > 0 && Hq % Hkv == 0,
               "attention: q {} k {} v {}", q.shape_str(), k.shape_str(), v.shape_str());
-  AVDIT_CHECK(seg.rows() == S && seg.cu_ctx.defined(), "attention: segments of {} rows for {} rows", seg.rows(), S);
-  AVDIT_CHECK(out.numel() == q.numel(), "attention: output {} for q {}", out.shape_str(), q.shape_str());
-  if (sinks) AVDIT_CHECK(sinks->numel() == Hq, "attention: sinks {} for {} heads", sinks->shape_str(), Hq);
-  if (gate) AVDIT_CHECK(gate->numel() == S * Hq, "attention: gate {} for {} x {}", gate->shape_str(), S, Hq);
+  AVDIT_CHECK(seg.rows() == S && seg.cu_ctx.defined(), "attention: segments of {} rows for {} rows",
+              seg.rows(), S);
+  AVDIT_CHECK(out.numel() == q.numel(), "attention: output {} for q {}", out.shape_str(),
+              q.shape_str());
+  if (sinks)
+    AVDIT_CHECK(sinks->numel() == Hq, "attention: sinks {} for {} heads", sinks->shape_str(), Hq);
+  if (gate)
+    AVDIT_CHECK(gate->numel() == S * Hq, "attention: gate {} for {} x {}", gate->shape_str(), S,
+                Hq);
   if (S == 0) return;
   if (q.dtype() != DType::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
       via_cudnn(c, q, k, v, scale, seg, sinks, gate, out))

@@ -7,9 +7,11 @@
 namespace avdit::ops::cuda {
 namespace {
 
-__global__ void nonfinite_kernel(const void* x, ::avdit::cuda::Elt t, int64_t n, unsigned long long* out) {
+__global__ void nonfinite_kernel(const void* x, ::avdit::cuda::Elt t, int64_t n,
+                                 unsigned long long* out) {
   unsigned long long count = 0, first = ~0ull;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
     if (!isfinite(::avdit::cuda::load_elt(x, t, i))) {
       ++count;
       first = min(first, static_cast<unsigned long long>(i));
@@ -30,7 +32,8 @@ NonFinite count_nonfinite(CudaContext& c, const Tensor& t) {
   const unsigned long long init[2] = {0, ~0ull};
   AVDIT_CUDA_CHECK(cudaMemcpyAsync(buf.p, init, sizeof init, cudaMemcpyHostToDevice, c.stream()));
   nonfinite_kernel<<<::avdit::cuda::grid_for(t.numel()), ::avdit::cuda::kThreads, 0, c.stream()>>>(
-      t.raw(), ::avdit::cuda::elt_of(t, "count_nonfinite"), t.numel(), static_cast<unsigned long long*>(buf.p));
+      t.raw(), ::avdit::cuda::elt_of(t, "count_nonfinite"), t.numel(),
+      static_cast<unsigned long long*>(buf.p));
   AVDIT_CUDA_CHECK_LAUNCH();
   unsigned long long got[2];
   AVDIT_CUDA_CHECK(cudaMemcpyAsync(got, buf.p, sizeof got, cudaMemcpyDeviceToHost, c.stream()));
