@@ -22,6 +22,9 @@ CudaContext::CudaContext(int ordinal)
 CudaContext::~CudaContext() { forget_fixed(); }
 
 void CudaContext::forget_fixed() {
+  bool any = false;
+  for (const auto& [key, f] : fixed_) any = any || f.exec != nullptr;
+  if (any && !capturing_) cudaStreamSynchronize(stream());  // no launch of a graph in flight
   for (auto& [key, f] : fixed_)
     if (f.exec) cudaGraphExecDestroy(f.exec);
   fixed_.clear();
