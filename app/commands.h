@@ -18,5 +18,6 @@ Run add_generate(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_quantize(CLI::App& app);
 Run add_tokenize(CLI::App& app);
+Run add_enhance(CLI::App& app);
 
 }  // namespace avdit::app

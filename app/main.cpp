@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_bench);
   add(avdit::app::add_quantize);
   add(avdit::app::add_tokenize);
+  add(avdit::app::add_enhance);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
