@@ -1,10 +1,9 @@
-// linear and matmul on the CPU through OpenBLAS sgemm; non-F32 weights are widened in blocks of
-// rows so that a memory-mapped BF16 weight is never copied whole.
-#include <cblas.h>
-
+// linear and matmul on the CPU through sgemm_fixed (bit-identical for any thread count); non-F32
+// weights are widened in blocks of rows so that a memory-mapped BF16 weight is never copied whole.
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/cpu/gemm_fixed.h"
 #include "ops/ops.h"
 
 namespace avdit::ops {
@@ -26,18 +25,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias) {
   float* py = y.f32();
   if (m > 0 && out > 0) {
     if (w.dtype() == DType::F32) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(out),
-                  static_cast<int>(in), 1.f, x.f32(), static_cast<int>(in), w.f32(), static_cast<int>(in), 0.f, py,
-                  static_cast<int>(out));
+      sgemm_fixed(true, m, out, in, 1.f, x.f32(), in, w.f32(), in, 0.f, py, out);
     } else {
       std::vector<float> block(static_cast<size_t>(std::min(out, kRowBlock) * in));
       for (int64_t r0 = 0; r0 < out; r0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, out - r0);
         convert(static_cast<const char*>(w.raw()) + dtype_nbytes(w.dtype(), r0 * in), w.dtype(), block.data(),
                 DType::F32, rows * in);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-                    static_cast<int>(in), 1.f, x.f32(), static_cast<int>(in), block.data(), static_cast<int>(in),
-                    0.f, py + r0, static_cast<int>(out));
+        sgemm_fixed(true, m, rows, in, 1.f, x.f32(), in, block.data(), in, 0.f, py + r0, out);
       }
     }
   }
@@ -57,10 +52,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor bf = b.to_f32();
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   Tensor c = Tensor::empty({m, n}, DType::F32);
-  if (m > 0 && n > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.f, a.f32(), static_cast<int>(k), bf.f32(), static_cast<int>(n), 0.f, c.f32(),
-                static_cast<int>(n));
+  if (m > 0 && n > 0) sgemm_fixed(false, m, n, k, 1.f, a.f32(), k, bf.f32(), n, 0.f, c.f32(), n);
   return c;
 }
 
