@@ -2,6 +2,8 @@
 // stderr and an exit code (0 ok, 1 runtime failure, 2 bad usage or bad input).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
 #include <vector>
 
 #include "commands.h"
@@ -35,8 +37,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "avdit: error: %s (see --help)\n",
+                 e.what());  // one line, like every error
+    return 2;
   }
   avdit::log::set_level(quiet ? avdit::log::Level::Error
                         : verbose >= 2 ? avdit::log::Level::Debug
@@ -47,8 +51,16 @@ int main(int argc, char** argv) {
   } catch (const avdit::Error& e) {
     std::fprintf(stderr, "avdit: error: %s\n", e.what());
     return e.exit_code();
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be examined (permissions, a loop of symlinks): name it.
+    std::fprintf(stderr, "avdit: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "avdit: error: out of host memory\n");
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "avdit: error: %s\n", e.what());
+    // Input checks should have named the file or option; reaching here is a bug to report.
+    std::fprintf(stderr, "avdit: error: internal error (please report): %s\n", e.what());
     return 1;
   }
   return 2;
