@@ -75,13 +75,14 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<co
                     "{}: tensor '{}': shape has a non-integer or negative dimension", where, name);
       const uint64_t v = d.get<uint64_t>();
       AVDIT_REQUIRE(v <= static_cast<uint64_t>(checked::kMaxElements),
-                    "{}: tensor '{}': dimension {} exceeds the 2^56 limit", where, name, v);
+                    "{}: tensor '{}': shape too large: dimension {} exceeds the 2^56 limit", where,
+                    name, v);
       shape.push_back(static_cast<int64_t>(v));
     }
     // Element and byte counts without wrap: a zero dimension does not excuse a huge one.
     const std::optional<int64_t> numel = checked::numel(shape);
-    AVDIT_REQUIRE(numel.has_value(), "{}: tensor '{}': shape {} has more than 2^56 elements", where,
-                  name, shape_str(shape));
+    AVDIT_REQUIRE(numel.has_value(), "{}: tensor '{}': shape {} too large: more than 2^56 elements",
+                  where, name, shape_str(shape));
     const int64_t expect = *checked::nbytes(*numel, dtype_bits(*dtype));
     const json& off = e["data_offsets"];
     AVDIT_REQUIRE(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
