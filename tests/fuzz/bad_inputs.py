@@ -257,6 +257,20 @@ class Cases:
                         node = node[k]
                     node[path[-1]] = value
                     self.add_config(family, src, cfg, f'{".".join(map(str, path))}={json.dumps(value)}')
+            # String fields given other types (nlohmann's value() / get<string>() would throw raw).
+            # (H3's only string, _class_name, may be anything: H3 is also detected by its fields.)
+            strings = [] if family == 'h3' else [
+                ('arch_config', 'params_dtype'), ('arch_config', 'activation_type'),
+                ('arch_config', 'moe_config', 'score_func'),
+                ('evaluation_config', 'data_proxy_config', 'spatial_rope_interpolation')]
+            for path in strings:
+                for value in (5, [], {}, True, 'nope'):
+                    cfg = json.loads(json.dumps(base))
+                    node = cfg
+                    for k in path[:-1]:
+                        node = node[k]
+                    node[path[-1]] = value
+                    self.add_config(family, src, cfg, f'{".".join(path)}={json.dumps(value)}')
             for name, text in (('deep', '[' * 300000 + ']' * 300000), ('array', '[1, 2]'), ('string', '"h3"'),
                                ('truncated', '{"hidden_size": 1'), ('nan_literal', '{"hidden_size": NaN}'),
                                ('bom', '\ufeff{}'), ('empty', '')):

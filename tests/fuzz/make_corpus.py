@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' committed seeds, tests/fuzz/corpus/<target>/ (small, hand-made files and the
 tiny golden configs), from the shared fixtures beside the repo. Rerun after changing a target's
-input format:  tests/fuzz/make_corpus.py [SHARED_DIR]  (default ../shared)."""
+input format:  tests/fuzz/make_corpus.py [SHARED_DIR]  (default ../shared).
+Files named regress_* are inputs a fuzzer once crashed on, kept as seeds; this script leaves them."""
 import json
 import os
-import shutil
 import struct
 import sys
 
@@ -38,7 +38,10 @@ def put(target, name, content):
         f.write(content)
 
 
-shutil.rmtree(corpus, ignore_errors=True)
+for target in os.listdir(corpus) if os.path.isdir(corpus) else []:
+    for name in os.listdir(os.path.join(corpus, target)):
+        if not name.startswith('regress_'):
+            os.remove(os.path.join(corpus, target, name))
 put('safetensors_header_fuzz', 'f32_2x3', st({'x': ('F32', [2, 3], f32(*range(6)))}))
 put('safetensors_header_fuzz', 'mixed_metadata', st({'a': ('BF16', [2, 2], b'\x80\x3f' * 4), 'b': ('I64', [1], b'\x07' + b'\0' * 7),
                                                       'c': ('F8_E4M3', [], b'\x38')}, {'format': 'pt'}))

@@ -104,5 +104,16 @@ TEST(ConfigLimits, H3FieldsAreBoundedAndIntegral) {
       read_json(kShared / "reference-configs" / "h3" / "FL2VA" / "transformer" / "config.json")));
 }
 
+TEST(ConfigLimits, FamilyDetectionTakesAnyJsonTypes) {
+  // Found by config_fuzz: a numeric _class_name made nlohmann's value() throw type_error.302.
+  json j = read_json(kShared / "golden" / "h3-tiny" / "config.json");
+  for (const json& name : {json(5), json::array(), json::object(), json(nullptr), json("Other")}) {
+    j["_class_name"] = name;
+    EXPECT_EQ(detect_family(j), "h3") << name.dump();  // H3's fields still say what it is
+  }
+  for (const json& config : {json::array({1, 2}), json("h3"), json(3), json::object({{"_class_name", 1}})})
+    EXPECT_NO_THROW(detect_family(config)) << config.dump();
+}
+
 }  // namespace
 }  // namespace avdit::models
