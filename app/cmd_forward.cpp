@@ -97,6 +97,8 @@ Run add_forward(CLI::App& app) {
     std::vector<fs::path> input_files = checkpoint_files(ckpt);
     input_files.push_back(o->inputs);
     check_output_path(o->out, "--out", input_files);
+    if (*family == "magi2-preview" || *family == "h3")
+      check_forward_memory(*family, *ckpt.config(), inputs, o->device == "cpu");
     select_dump({}, o->dump_list);  // an unknown --dump item fails before the forward
     const bool want_dump = dump->count() > 0;
     const bool bf16 = o->precision == "bf16";

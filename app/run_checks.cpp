@@ -88,4 +88,21 @@ void check_generate_memory(const std::string& family, const nlohmann::json& conf
   require_host_memory(static_cast<int64_t>(capped), host_memory_available(), "this run", breakdown);
 }
 
+void check_forward_memory(const std::string& family, const nlohmann::json& config,
+                          const TensorMap& inputs, bool cpu_forward) {
+  GenerateSize s;
+  auto shape_of = [&](const char* name) {
+    const auto it = inputs.find(name);
+    return it == inputs.end() ? Shape{} : it->second.shape();
+  };
+  s.video = shape_of("video_latent");
+  s.audio = shape_of("audio_latent");
+  for (const char* name : {"text_embeds", "txt_feat"}) {
+    const Shape t = shape_of(name);
+    if (!t.empty() && t.back() > 0) s.text_tokens = shape_numel(t) / t.back();
+  }
+  s.cpu_forward = cpu_forward;
+  check_generate_memory(family, config, s);
+}
+
 }  // namespace avdit::app

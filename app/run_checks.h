@@ -39,5 +39,8 @@ struct GenerateSize {
 // activations on the CPU) exceeds /proc/meminfo's MemAvailable; the message gives both figures.
 void check_generate_memory(const std::string& family, const nlohmann::json& config,
                            const GenerateSize& size);
+// The same for one forward on fixture-format inputs (video_latent, audio_latent, text states).
+void check_forward_memory(const std::string& family, const nlohmann::json& config,
+                          const TensorMap& inputs, bool cpu_forward);
 
 }  // namespace avdit::app
