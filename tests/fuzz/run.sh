@@ -26,7 +26,7 @@ for t in "${targets[@]}"; do
   # detect_leaks: the FIFO and folder refusals must not leak their descriptors' buffers either.
   t_rc=0
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "./$build/tests/fuzz/$t" "$build/corpus/$t" "tests/fuzz/corpus/$t" -dict=tests/fuzz/json.dict \
+    "$build/tests/fuzz/$t" "$build/corpus/$t" "tests/fuzz/corpus/$t" -dict=tests/fuzz/json.dict \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
     -artifact_prefix="$build/crashes/$t/" -print_final_stats=1 2>"$build/$t.log" || t_rc=$?
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)' "$build/$t.log" \
