@@ -15,12 +15,19 @@ namespace avdit::ops {
 
 namespace {
 
-// 128 x 256 tiles: enough tiles for a few threads at the tiny models' shapes, and large enough that
-// re-packing A and B per tile costs little (B is packed once per 128 rows of C).
-constexpr int64_t kTileRows = 128;
-constexpr int64_t kTileCols = 256;
-// Below this many FMAs a product is one call: splitting would cost more than it saves.
-constexpr int64_t kGemmSmall = int64_t{1} << 20;
+// Tiles are a function of (m, n, k) alone. Their count grows with the work, one per ~2^24 FMAs (a
+// few ms on one core), as a power of two up to 1024, and their edges stay >= 512 where the matrix
+// allows: OpenBLAS packs A and B per call, and on one core 4096^2 x 1024 in 128^2 tiles cost 1.52x
+// one call, 256^2 1.19x, 512^2 1.06x, 1024^2 1.02x. Products too small for two such tiles are cut
+// into at most 4 tiles with edges >= 64 (the tiny models' GEMMs: ~1.05x), and below 2^22 FMAs a
+// product is one call.
+constexpr double kFmasPerTile = 1 << 24;
+constexpr double kGemmSmall = 1 << 22;
+constexpr int64_t kMaxTiles = 1024;
+constexpr int64_t kMinEdge = 512, kMinSmallEdge = 64, kSmallTiles = 4;
+constexpr int64_t kAlign = 16;  // tile edges on multiples of the micro-kernels' unroll
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int to_int(int64_t v, const char* what) {
   AVDIT_CHECK(v >= 0 && v <= INT_MAX, "sgemm_fixed: {} = {} does not fit the BLAS interface", what,
@@ -43,9 +50,33 @@ ThreadPool& cpu_pool() {
 }
 
 GemmTiles gemm_tiles(int64_t m, int64_t n, int64_t k) {
-  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < kGemmSmall)
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (work < kGemmSmall || m <= 0 || n <= 0)
     return {std::max<int64_t>(m, 1), std::max<int64_t>(n, 1)};
-  return {kTileRows, kTileCols};
+  int64_t wanted = 2;
+  while (wanted < kMaxTiles && work / static_cast<double>(wanted * 2) >= kFmasPerTile) wanted *= 2;
+  // Halve the taller (relative) side while the halves keep `min_edge`: tiles stay near square,
+  // which keeps the total packing of A (once per column of tiles) and B (once per row) small.
+  int64_t rows = 1, cols = 1;
+  auto split = [&](int64_t target, int64_t min_edge) {
+    while (rows * cols < target) {
+      const int64_t h = ceil_div(m, rows), w = ceil_div(n, cols);
+      if (h >= w && h / 2 >= min_edge) {
+        rows *= 2;
+      } else if (w / 2 >= min_edge) {
+        cols *= 2;
+      } else if (h / 2 >= min_edge) {
+        rows *= 2;
+      } else {
+        return;
+      }
+    }
+  };
+  split(wanted, kMinEdge);
+  if (rows * cols == 1) split(std::min(wanted, kSmallTiles), kMinSmallEdge);
+  const int64_t h = ceil_div(ceil_div(m, rows), kAlign) * kAlign;
+  const int64_t w = ceil_div(ceil_div(n, cols), kAlign) * kAlign;
+  return {std::min(h, m), std::min(w, n)};
 }
 
 void sgemm_fixed(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -21,7 +21,8 @@ void sgemm_fixed(ThreadPool& pool, bool trans_b, int64_t m, int64_t n, int64_t k
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc);
 
-// The tiles of an m x n x k product: the same for every machine and thread count.
+// The tiles of an m x n x k product: a function of the shape alone, the same for every machine and
+// thread count.
 struct GemmTiles {
   int64_t rows, cols;  // tile size; a product below kGemmSmall FMAs is one tile
 };
