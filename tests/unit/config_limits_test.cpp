@@ -111,7 +111,8 @@ TEST(ConfigLimits, FamilyDetectionTakesAnyJsonTypes) {
     j["_class_name"] = name;
     EXPECT_EQ(detect_family(j), "h3") << name.dump();  // H3's fields still say what it is
   }
-  for (const json& config : {json::array({1, 2}), json("h3"), json(3), json::object({{"_class_name", 1}})})
+  for (const json& config :
+       {json::array({1, 2}), json("h3"), json(3), json::object({{"_class_name", 1}})})
     EXPECT_NO_THROW(detect_family(config)) << config.dump();
 }
 
