@@ -4,11 +4,32 @@
 #include <exception>
 #include <filesystem>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
+
+namespace {
+
+// One line on stderr whatever a message quotes: names from files (tensor names, shard paths) may
+// hold newlines or terminal escape sequences, so control characters are printed as \xNN.
+void print_error(const std::string& message) {
+  std::string line = "avdit: error: ";
+  for (const unsigned char c : message) {
+    if (c < 0x20 || c == 0x7f) {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c);
+      line += esc;
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -38,8 +59,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "avdit: error: %s (see --help)\n",
-                 e.what());  // one line, like every error
+    print_error(std::string(e.what()) + " (see --help)");
     return 2;
   }
   avdit::log::set_level(quiet ? avdit::log::Level::Error
@@ -49,18 +69,18 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();
   } catch (const avdit::Error& e) {
-    std::fprintf(stderr, "avdit: error: %s\n", e.what());
+    print_error(e.what());
     return e.exit_code();
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the user gave that cannot be examined (permissions, a loop of symlinks): name it.
-    std::fprintf(stderr, "avdit: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
+    print_error(e.path1().string() + ": " + e.code().message());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "avdit: error: out of host memory\n");
+    print_error("out of host memory");
     return 1;
   } catch (const std::exception& e) {
     // Input checks should have named the file or option; reaching here is a bug to report.
-    std::fprintf(stderr, "avdit: error: internal error (please report): %s\n", e.what());
+    print_error(std::string("internal error (please report): ") + e.what());
     return 1;
   }
   return 2;

@@ -132,6 +132,11 @@ class Cases:
             p = self.path(case + '.safetensors')
             open(p, 'wb').write(content)
             files.append((case, p))
+        # Names with a newline and a terminal escape: the message must stay one line.
+        p = self.path('newline_names.safetensors')
+        write_st(p, {'x\ny\x1b[31m': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]},
+                     'z': {'dtype': 'F32\n', 'shape': [1], 'data_offsets': [4, 8]}}, b'\0' * 8)
+        files.append(('newline_names', p))
         fifo = self.path('fifo.safetensors')
         os.mkfifo(fifo)
         files.append(('fifo', fifo))
@@ -297,7 +302,7 @@ class Cases:
         open(secret, 'wb').write(b'SECRET!!' * 8)
         shards = ['../outside/model.safetensors', '/etc/passwd', secret, 'sub/../../outside/model.safetensors',
                   './../outside/model.safetensors', 'link_out.safetensors', 'dirlink/model.safetensors', '',
-                  'missing.safetensors', 'fifo.safetensors', 'sub', '..', '.', '/', 'a\\..\\..\\b',
+                  'missing.safetensors', 'fifo.safetensors', 'sub', '..', '.', '/', 'a\\..\\..\\b', 'x\ny\x1b[2J',
                   os.path.join('..', os.path.basename(outside), 'secret.bin')]
         for shard in shards:
             d = self.path('index')
