@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -21,6 +20,9 @@
 #include "bench/report.h"
 #include "bench_commands.h"
 #include "core/error.h"
+#include "io/output_file.h"
+#include "io/safetensors.h"
+#include "run_checks.h"
 
 #if AVDIT_HAVE_CUDA
 #include "backend/cuda/context.h"
@@ -104,9 +106,8 @@ double peer_tflops(const nlohmann::json& peer, const std::string& shape, const s
 }
 
 void write_bin(const std::filesystem::path& p, const Tensor& host) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(static_cast<const char*>(host.raw()), host.nbytes());
-  if (!f) throw RuntimeFailure(fmt::format("bench attention: cannot write {}", p.string()));
+  write_file_atomic(p, std::string_view(static_cast<const char*>(host.raw()),
+                                        static_cast<size_t>(host.nbytes())));
 }
 
 // Small deterministic inputs and avdit's output for the peer's equality check: q, k, v, gate in
@@ -142,7 +143,7 @@ void dump_case(cuda::Device& dev, const AttnOptions& o, const Shape3& sh, const 
   nlohmann::json meta = {{"L", L},          {"hq", sh.hq},   {"hkv", sh.hkv},           {"d", sh.d},
                          {"dtype", dts},    {"scale", scale}, {"sinks_gate", sh.sinks_gate},
                          {"cu_seqlens", cu}};
-  std::ofstream(dir / "meta.json") << meta.dump(2) << "\n";
+  write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
 }
 
 int run_attention(const AttnOptions& o) {
@@ -153,9 +154,7 @@ int run_attention(const AttnOptions& o) {
   const auto shapes = split(o.shapes);
   nlohmann::json peer;
   if (!o.peer.empty()) {
-    std::ifstream f(o.peer);
-    if (!f) throw BadInput(fmt::format("bench attention: --peer {}: cannot open", o.peer));
-    peer = nlohmann::json::parse(f);
+    peer = read_json(o.peer);
   }
   char date[32];
   const std::time_t now = std::time(nullptr);
@@ -177,7 +176,7 @@ int run_attention(const AttnOptions& o) {
     for (const auto& dts : dtypes) {
       const DType dt = parse_dtype(dts);
       for (const auto& ls : split(o.lens)) {
-        const int64_t L = std::stoll(ls);
+        const int64_t L = parse_int64(ls, "bench attention: --len");
         AVDIT_REQUIRE(L > 0, "bench attention: --len {}", ls);
         const Tensor q = filled(dev, {L, sh->hq, sh->d}, dt, 1.f, 1), k = filled(dev, {L, sh->hkv, sh->d}, dt, 1.f, 2),
                      v = filled(dev, {L, sh->hkv, sh->d}, dt, 1.f, 3);

@@ -23,6 +23,7 @@
 #include "io/safetensors.h"
 #include "models/h3/config.h"
 #include "models/h3/packing.h"
+#include "run_checks.h"
 
 #if AVDIT_HAVE_CUDA
 #include "backend/cuda/context.h"
@@ -165,7 +166,7 @@ int run_h3(const H3BenchOptions& o) {
   std::stringstream ss(o.rows);
   for (std::string item; std::getline(ss, item, ',');) {
     if (item.empty()) continue;
-    const int64_t rows = std::stoll(item);
+    const int64_t rows = parse_int64(item, "bench h3: --rows");
     Case k{fmt::format("rows {}", rows), synthetic_layout(rows, o.text_len, 186)};
     if (rows == 19456) k.port_s = 2.44, k.target_s = 1.88;
     if (rows == 40128) k.port_s = 7.11, k.target_s = 5.5;

@@ -11,11 +11,14 @@
 #include "context.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/finite.h"
+#include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/family.h"
 #include "models/h3/api.h"
 #include "models/h3/model.h"
 #include "models/magi2/api.h"
+#include "run_checks.h"
 
 namespace avdit::app {
 
@@ -92,6 +95,12 @@ Run add_forward(CLI::App& app) {
     const auto family = models::detect_family(*ckpt.config());
     AVDIT_REQUIRE(family, "{}/config.json: not a config of a family avdit knows (magi2-preview, h3)", o->model);
     const TensorMap inputs = read_all(o->inputs);
+    require_finite(inputs, o->inputs);
+    std::vector<fs::path> input_files = checkpoint_files(ckpt);
+    input_files.push_back(o->inputs);
+    check_output_path(o->out, "--out", input_files);
+    if (*family == "magi2-preview" || *family == "h3")
+      check_forward_memory(*family, *ckpt.config(), inputs, o->device == "cpu");
     select_dump({}, o->dump_list);  // an unknown --dump item fails before the forward
     const bool want_dump = dump->count() > 0;
     AVDIT_REQUIRE(!o->nvfp4_experts || *family == "magi2-preview",

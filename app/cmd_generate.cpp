@@ -17,12 +17,15 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/sha256.h"
+#include "io/finite.h"
+#include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/family.h"
 #include "models/h3/model.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
+#include "run_checks.h"
 
 namespace avdit::app {
 
@@ -107,7 +110,30 @@ json summary(const GenerateArgs& a, const std::string& family, const pipeline::G
               {"teacher", a.teacher.empty() ? json(nullptr) : json(a.teacher)}};
 }
 
+// The size of the run for the memory check, once the text states are read.
+void check_memory(const GenerateArgs& a, const std::string& family, const json& config,
+                  const pipeline::RunOptions& run, const pipeline::LabeledTensor& text, int steps) {
+  GenerateSize s;
+  s.video = run.noise_video.defined() ? run.noise_video.tensor.shape() : run.video_shape;
+  s.audio = run.noise_audio.defined() ? run.noise_audio.tensor.shape() : run.audio_shape;
+  const Shape& ts = text.tensor.shape();
+  s.text_tokens = ts.empty() || ts.back() == 0 ? 0 : text.tensor.numel() / ts.back();
+  s.steps = steps;
+  s.trajectory = run.record_trajectory;
+  s.model_out = run.record_model_out;
+  s.cpu_forward = a.device == "cpu";
+  check_generate_memory(family, config, s);
+}
+
 int run_generate(const GenerateArgs& a) {
+  for (const auto& [value, option] :
+       {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
+        std::pair{a.audio_guidance, "--audio-guidance"}})
+    if (value) require_finite_option(*value, option);
+  if (a.shift) require_finite_option(*a.shift, "--shift");
+  // A bound before any work: 10^9 steps would run for years without a trajectory to fill memory.
+  AVDIT_REQUIRE(!a.steps || (*a.steps >= 1 && *a.steps <= 10000), "--steps {}: expected 1 to 10000",
+                a.steps.value_or(0));
   const std::unique_ptr<ops::Context> ctx = make_context(a.device);
   const DType act = activation_dtype(a.precision);
   const Checkpoint ckpt = Checkpoint::open(a.model);
@@ -121,6 +147,14 @@ int run_generate(const GenerateArgs& a) {
   AVDIT_REQUIRE(!a.nvfp4_experts || magi2, "--nvfp4-experts packs MAGI-2's routed experts; {} is a {} model", a.model,
                 *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
+  // Outputs are checked before the work: writable folders, two distinct files, no input replaced.
+  std::vector<fs::path> inputs = checkpoint_files(ckpt);
+  for (const std::string& f : {a.text, a.negative, a.noise, a.teacher, a.time_freqs})
+    if (!f.empty()) inputs.push_back(f);
+  if (!a.out.empty()) check_output_path(a.out, "--out", inputs);
+  if (!a.save_trajectory.empty()) check_output_path(a.save_trajectory, "--save-trajectory", inputs);
+  if (!a.out.empty() && !a.save_trajectory.empty())
+    check_distinct_outputs(a.out, "--out", a.save_trajectory, "--save-trajectory");
 
   pipeline::RunOptions run;
   run.steps = a.steps;
@@ -134,7 +168,9 @@ int run_generate(const GenerateArgs& a) {
   if (!a.teacher.empty()) {
     AVDIT_REQUIRE(fs::exists(a.teacher), "{}: no such file (--teacher expects a trajectory from --save-trajectory)",
                   a.teacher);
-    teacher = sample::trajectory_from_tensors(read_all(a.teacher), {"video", "audio"});
+    const TensorMap teacher_tensors = read_all(a.teacher);
+    require_finite(teacher_tensors, a.teacher);
+    teacher = sample::trajectory_from_tensors(teacher_tensors, {"video", "audio"});
     run.teacher = &teacher;
   }
   // The bar starts before the model loads, so its s/it includes the one-off setup (small next to a step).
@@ -167,6 +203,7 @@ int run_generate(const GenerateArgs& a) {
     o.video_guidance = gv;
     o.audio_guidance = ga;
     o.load.nvfp4_experts = a.nvfp4_experts;
+    check_memory(a, *family, *ckpt.config(), run, o.text, total);
     AVDIT_REQUIRE(!ctx->is_cuda() && act == DType::F32, "MAGI-2 on --device cuda: being ported to the op set");
     r = pipeline::generate_magi2(*ctx, ckpt, o);
   } else {
@@ -181,6 +218,7 @@ int run_generate(const GenerateArgs& a) {
     }
     o.video_guidance = gv;
     o.audio_guidance = ga;
+    check_memory(a, *family, *ckpt.config(), run, o.text, total);
     const models::h3::H3Model model(*ctx, ckpt, act);
     r = pipeline::generate_h3(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
@@ -193,10 +231,23 @@ int run_generate(const GenerateArgs& a) {
                                                    {"steps", std::to_string(r.steps)},
                                                    {"seed", std::to_string(a.seed)},
                                                    {"noise", a.noise.empty() ? "seeded" : a.noise}};
-  if (!a.out.empty()) write_safetensors(a.out, std::vector<std::pair<std::string, Tensor>>{{"final_video", r.video}, {"final_audio", r.audio}},
-                      meta);
-  if (!a.save_trajectory.empty())
-    write_safetensors(a.save_trajectory, sample::trajectory_to_tensors(r.trajectory), meta);
+  // Both files are written to temporary files first and renamed together (publish_together), so a
+  // kill never leaves a new output beside an old trajectory or the other way round.
+  std::optional<OutputFile> out_file, trajectory_file;
+  if (!a.out.empty()) {
+    out_file.emplace(a.out);
+    write_safetensors(*out_file, {{"final_video", r.video}, {"final_audio", r.audio}}, meta);
+  }
+  if (!a.save_trajectory.empty()) {
+    trajectory_file.emplace(a.save_trajectory);
+    const TensorMap t = sample::trajectory_to_tensors(r.trajectory);
+    write_safetensors(*trajectory_file,
+                      std::vector<std::pair<std::string, Tensor>>(t.begin(), t.end()), meta);
+  }
+  std::vector<OutputFile*> outputs;
+  for (auto* f : {&out_file, &trajectory_file})
+    if (*f) outputs.push_back(&**f);
+  publish_together(outputs);
 
   std::vector<std::vector<double>> step_err;
   if (run.teacher) step_err = teacher_step_errors(r.trajectory, teacher);
@@ -243,14 +294,27 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--negative", a->negative, "Text states of the unconditional pass (null_txt_feat, text_embeds or "
                   "txt_feat). MAGI-2 default: no tokens, as the reference; H3 needs it for guidance != 1");
   cmd->add_option("--steps", a->steps, "Sampling steps (default: MAGI-2 evaluation_config, 100; H3 49)");
-  cmd->add_option("--seed", a->seed, "Seed of the counter-based noise (default 0); ignored with --noise");
+  cmd->add_option("--seed", a->seed,
+                  "Seed of the counter-based noise (default 0); ignored with --noise")
+      ->check(uint64_string());
   auto* noise = cmd->add_option("--noise", a->noise, "Initial noise: noise_video, noise_audio (MAGI-2 also "
                                 "init_video_latent, init_audio_latent), unpacked latent layout");
-  auto* g = cmd->add_option("--guidance", a->guidance, "CFG scale of both modalities");
-  cmd->add_option("--video-guidance", a->video_guidance, "Video CFG scale (default: MAGI-2 5, H3 1)")->excludes(g);
-  cmd->add_option("--audio-guidance", a->audio_guidance, "Audio CFG scale (default: MAGI-2 7, H3 1)")->excludes(g);
-  cmd->add_option("--shift", a->shift, "Schedule shift (default: MAGI-2 evaluation_config, 7; H3 video 12, audio "
-                  "stays 3)");
+  // CLI::Number refuses an empty value (which CLI11 would take as "not given"); NaN and Inf pass it
+  // and are refused with the option named in run_generate.
+  auto* g = cmd->add_option("--guidance", a->guidance, "CFG scale of both modalities")
+                ->check(CLI::Number);
+  cmd->add_option("--video-guidance", a->video_guidance,
+                  "Video CFG scale (default: MAGI-2 5, H3 1)")
+      ->excludes(g)
+      ->check(CLI::Number);
+  cmd->add_option("--audio-guidance", a->audio_guidance,
+                  "Audio CFG scale (default: MAGI-2 7, H3 1)")
+      ->excludes(g)
+      ->check(CLI::Number);
+  cmd->add_option("--shift", a->shift,
+                  "Schedule shift (default: MAGI-2 evaluation_config, 7; H3 video 12, audio "
+                  "stays 3)")
+      ->check(CLI::Number);
   auto* frames = cmd->add_option("--frames", a->frames, "Video frames (with --height, --width in pixels)");
   auto* height = cmd->add_option("--height", a->height, "Height in pixels")->needs(frames);
   auto* width = cmd->add_option("--width", a->width, "Width in pixels")->needs(frames);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -32,8 +33,11 @@ std::pair<std::string, int64_t> group_of(const std::string& name) {
     const bool at_part = i == 0 || name[i - 1] == '.';
     size_t j = i;
     while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
-    if (at_part && j > i && (j == name.size() || name[j] == '.') && index < 0) {
-      index = std::stoll(name.substr(i, j - i));
+    int64_t value = -1;
+    const bool number =
+        j > i && std::from_chars(name.data() + i, name.data() + j, value).ec == std::errc();
+    if (at_part && number && (j == name.size() || name[j] == '.') && index < 0) {
+      index = value;  // a run of digits beyond int64 stays part of the name
       out += "{i}";
       i = j;
     } else {
@@ -106,15 +110,23 @@ struct Summary {
   }
 };
 
+// A config file: a JSON object (family detection and the parsers index into it).
+json read_config(const fs::path& path) {
+  json j = read_json(path);
+  AVDIT_REQUIRE(j.is_object(), "{}: expected a JSON object (a model config), found {}",
+                path.string(), j.type_name());
+  return j;
+}
+
 // The config that goes with PATH: the file itself (a .json that is not an index), or config.json
 // beside the weights.
 std::optional<json> config_for(const fs::path& path, const Checkpoint* ckpt) {
   if (ckpt && ckpt->config()) return *ckpt->config();
   if (fs::is_regular_file(path) && path.extension() == ".json" &&
       !path.filename().string().ends_with(".index.json"))
-    return read_json(path);
+    return read_config(path);
   const fs::path beside = (fs::is_directory(path) ? path : path.parent_path()) / "config.json";
-  if (fs::exists(beside)) return read_json(beside);
+  if (fs::exists(beside)) return read_config(beside);
   return std::nullopt;
 }
 
@@ -134,8 +146,21 @@ bool has_weights(const fs::path& path) {
 std::optional<json> index_beside(const fs::path& path) {
   const fs::path dir = fs::is_directory(path) ? path : path.parent_path();
   if (!fs::exists(dir)) return std::nullopt;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().ends_with(".safetensors.index.json")) return read_json(e.path());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!e.path().filename().string().ends_with(".safetensors.index.json")) continue;
+    json j = read_json(e.path());
+    // What inspect reads from it: weight_map's size and metadata.total_size.
+    const bool ok =
+        j.is_object() && j.contains("weight_map") && j["weight_map"].is_object() &&
+        (!j.contains("metadata") ||
+         (j["metadata"].is_object() && (!j["metadata"].contains("total_size") ||
+                                        j["metadata"]["total_size"].is_number_unsigned())));
+    AVDIT_REQUIRE(ok,
+                  "{}: not a shard index (expected {{\"weight_map\": {{...}}, \"metadata\": "
+                  "{{\"total_size\": N}}}})",
+                  e.path().string());
+    return j;
+  }
   return std::nullopt;
 }
 

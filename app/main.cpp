@@ -2,11 +2,34 @@
 // stderr and an exit code (0 ok, 1 runtime failure, 2 bad usage or bad input).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
+
+namespace {
+
+// One line on stderr whatever a message quotes: names from files (tensor names, shard paths) may
+// hold newlines or terminal escape sequences, so control characters are printed as \xNN.
+void print_error(const std::string& message) {
+  std::string line = "avdit: error: ";
+  for (const unsigned char c : message) {
+    if (c < 0x20 || c == 0x7f) {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c);
+      line += esc;
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -37,8 +60,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    print_error(std::string(e.what()) + " (see --help)");
+    return 2;
   }
   avdit::log::set_level(quiet ? avdit::log::Level::Error
                         : verbose >= 2 ? avdit::log::Level::Debug
@@ -47,10 +71,18 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();
   } catch (const avdit::Error& e) {
-    std::fprintf(stderr, "avdit: error: %s\n", e.what());
+    print_error(e.what());
     return e.exit_code();
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be examined (permissions, a loop of symlinks): name it.
+    print_error(e.path1().string() + ": " + e.code().message());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    print_error("out of host memory");
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "avdit: error: %s\n", e.what());
+    // Input checks should have named the file or option; reaching here is a bug to report.
+    print_error(std::string("internal error (please report): ") + e.what());
     return 1;
   }
   return 2;

@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "io/output_file.h"
 
 namespace avdit::bench {
 
@@ -78,14 +77,7 @@ void Report::emit(const std::string& json_path) const {
   std::fputs(markdown().c_str(), stdout);
   std::fflush(stdout);
   if (json_path.empty()) return;
-  const std::string tmp = json_path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    AVDIT_REQUIRE(f.good(), "{}: cannot write the JSON report here", json_path);
-    f << json().dump(2) << "\n";
-    AVDIT_REQUIRE(f.good(), "{}: writing the JSON report failed", json_path);
-  }
-  std::filesystem::rename(tmp, json_path);
+  write_file_atomic(json_path, json().dump(2) + "\n");
 }
 
 }  // namespace avdit::bench

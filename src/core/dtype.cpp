@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace avdit {
@@ -77,7 +78,13 @@ int dtype_bits(DType dtype) { return row(dtype).bits; }
 bool dtype_is_float(DType dtype) { return row(dtype).is_float; }
 
 int64_t dtype_nbytes(DType dtype, int64_t numel) {
-  return (numel * dtype_bits(dtype) + 7) / 8;
+  const std::optional<int64_t> n = checked::nbytes(numel, dtype_bits(dtype));
+  if (n) return *n;
+  AVDIT_CHECK(numel >= 0, "dtype_nbytes of {} elements", numel);
+  throw BadInput(
+      fmt::format("{} elements of {} exceed the 2^56-element limit (a size from a file, "
+                  "config or option is implausible)",
+                  numel, dtype_name(dtype)));
 }
 
 uint16_t f32_to_f16(float x) {

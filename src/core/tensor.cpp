@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace avdit {
@@ -16,9 +18,14 @@ std::string shape_str(const Shape& shape) {
 }
 
 int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  const std::optional<int64_t> n = checked::numel(shape);
+  if (n) return *n;
+  for (int64_t d : shape) AVDIT_CHECK(d >= 0, "negative dimension in {}", avdit::shape_str(shape));
+  throw BadInput(
+      fmt::format("a tensor of shape {} would have more than 2^56 elements (a size from a file, "
+                  "config or option "
+                  "is implausible)",
+                  avdit::shape_str(shape)));
 }
 
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {

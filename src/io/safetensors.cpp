@@ -4,17 +4,15 @@
 // section; entries must tile the data section exactly, in order, with no gap or overlap.
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <system_error>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/json_limits.h"
+#include "io/output_file.h"
+#include "io/regular_file.h"
 
 namespace avdit {
 
@@ -26,34 +24,11 @@ namespace {
 // The Python implementation refuses headers above 100 MB; so do we.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-std::shared_ptr<const void> map_file(const fs::path& path, uint64_t* size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw BadInput(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw BadInput(fmt::format("{}: not a regular file", path.string()));
-  }
-  *size = static_cast<uint64_t>(st.st_size);
-  if (*size == 0) {
-    ::close(fd);
-    return std::shared_ptr<const void>(new char[1], [](const void* p) { delete[] static_cast<const char*>(p); });
-  }
-  void* p = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED)
-    throw BadInput(fmt::format("{}: cannot map: {}", path.string(), std::strerror(errno)));
-  const uint64_t bytes = *size;
-  return std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
-}
-
 }  // namespace
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
-  uint64_t size = 0;
-  std::shared_ptr<const void> mapping = map_file(path, &size);
-  return from_memory(std::move(mapping), size, path);
+  MappedFile m = map_regular_file(path);
+  return from_memory(std::move(m.data), m.size, path);
 }
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<const void> bytes_owner,
@@ -72,12 +47,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<co
                 where, n, size - 8);
   const char* header = reinterpret_cast<const char*>(bytes + 8);
   AVDIT_REQUIRE(n >= 2 && header[0] == '{', "{}: header is not a JSON object", where);
-  json j;
-  try {
-    j = json::parse(header, header + n);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e99999
-    throw BadInput(fmt::format("{}: malformed header JSON: {}", where, e.what()));
-  }
+  const json j = parse_json(std::string_view(header, n), where + " (header)");
   AVDIT_REQUIRE(j.is_object(), "{}: header is not a JSON object", where);
   const uint64_t data_size = size - 8 - n;
   f->data_ = header + n;
@@ -100,26 +70,32 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<co
     AVDIT_REQUIRE(dtype.has_value(), "{}: tensor '{}': unknown dtype '{}'", where, name, dname);
     AVDIT_REQUIRE(e["shape"].is_array(), "{}: tensor '{}': shape is not an array", where, name);
     Shape shape;
-    // Overflow-safe element count: every product stays below 2^62.
-    uint64_t numel = 1;
     for (const auto& d : e["shape"]) {
-      AVDIT_REQUIRE(d.is_number_unsigned(), "{}: tensor '{}': shape has a non-integer or negative dimension",
-                    where, name);
+      AVDIT_REQUIRE(d.is_number_unsigned(),
+                    "{}: tensor '{}': shape has a non-integer or negative dimension", where, name);
       const uint64_t v = d.get<uint64_t>();
-      AVDIT_REQUIRE(v == 0 || numel <= (uint64_t{1} << 62) / v, "{}: tensor '{}': shape too large", where, name);
-      numel *= v;
+      AVDIT_REQUIRE(v <= static_cast<uint64_t>(checked::kMaxElements),
+                    "{}: tensor '{}': shape too large: dimension {} exceeds the 2^56 limit", where,
+                    name, v);
       shape.push_back(static_cast<int64_t>(v));
     }
+    // Element and byte counts without wrap: a zero dimension does not excuse a huge one.
+    const std::optional<int64_t> numel = checked::numel(shape);
+    AVDIT_REQUIRE(numel.has_value(), "{}: tensor '{}': shape {} too large: more than 2^56 elements",
+                  where, name, shape_str(shape));
+    const int64_t expect = *checked::nbytes(*numel, dtype_bits(*dtype));
     const json& off = e["data_offsets"];
-    AVDIT_REQUIRE(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+    AVDIT_REQUIRE(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                      off[1].is_number_unsigned(),
                   "{}: tensor '{}': data_offsets must be two non-negative integers", where, name);
     const uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
     AVDIT_REQUIRE(b <= en && en <= data_size,
-                  "{}: tensor '{}': data_offsets [{}, {}] fall outside the {}-byte data section (truncated file?)",
+                  "{}: tensor '{}': data_offsets [{}, {}] fall outside the {}-byte data section "
+                  "(truncated file?)",
                   where, name, b, en, data_size);
-    const uint64_t expect = static_cast<uint64_t>(dtype_nbytes(*dtype, static_cast<int64_t>(numel)));
-    AVDIT_REQUIRE(en - b == expect, "{}: tensor '{}': {} bytes for {} {} elements of shape {}, expected {}",
-                  where, name, en - b, numel, dname, shape_str(shape), expect);
+    AVDIT_REQUIRE(en - b == static_cast<uint64_t>(expect),
+                  "{}: tensor '{}': {} bytes for {} {} elements of shape {}, expected {}", where,
+                  name, en - b, *numel, dname, shape_str(shape), expect);
     f->tensors_.push_back({name, *dtype, std::move(shape), b, en});
   }
   std::sort(f->tensors_.begin(), f->tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
@@ -173,32 +149,68 @@ Tensor SafetensorsFile::get_rows(std::string_view name, int64_t begin, int64_t e
 }
 
 json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  AVDIT_REQUIRE(in.good(), "{}: cannot open", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw BadInput(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
-  }
+  return parse_json(read_regular_file(path, kMaxJsonFileBytes, "a JSON file"), path.string());
 }
+
+namespace {
+
+// A shard named by an index: a relative path inside the model folder, also after resolving
+// symlinks, so that an index cannot make avdit read (and quote) files elsewhere.
+fs::path shard_path(const fs::path& index, const std::string& shard, const std::string& tensor) {
+  const std::string where = index.string();
+  AVDIT_REQUIRE(!shard.empty() && shard.find('\0') == std::string::npos,
+                "{}: weight_map['{}'] is not a file name", where, tensor);
+  const fs::path rel(shard);
+  AVDIT_REQUIRE(rel.is_relative() && !rel.has_root_name() && !rel.has_root_directory(),
+                "{}: shard '{}' (tensor '{}') is an absolute path; shards must be files inside the "
+                "model folder",
+                where, shard, tensor);
+  for (const auto& part : rel)
+    AVDIT_REQUIRE(part != "..", "{}: shard '{}' (tensor '{}') leaves the model folder ('..')",
+                  where, shard, tensor);
+  const fs::path folder = index.parent_path().empty() ? fs::path(".") : index.parent_path();
+  const fs::path p = folder / rel;
+  std::error_code ec;
+  AVDIT_REQUIRE(fs::exists(p, ec), "{}: shard '{}' (holding tensor '{}') is missing on disk", where,
+                shard, tensor);
+  const fs::path real = fs::canonical(p, ec);
+  AVDIT_REQUIRE(!ec, "{}: shard '{}' (tensor '{}'): cannot resolve: {}", where, shard, tensor,
+                ec.message());
+  const fs::path root = fs::canonical(folder, ec);
+  AVDIT_REQUIRE(!ec, "{}: cannot resolve the model folder: {}", where, ec.message());
+  const auto [r, t] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+  AVDIT_REQUIRE(r == root.end(),
+                "{}: shard '{}' (tensor '{}') resolves to {}, outside the model folder {} (a "
+                "symlink leading out?)",
+                where, shard, tensor, real.string(), root.string());
+  return p;
+}
+
+}  // namespace
 
 Checkpoint Checkpoint::open(const fs::path& path) {
   Checkpoint c;
   c.source_ = path;
-  AVDIT_REQUIRE(fs::exists(path), "{}: no such file or folder", path.string());
+  std::error_code ec;
+  AVDIT_REQUIRE(fs::exists(path, ec), "{}: no such file or folder", path.string());
   fs::path index;
   std::vector<fs::path> shards;
-  if (fs::is_directory(path)) {
+  if (fs::is_directory(path, ec)) {
     c.dir_ = path;
-    if (fs::exists(path / "config.json")) c.config_ = read_json(path / "config.json");
+    if (fs::exists(path / "config.json", ec)) {
+      c.config_ = read_json(path / "config.json");
+      AVDIT_REQUIRE(c.config_->is_object(), "{}: expected a JSON object, found {}",
+                    (path / "config.json").string(), c.config_->type_name());
+    }
     std::vector<fs::path> indexes, files;
-    for (const auto& e : fs::directory_iterator(path)) {
+    for (const auto& e : fs::directory_iterator(path, ec)) {
       const std::string n = e.path().filename().string();
       if (n.ends_with(".safetensors.index.json")) indexes.push_back(e.path());
       if (n.ends_with(".safetensors")) files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
-    if (fs::exists(path / "model.safetensors")) {
+    AVDIT_REQUIRE(!ec, "{}: cannot list the folder: {}", path.string(), ec.message());
+    if (fs::exists(path / "model.safetensors", ec)) {
       shards = {path / "model.safetensors"};
     } else if (indexes.size() == 1) {
       index = indexes[0];
@@ -229,9 +241,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
     }
     for (const auto& [name, shard] : entries) {
       if (shard_ids.count(shard)) continue;
-      const fs::path p = index.parent_path() / shard;
-      AVDIT_REQUIRE(fs::exists(p), "{}: shard '{}' (holding tensor '{}') is missing on disk", index.string(),
-                    shard, name);
+      const fs::path p = shard_path(index, shard, name);
       shard_ids[shard] = c.files_.size();
       c.files_.push_back(SafetensorsFile::open(p));
     }
@@ -308,46 +318,53 @@ std::string header_for(const std::vector<TensorDecl>& decls, const std::map<std:
   return s;
 }
 
-// Streams tensors into `path` through a temporary file; `make(i)` returns tensor i.
-void write_file(const fs::path& path, const std::vector<TensorDecl>& decls,
-                const std::function<Tensor(size_t)>& make, const std::map<std::string, std::string>& metadata) {
+// Streams tensors into `out`; `make(i)` returns tensor i.
+void write_into(OutputFile& out, const std::vector<TensorDecl>& decls,
+                const std::function<Tensor(size_t)>& make,
+                const std::map<std::string, std::string>& metadata) {
   const std::string header = header_for(decls, metadata);
-  const fs::path tmp = path.string() + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw RuntimeFailure(fmt::format("{}: cannot write: {}", tmp.string(), std::strerror(errno)));
-  bool ok = true;
-  try {
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
-    ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-    for (size_t i = 0; ok && i < decls.size(); ++i) {
-      const Tensor t = make(i);
-      AVDIT_CHECK(t.device() == Device::CPU && t.dtype() == decls[i].dtype && t.shape() == decls[i].shape,
-                  "write: tensor '{}' is {} {}, declared {} {}", decls[i].name, dtype_name(t.dtype()),
-                  t.shape_str(), dtype_name(decls[i].dtype), shape_str(decls[i].shape));
-      const auto n = static_cast<size_t>(t.nbytes());
-      ok = n == 0 || std::fwrite(t.raw(), 1, n, f) == n;
-    }
-  } catch (...) {
-    std::fclose(f);
-    fs::remove(tmp);
-    throw;
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  out.write(len, 8);
+  out.write(header);
+  for (size_t i = 0; i < decls.size(); ++i) {
+    const Tensor t = make(i);
+    AVDIT_CHECK(
+        t.device() == Device::CPU && t.dtype() == decls[i].dtype && t.shape() == decls[i].shape,
+        "write: tensor '{}' is {} {}, declared {} {}", decls[i].name, dtype_name(t.dtype()),
+        t.shape_str(), dtype_name(decls[i].dtype), shape_str(decls[i].shape));
+    if (t.nbytes() > 0) out.write(t.raw(), static_cast<size_t>(t.nbytes()));
   }
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    fs::remove(tmp);
-    throw RuntimeFailure(fmt::format("{}: write failed (disk full?)", path.string()));
-  }
-  fs::rename(tmp, path);
+}
+
+// A whole file: a temporary file beside `path`, renamed into place when complete.
+void write_file(const fs::path& path, const std::vector<TensorDecl>& decls,
+                const std::function<Tensor(size_t)>& make,
+                const std::map<std::string, std::string>& metadata) {
+  OutputFile out(path);
+  write_into(out, decls, make, metadata);
+  out.publish();
+}
+
+std::vector<TensorDecl> decls_of(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::vector<TensorDecl> decls;
+  for (const auto& [name, t] : tensors) decls.push_back({name, t.shape(), t.dtype()});
+  return decls;
 }
 
 }  // namespace
 
 void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<TensorDecl> decls;
-  for (const auto& [name, t] : tensors) decls.push_back({name, t.shape(), t.dtype()});
-  write_file(path, decls, [&](size_t i) { return tensors[i].second; }, metadata);
+  write_file(
+      path, decls_of(tensors), [&](size_t i) { return tensors[i].second; }, metadata);
+}
+
+void write_safetensors(OutputFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_into(
+      out, decls_of(tensors), [&](size_t i) { return tensors[i].second; }, metadata);
 }
 
 void write_safetensors(const fs::path& path, const TensorMap& tensors, const std::map<std::string, std::string>& metadata) {
@@ -356,7 +373,9 @@ void write_safetensors(const fs::path& path, const TensorMap& tensors, const std
 
 void write_checkpoint_sharded(const fs::path& dir, const std::vector<TensorDecl>& decls,
                               const std::function<Tensor(const TensorDecl&)>& make, int64_t max_shard_bytes) {
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  AVDIT_REQUIRE(!ec, "{}: cannot create the folder: {}", dir.string(), ec.message());
   std::vector<std::vector<size_t>> shards(1);
   int64_t used = 0, total = 0;
   for (size_t i = 0; i < decls.size(); ++i) {
@@ -385,16 +404,7 @@ void write_checkpoint_sharded(const fs::path& dir, const std::vector<TensorDecl>
     for (size_t i : shards[s]) index["weight_map"][decls[i].name] = name;
   }
   // The index goes last and atomically: a folder with an index always has all its shards.
-  const fs::path index_path = dir / "model.safetensors.index.json", tmp = index_path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << index.dump(2) << "\n";
-    if (!out.flush()) {
-      fs::remove(tmp);
-      throw RuntimeFailure(fmt::format("{}: write failed (disk full?)", index_path.string()));
-    }
-  }
-  fs::rename(tmp, index_path);
+  write_file_atomic(dir / "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
 }  // namespace avdit

@@ -18,6 +18,8 @@
 
 namespace avdit {
 
+class OutputFile;  // io/output_file.h
+
 struct TensorInfo {
   std::string name;
   DType dtype;
@@ -81,7 +83,8 @@ class Checkpoint {
   std::optional<nlohmann::json> config_;
 };
 
-// Reads a config.json (BadInput on a missing file or malformed JSON).
+// Reads a JSON file (configs, indexes): BadInput on a missing file, one that is not a regular
+// file, larger than 64 MiB, nested deeper than kMaxJsonDepth or malformed.
 nlohmann::json read_json(const std::filesystem::path& path);
 
 // Every tensor of one file, zero-copy.
@@ -93,6 +96,10 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 void write_safetensors(const std::filesystem::path& path, const TensorMap& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+// Into an OutputFile that the caller publishes, alone or with other outputs of the same run
+// (publish_together in io/output_file.h).
+void write_safetensors(OutputFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 // Writes a checkpoint folder: model.safetensors when it fits in one shard, else

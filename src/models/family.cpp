@@ -17,7 +17,8 @@ std::optional<std::string> detect_family(const nlohmann::json& config) {
     if (a.contains("moe_config") && !a["moe_config"].is_null()) return "magi2-preview";
     return "magi2-refiner";
   }
-  if (config.value("_class_name", "") == "MiniMaxH3DiTModel" ||
+  const auto name = config.find("_class_name");  // value() would throw on a non-string name
+  if ((name != config.end() && name->is_string() && *name == "MiniMaxH3DiTModel") ||
       (config.contains("adaln_out_features") && config.contains("audio_latents_dim")))
     return "h3";
   return std::nullopt;

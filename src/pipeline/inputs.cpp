@@ -2,6 +2,7 @@
 #include "pipeline/inputs.h"
 
 #include "core/error.h"
+#include "io/finite.h"
 #include "io/safetensors.h"
 
 namespace avdit::pipeline {
@@ -16,7 +17,11 @@ LabeledTensor find_one_of(const TensorMap& tensors, const std::filesystem::path&
                           const std::vector<std::string>& names) {
   for (const auto& n : names) {
     auto it = tensors.find(n);
-    if (it != tensors.end()) return {it->second, file.string() + ":" + n};
+    if (it != tensors.end()) {
+      LabeledTensor t{it->second, file.string() + ":" + n};
+      require_finite(t.tensor, t.where);  // one NaN would make every output NaN
+      return t;
+    }
   }
   return {};
 }

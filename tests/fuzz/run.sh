@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
-# Builds the safetensors header fuzzer with clang-14 (libFuzzer + ASan + UBSan) and runs it.
-#   tests/fuzz/run.sh [SECONDS]   (default 600)
-# Seeds: the golden fixtures' files' headers and a few hand-made ones. Crashes land in
-# build-fuzz/crashes/; each one found becomes a case in tests/unit/safetensors_test.cpp.
+# Builds the libFuzzer targets (tests/fuzz/*_fuzz.cpp) with clang-14, ASan and UBSan, and runs each
+# for SECONDS on its committed seeds (tests/fuzz/corpus/<target>/) plus what earlier runs found
+# (build-fuzz/corpus/<target>/, not committed).
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]     (default 60 s, every target; 0 builds only)
+# Exits non-zero when a target finds a crash, a leak, UB, a timeout (-timeout=10 s per input) or an
+# out-of-memory (-rss_limit_mb); the input lands in build-fuzz/crashes/<target>/ and becomes a unit
+# test case. Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (build jobs, default 2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-secs=${1:-600}
-CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DAVDIT_FUZZ=ON -DAVDIT_SANITIZE=ON \
+secs=${1:-60}
+shift || true
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+targets=("$@")
+if [ ${#targets[@]} = 0 ]; then
+  for f in tests/fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DAVDIT_FUZZ=ON -DAVDIT_SANITIZE=ON \
   -DAVDIT_CUDA=OFF -DAVDIT_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz --target safetensors_header_fuzz -j2
-mkdir -p build-fuzz/corpus build-fuzz/crashes
-shared=${AVDIT_SHARED_DIR:-../shared}
-for f in "$shared"/golden/*/*.safetensors; do
-  # the header plus the first bytes of data keeps seeds small
-  head -c 4096 "$f" > "build-fuzz/corpus/seed_$(basename "$(dirname "$f")")_$(basename "$f")"
+cmake --build "$build" --target "${targets[@]}" -j "${JOBS:-2}"
+if [ "$secs" = 0 ]; then exit 0; fi  # build only (libFuzzer reads 0 as "no time limit")
+rc=0
+for t in "${targets[@]}"; do
+  mkdir -p "$build/corpus/$t" "$build/crashes/$t"
+  echo "[fuzz] $t: $secs s"
+  # detect_leaks: the FIFO and folder refusals must not leak their descriptors' buffers either.
+  t_rc=0
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$build/tests/fuzz/$t" "$build/corpus/$t" "tests/fuzz/corpus/$t" -dict=tests/fuzz/json.dict \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+    -artifact_prefix="$build/crashes/$t/" -print_final_stats=1 2>"$build/$t.log" || t_rc=$?
+  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)' "$build/$t.log" \
+    | tr '\n' ' ' || true
+  echo
+  if [ $t_rc != 0 ]; then
+    rc=1
+    echo "[fuzz] $t FAILED (exit $t_rc); the input is in $build/crashes/$t/:"
+    grep -v -E '^#[0-9]+|^INFO:' "$build/$t.log" | tail -n 40
+  fi
 done
-printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' > build-fuzz/corpus/seed_empty
-ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/tests/fuzz/safetensors_header_fuzz build-fuzz/corpus \
-  -max_total_time="$secs" -artifact_prefix=build-fuzz/crashes/ -max_len=65536 -print_final_stats=1
+exit $rc

@@ -12,22 +12,33 @@ namespace {
 
 constexpr const char* kClassName = "MiniMaxH3DiTModel";
 constexpr const char* kCurveTable = "adaln_t_table";
+constexpr int64_t kInner = int64_t{1} << 20;  // limit of inner widths (FFN, time embedding)
 
-int64_t get_int(const nlohmann::json& j, const char* key, int64_t fallback, bool required) {
+// Positive integers up to `max`: plausible sizes, far above any published model and far below
+// what would exhaust memory or wrap size arithmetic. Fractional values are refused, not truncated.
+int64_t get_int(const nlohmann::json& j, const char* key, int64_t fallback, bool required,
+                int64_t max = 65536) {
   if (!j.contains(key)) {
     AVDIT_REQUIRE(!required, "H3 config: missing field '{}'", key);
     return fallback;
   }
-  AVDIT_REQUIRE(j[key].is_number_integer() && j[key].get<int64_t>() > 0,
-                "H3 config: field '{}' must be a positive integer, found {}", key, j[key].dump());
-  return j[key].get<int64_t>();
+  const auto& v = j[key];
+  AVDIT_REQUIRE(v.is_number_integer() &&
+                    !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(max)) &&
+                    v.get<int64_t>() > 0 && v.get<int64_t>() <= max,
+                "H3 config: field '{}' must be an integer in [1, {}], found {}", key, max,
+                v.is_primitive() ? v.dump() : v.type_name());
+  return v.get<int64_t>();
 }
 
+// eps values: finite, in (0, 1).
 double get_double(const nlohmann::json& j, const char* key, double fallback) {
   if (!j.contains(key)) return fallback;
-  AVDIT_REQUIRE(j[key].is_number() && j[key].get<double>() > 0,
-                "H3 config: field '{}' must be a positive number, found {}", key, j[key].dump());
-  return j[key].get<double>();
+  const auto& v = j[key];
+  AVDIT_REQUIRE(v.is_number() && v.get<double>() > 0 && v.get<double>() < 1,
+                "H3 config: field '{}' must be a number in (0, 1), found {}", key,
+                v.is_primitive() ? v.dump() : v.type_name());
+  return v.get<double>();
 }
 
 }  // namespace
@@ -37,33 +48,39 @@ H3Config H3Config::from_json(const nlohmann::json& j) {
   H3Config c;
   // Sizes that define the architecture are required; eps values default to the reference's.
   c.hidden_size = get_int(j, "hidden_size", c.hidden_size, true);
-  c.num_layers = get_int(j, "num_layers", c.num_layers, true);
+  c.num_layers = get_int(j, "num_layers", c.num_layers, true, 1024);
   c.token_refiner_num_layers =
-      get_int(j, "token_refiner_num_layers", c.token_refiner_num_layers, true);
-  c.num_attention_heads = get_int(j, "num_attention_heads", c.num_attention_heads, true);
-  c.attention_head_dim = get_int(j, "attention_head_dim", c.attention_head_dim, true);
-  c.ffn_hidden_size = get_int(j, "ffn_hidden_size", c.ffn_hidden_size, true);
+      get_int(j, "token_refiner_num_layers", c.token_refiner_num_layers, true, 1024);
+  c.num_attention_heads = get_int(j, "num_attention_heads", c.num_attention_heads, true, 1024);
+  c.attention_head_dim = get_int(j, "attention_head_dim", c.attention_head_dim, true, 1024);
+  c.ffn_hidden_size = get_int(j, "ffn_hidden_size", c.ffn_hidden_size, true, kInner);
   c.latents_dim = get_int(j, "latents_dim", c.latents_dim, true);
   c.audio_latents_dim = get_int(j, "audio_latents_dim", c.audio_latents_dim, true);
   c.text_dim = get_int(j, "text_dim", c.text_dim, true);
   c.timestep_input_dim = get_int(j, "timestep_input_dim", c.timestep_input_dim, true);
   c.time_embed_hidden_size =
-      get_int(j, "time_embed_hidden_size", c.time_embed_hidden_size, true);
-  c.time_embed_dim = get_int(j, "time_embed_dim", c.time_embed_dim, true);
+      get_int(j, "time_embed_hidden_size", c.time_embed_hidden_size, true, kInner);
+  c.time_embed_dim = get_int(j, "time_embed_dim", c.time_embed_dim, true, kInner);
   c.adaln_out_features =
-      get_int(j, "adaln_out_features", kModalities * kAdalnSlices * c.hidden_size, false);
+      get_int(j, "adaln_out_features", kModalities * kAdalnSlices * c.hidden_size, false,
+              kModalities * kAdalnSlices * 65536);
   c.final_adaln_out_features =
-      get_int(j, "final_adaln_out_features", 2 * c.hidden_size, false);
-  c.rope_inv_freq_len = get_int(j, "rope_inv_freq_len", c.rope_inv_freq_len, true);
+      get_int(j, "final_adaln_out_features", 2 * c.hidden_size, false, 2 * 65536);
+  c.rope_inv_freq_len = get_int(j, "rope_inv_freq_len", c.rope_inv_freq_len, true, 1024);
   c.norm_eps = get_double(j, "norm_eps", c.norm_eps);
   c.qk_norm_eps = get_double(j, "qk_norm_eps", c.qk_norm_eps);
   c.final_norm_eps = get_double(j, "final_norm_eps", c.final_norm_eps);
   if (j.contains("adaln_curve_grid") && !j["adaln_curve_grid"].is_null())
-    c.adaln_curve_grid = get_int(j, "adaln_curve_grid", 0, true);
+    c.adaln_curve_grid = get_int(j, "adaln_curve_grid", 0, true, kInner);
   if (j.contains("patch_size")) {
     const auto& p = j["patch_size"];
     AVDIT_REQUIRE(p.is_array() && p.size() == 3, "H3 config: patch_size must be [t, h, w]");
-    for (int i = 0; i < 3; ++i) c.patch_size[i] = p[i].get<int64_t>();
+    for (size_t i = 0; i < 3; ++i) {
+      AVDIT_REQUIRE(p[i].is_number_integer(),
+                    "H3 config: patch_size[{}] must be an integer, found {}", i,
+                    p[i].is_primitive() ? p[i].dump() : p[i].type_name());
+      c.patch_size[i] = p[i].get<int64_t>();
+    }
   }
 
   // The reference only supports these; say so instead of computing something else.

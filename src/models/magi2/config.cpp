@@ -3,6 +3,9 @@
 #include "models/magi2/config.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -11,17 +14,78 @@ namespace {
 
 using nlohmann::json;
 
-// Reads obj[key] as T when present, keeping `value` (the reference default) otherwise.
+// Reads obj[key] as T when present, keeping `value` (the reference default) otherwise. Integers
+// must be JSON integers within int64 (3072.5 is refused, not truncated); plausible ranges are
+// checked after reading (check_limits).
 template <class T>
 void read(const json& obj, const char* section, const char* key, T& value) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return;
+  auto integer = [&](const json& v) {
+    return v.is_number_integer() &&
+           (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{INT64_MAX});
+  };
+  if constexpr (std::is_same_v<T, int64_t>) {
+    AVDIT_REQUIRE(integer(*it), "magi2 config: {}.{} must be an integer, found {}", section, key,
+                  it->is_primitive() ? it->dump() : it->type_name());
+  } else if constexpr (std::is_same_v<T, double>) {
+    AVDIT_REQUIRE(it->is_number(), "magi2 config: {}.{} must be a number, found {}", section, key,
+                  it->is_primitive() ? it->dump() : it->type_name());
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    AVDIT_REQUIRE(
+        it->is_array() && it->size() <= 4096 && std::all_of(it->begin(), it->end(), integer),
+        "magi2 config: {}.{} must be a list of at most 4096 integers", section, key);
+  }
   try {
     value = it->get<T>();
   } catch (const json::exception& e) {
     throw BadInput(fmt::format("magi2 config: {}.{} has the wrong type ({}): {}", section, key,
                                it->type_name(), e.what()));
   }
+}
+
+// Plausible sizes: far above any published model, far below what would exhaust memory or wrap
+// size arithmetic (a config of 10^9 layers is refused here, before any work).
+void require_range(int64_t v, int64_t lo, int64_t hi, const char* field) {
+  AVDIT_REQUIRE(v >= lo && v <= hi, "magi2 config: {} = {} is outside the plausible range [{}, {}]",
+                field, v, lo, hi);
+}
+
+void require_range(double v, double lo, double hi, const char* field) {
+  AVDIT_REQUIRE(std::isfinite(v) && v >= lo && v <= hi,
+                "magi2 config: {} = {} is outside the plausible range [{}, {}]", field, v, lo, hi);
+}
+
+void check_limits(const Magi2Config& c) {
+  constexpr int64_t kWidth = 65536, kLayers = 1024, kHeads = 1024, kInner = int64_t{1} << 20;
+  require_range(c.num_layers, 1, kLayers, "arch_config.num_layers");
+  require_range(c.hidden_size, 1, kWidth, "arch_config.hidden_size");
+  require_range(c.head_dim, 1, 1024, "arch_config.head_dim");
+  require_range(c.num_query_groups, 1, kHeads, "arch_config.num_query_groups");
+  require_range(c.video_in_channels, 1, kWidth, "arch_config.video_in_channels");
+  require_range(c.audio_in_channels, 1, kWidth, "arch_config.audio_in_channels");
+  require_range(c.text_in_channels, 1, kWidth, "arch_config.text_in_channels");
+  require_range(c.intermediate_factor, 1e-6, 64.0, "arch_config.intermediate_factor");
+  require_range(c.attn_softcap, -1e9, 1e9, "arch_config.attn_softcap");
+  require_range(c.sink_token_num, 0, 1024, "arch_config.attn_sinks.sink_token_num");
+  require_range(c.mhc_num_stream, 1, 64, "arch_config.mhc_config.num_stream");
+  require_range(c.mhc_alpha_init, -1e9, 1e9, "arch_config.mhc_config.alpha_init");
+  require_range(c.moe.num_experts, 0, kWidth, "arch_config.moe_config.num_experts");
+  require_range(c.moe.top_k, 0, kWidth, "arch_config.moe_config.top_k");
+  require_range(c.moe.route_scale, -1e9, 1e9, "arch_config.moe_config.route_scale");
+  require_range(c.moe.expert_intermediate_size, 0, kInner,
+                "arch_config.moe_config.expert_intermediate_size");
+  require_range(c.moe.shared_expert_intermediate_size, 0, kInner,
+                "arch_config.moe_config.shared_expert_intermediate_size");
+  require_range(c.moe.modality_specific_expert_intermediate_size, 0, kInner,
+                "arch_config.moe_config.modality_specific_expert_intermediate_size");
+  require_range(c.moe.num_heads, 0, kHeads, "arch_config.moe_config.num_heads");
+  if (c.moe.split_merge_intermediate_size)
+    require_range(*c.moe.split_merge_intermediate_size, 1, kInner,
+                  "arch_config.moe_config.split_merge_intermediate_size");
+  require_range(c.data_proxy.t_patch_size, 1, 64, "data_proxy_config.t_patch_size");
+  require_range(c.data_proxy.patch_size, 1, 64, "data_proxy_config.patch_size");
+  require_range(c.data_proxy.time_channel_dim, 0, kInner, "data_proxy_config.time_channel_dim");
 }
 
 const json& section_or_empty(const json& obj, const char* key) {
@@ -133,7 +197,8 @@ Magi2Config parse_magi2_config(const json& config) {
   read(dp, ds, "add_time_token", c.data_proxy.add_time_token);
   read(dp, ds, "time_channel_dim", c.data_proxy.time_channel_dim);
 
-  // Validation: only what the reference itself supports for inference.
+  // Validation: plausible sizes first, then only what the reference itself supports for inference.
+  check_limits(c);
   require_positive(c.num_layers, "arch_config.num_layers");
   require_positive(c.hidden_size, "arch_config.hidden_size");
   require_positive(c.head_dim, "arch_config.head_dim");
@@ -204,6 +269,23 @@ Magi2Config parse_magi2_config(const json& config) {
   AVDIT_REQUIRE(c.data_proxy.time_channel_dim <= c.residual_width,
                 "magi2 config: time_channel_dim {} exceeds the embedding width {}", c.data_proxy.time_channel_dim,
                 c.residual_width);
+  // The implied model size, roughly and in double: every field may be plausible alone while their
+  // product is not (and sums of tensor sizes would wrap int64). The preview has 1.1e11 parameters.
+  const double h = static_cast<double>(c.hidden_size), layers = static_cast<double>(c.num_layers);
+  const double per_layer =
+      3 * h *
+          (4 * h + 4 * static_cast<double>(c.residual_width) +
+           3 * static_cast<double>(c.dense_intermediate)) +
+      3 * static_cast<double>(c.moe.num_experts) * static_cast<double>(c.moe_width) *
+          static_cast<double>(c.moe.expert_intermediate_size) +
+      9 * h *
+          static_cast<double>(c.moe.shared_expert_intermediate_size +
+                              c.moe.modality_specific_expert_intermediate_size);
+  AVDIT_REQUIRE(layers * per_layer <= 0x1p46,
+                "magi2 config: the sizes imply about {:.3g} parameters, beyond the plausible limit "
+                "of 7e13 (check "
+                "num_layers, hidden_size, moe_config sizes)",
+                layers * per_layer);
   c.max_in_channels = std::max({c.video_in_channels, c.audio_in_channels, c.text_in_channels});
   c.out_channels = std::max(c.video_in_channels, c.audio_in_channels);
   return c;

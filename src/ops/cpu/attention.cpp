@@ -1,14 +1,14 @@
 // Reference attention on the CPU: per segment and head, scores = q k^T (sgemm), a softmax whose
 // denominator may include a sink logit, then p v (sgemm), all float32. Queries go in blocks so that
-// the score matrix stays small at long sequence lengths.
-#include <cblas.h>
-
+// the score matrix stays small at long sequence lengths. The GEMMs are sgemm_fixed's (any thread
+// count, same bits).
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "ops/attention.h"
 #include "ops/cpu/common.h"
+#include "ops/cpu/gemm_fixed.h"
 
 namespace avdit::ops::cpu {
 
@@ -47,10 +47,8 @@ void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float
       for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
         const int64_t m = std::min(kQueryBlock, n - q0);
         scores.resize(static_cast<size_t>(m * n));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                    static_cast<int>(n), static_cast<int>(d), scale, pq + ((b + q0) * hq + h) * d,
-                    static_cast<int>(hq * d), pk + (b * hkv + kh) * d, static_cast<int>(hkv * d),
-                    0.f, scores.data(), static_cast<int>(n));
+        sgemm_fixed(true, m, n, d, scale, pq + ((b + q0) * hq + h) * d, hq * d,
+                    pk + (b * hkv + kh) * d, hkv * d, 0.f, scores.data(), n);
         for (int64_t i = 0; i < m; ++i) {
           float* row = scores.data() + i * n;
           float mx = *std::max_element(row, row + n);
@@ -63,10 +61,8 @@ void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t j = 0; j < n; ++j) row[j] *= inv;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-                    static_cast<int>(d), static_cast<int>(n), 1.f, scores.data(),
-                    static_cast<int>(n), pv + (b * hkv + kh) * d, static_cast<int>(hkv * d), 0.f,
-                    po + ((b + q0) * hq + h) * d, static_cast<int>(hq * d));
+        sgemm_fixed(false, m, d, n, 1.f, scores.data(), n, pv + (b * hkv + kh) * d, hkv * d, 0.f,
+                    po + ((b + q0) * hq + h) * d, hq * d);
       }
     }
   }

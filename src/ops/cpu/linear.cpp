@@ -1,11 +1,10 @@
 // linear and matmul on the CPU through OpenBLAS sgemm on float32 operands; non-F32 weights are
 // widened in blocks of rows, so a memory-mapped BF16 weight is never copied whole.
-#include <cblas.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "ops/cpu/common.h"
+#include "ops/cpu/gemm_fixed.h"
 #include "ops/linear.h"
 
 namespace avdit::ops::cpu {
@@ -34,19 +33,14 @@ void linear(const Tensor& x_in, const Tensor& w, const Tensor* bias, const Tenso
   float* py = y32.f32();
   if (m > 0 && out > 0) {
     if (w.dtype() == DType::F32) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                  static_cast<int>(out), static_cast<int>(in), 1.f, x.f32(), static_cast<int>(in),
-                  w.f32(), static_cast<int>(in), 0.f, py, static_cast<int>(out));
+      sgemm_fixed(true, m, out, in, 1.f, x.f32(), in, w.f32(), in, 0.f, py, out);
     } else {
       std::vector<float> block(static_cast<size_t>(std::min(out, kRowBlock) * in));
       for (int64_t r0 = 0; r0 < out; r0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, out - r0);
         convert(static_cast<const char*>(w.raw()) + dtype_nbytes(w.dtype(), r0 * in), w.dtype(),
                 block.data(), DType::F32, rows * in);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                    static_cast<int>(rows), static_cast<int>(in), 1.f, x.f32(),
-                    static_cast<int>(in), block.data(), static_cast<int>(in), 0.f, py + r0,
-                    static_cast<int>(out));
+        sgemm_fixed(true, m, rows, in, 1.f, x.f32(), in, block.data(), in, 0.f, py + r0, out);
       }
     }
   } else if (m > 0) {
@@ -74,10 +68,7 @@ void matmul(const Tensor& a_in, const Tensor& b_in, Tensor& c) {
   AVDIT_CHECK(c.numel() == m * n, "matmul: output {} for {} x {}", c.shape_str(), a.shape_str(),
               b.shape_str());
   Tensor c32 = c.dtype() == DType::F32 ? c : Tensor::empty({m, n}, DType::F32);
-  if (m > 0 && n > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.f, a.f32(), static_cast<int>(k), b.f32(),
-                static_cast<int>(n), 0.f, c32.f32(), static_cast<int>(n));
+  if (m > 0 && n > 0) sgemm_fixed(false, m, n, k, 1.f, a.f32(), k, b.f32(), n, 0.f, c32.f32(), n);
   if (c32.raw() != c.raw()) store(c, c32.f32());
 }
 
