@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "models/family.h"
 #include "models/h3/model.h"
+#include "models/magi2/model.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
@@ -166,9 +167,11 @@ int run_generate(const GenerateArgs& a) {
                                                      "time-embedding frequency table [time_channel_dim / 2]");
     o.video_guidance = gv;
     o.audio_guidance = ga;
-    o.load.nvfp4_experts = a.nvfp4_experts;
-    AVDIT_REQUIRE(!ctx->is_cuda() && act == DType::F32, "MAGI-2 on --device cuda: being ported to the op set");
-    r = pipeline::generate_magi2(*ctx, ckpt, o);
+    models::magi2::LoadOptions load;
+    load.nvfp4_experts = a.nvfp4_experts;
+    const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
+    r = pipeline::generate_magi2(model, *ckpt.config(), o);
+    memory = memory_summary(*ctx, model.weight_bytes());
   } else {
     AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");
     pipeline::H3GenerateOptions o;
