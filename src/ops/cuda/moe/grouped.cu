@@ -1,5 +1,5 @@
-// The grouped expert path (grouped.h): operand checks, the weight packing into the grouped GEMMs'
-// layout, and the chunking of the scratch by heads. The GEMMs themselves are in grouped_sm90.cu.
+// The Hopper expert path (grouped.h): operand checks, the weight packing into the kernels' layout,
+// and the chunking of the fallback's scratch by heads. The kernels are under ops/cuda/sm90/.
 #include "ops/cuda/moe/grouped.h"
 
 #include <algorithm>
@@ -105,10 +105,6 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
 Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
                            const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt) {
   const int64_t scratch_bytes = opt.scratch_bytes;
-  AVDIT_REQUIRE((opt.kernel >= 0 && opt.kernel <= 10 && opt.kernel != 8) || opt.kernel == 20 || opt.kernel == 21,
-                "moe grouped: kernel {} does not exist (0-7, 9, 10, 20, 21: GroupedOptions::kernel in moe/grouped.h; "
-                "8 was replaced by 9)",
-                opt.kernel);
   check_config(cfg);
   require_cuda(x, "moe grouped x");
   AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe grouped x: expected [T, {}], got {}",
@@ -136,16 +132,18 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   AVDIT_REQUIRE(S < INT_MAX, "moe grouped: {} slots overflow the I32 row indices", S);
   Tensor rows = cuda_empty(dev, {S, D}, out);
   if (S == 0) return rows;
-  // Whole heads per chunk: every head owns exactly T*K sorted rows, [h*T*K, (h+1)*T*K). The fused
-  // kernels (9, 10) keep h on chip: no h buffer; 10 also gathers its rows itself: no scratch at
-  // all, every head in one launch.
-  const bool h_on_chip = runs_fused(opt.kernel, D, De);
-  const bool a_in_kernel = gathers_in_kernel(opt.kernel, D, De);
-  const int64_t per_head = T * K * ((a_in_kernel ? 0 : D) + (h_on_chip ? 0 : De)) * 2;
-  const int64_t hpc = a_in_kernel ? H : std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
+  // The fused kernel gathers its rows itself and keeps h on chip: no scratch, every head in one
+  // launch. The fallback: whole heads per chunk (every head owns exactly T*K sorted rows, [h*T*K,
+  // (h+1)*T*K)), their gathered rows and h in the scratch.
+  const bool fused = fused_experts_supported(D, De);
+  const int64_t per_head = T * K * (D + De) * 2;
+  const int64_t hpc =
+      fused ? H : std::clamp<int64_t>(scratch_bytes / std::max<int64_t>(per_head, 1), 1, H);
   Tensor a_buf, h_buf;
-  if (!a_in_kernel) a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);
-  if (!h_on_chip) h_buf = cuda_empty(dev, {hpc * T * K, De}, DType::BF16);
+  if (!fused) {
+    a_buf = cuda_empty(dev, {hpc * T * K, D}, DType::BF16);
+    h_buf = cuda_empty(dev, {hpc * T * K, De}, DType::BF16);
+  }
   GroupedRun r{};
   r.x = static_cast<const __nv_bfloat16*>(x.raw());
   r.sorted_slot = cptr<int32_t>(perm.sorted_slot);
@@ -154,8 +152,8 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   r.wgu = static_cast<const __nv_bfloat16*>(w.gate_up.raw());
   r.wd = static_cast<const __nv_bfloat16*>(w.down.raw());
   r.rows = static_cast<__nv_bfloat16*>(device_ptr(rows));
-  r.a_buf = a_in_kernel ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(a_buf));
-  r.h_buf = h_on_chip ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(h_buf));
+  r.a_buf = fused ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(a_buf));
+  r.h_buf = fused ? nullptr : static_cast<__nv_bfloat16*>(device_ptr(h_buf));
   r.T = T;
   r.H = static_cast<int>(H);
   r.E = static_cast<int>(E);
@@ -163,7 +161,6 @@ Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
   r.D = static_cast<int>(D);
   r.De = static_cast<int>(De);
   r.heads_per_chunk = static_cast<int>(hpc);
-  r.kernel = opt.kernel;
   r.stage_ms = opt.stage_ms;
   grouped_run_sm90(dev, r);
   return rows;

@@ -1,7 +1,6 @@
-// The MAGI-2 multi-head MoE on the GPU (moe.h): the router's checks (its fused kernel is router.cu),
-// the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The
-// tensor-core expert path is grouped.h (CUTLASS sm90 grouped GEMMs). CPU oracle: src/models/magi2/moe.cpp
-// (route, run_experts).
+// The MAGI-2 multi-head MoE on the GPU (moe.h): the router's checks (its fused kernel is
+// router.cu), the permutation by (head, expert), the reference (SIMT) expert kernels and the
+// combine. The tensor-core expert path is grouped.h. CPU oracle: ops/cpu/moe.cpp.
 #include <cub/cub.cuh>
 
 #include <cmath>
@@ -12,7 +11,6 @@
 #include "ops/cuda/moe/grouped.h"
 #include "ops/cuda/moe/moe.h"
 #include "ops/cuda/moe/moe_internal.h"
-#include "backend/cuda/ops_cuda.h"
 
 namespace avdit::cuda::moe {
 namespace {
@@ -495,10 +493,9 @@ void check_config(const RouterConfig& cfg) {
                 cfg.experts, cfg.top_k, cfg.head_dim);
   AVDIT_REQUIRE(cfg.experts <= kMaxExperts, "moe config: {} experts per head, the GPU router handles at most {}",
                 cfg.experts, kMaxExperts);
-  AVDIT_REQUIRE(cfg.top_k <= kMaxTopK && cfg.top_k <= cfg.experts, "moe config: top_k {} must be <= {} and <= experts {}",
-                cfg.top_k, kMaxTopK, cfg.experts);
-  AVDIT_REQUIRE(cfg.topk_version == 1 || cfg.topk_version == 2, "moe config: topk_version {} (1 or 2)",
-                cfg.topk_version);
+  AVDIT_REQUIRE(cfg.top_k <= kMaxTopK && cfg.top_k <= cfg.experts,
+                "moe config: top_k {} must be <= {} and <= experts {}", cfg.top_k, kMaxTopK,
+                cfg.experts);
 }
 
 Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
@@ -627,8 +624,8 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
                   "moe experts: the grouped path needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim "
                   "{} and expert width {} multiples of 8", D, De);
   if (path == ExpertPath::Grouped || (path == ExpertPath::Auto && grouped_ok)) {
-    // Packs the weights for this call (a full pass over them): callers with fixed weights pack once and
-    // call routed_experts(.., GroupedWeights, ..) (grouped.h), as the MAGI-2 model does.
+    // Packs the weights for this call (a full pass over them): callers with fixed weights pack once
+    // and call routed_experts(.., GroupedWeights, ..) (grouped.h), as ops::prepare_experts does.
     return grouped_expert_rows(dev, x, routing, perm, w, cfg, out);
   }
   // Reference path: hbuf [S, De] holds swiglu7(gate, up) in the output precision (BF16: the

@@ -1,39 +1,28 @@
 // The MAGI-2 router in one kernel (moe.h route()): per block 64 tokens of one head, the fp32 logits
-// x_h · gate_h^T, then the scores (sigmoid or softmax), score + bias, the top-K with the CPU's tie rule,
-// the weights. It replaces cuBLAS's strided-batched SGEMM, the bf16 -> fp32 cast of x before it and a
-// separate top-K kernel that read the [T, heads, E] logits back (at T = 65,536 the logits are 805 MB each
-// way; bench/NOTES.md, session 6). CPU oracle: src/models/magi2/moe.cpp route. Two kernels compute the
-// logits, and share the scoring and top-K code (select_top_k):
-// - router_mma_kernel, for BF16 x on sm_80+ (the model's path): bf16 tensor-core MMAs (mma.sync m16n8k16,
-//   fp32 accumulation) on an exact three-way bf16 split of the fp32 gate; logits staged in shared memory;
-// - router_kernel, for F32 x and older GPUs: fp32 FMA chains on the CUDA cores (x widened from bf16 in
+// x_h . gate_h^T, then the scores (sigmoid or softmax), score + bias, the top-K with the CPU's tie
+// rule, the weights - without writing the [T, heads, E] logits out and reading them back (unless
+// asked to). CPU oracle: ops/cpu/moe.cpp route. Two kernels compute the logits, and share the
+// scoring and top-K code (select_top_k):
+// - router_mma_kernel, for BF16 x on sm_80+ (the model's path): bf16 tensor-core MMAs (mma.sync
+// m16n8k16,
+//   fp32 accumulation) on an exact three-way bf16 split of the fp32 gate; logits staged in shared
+//   memory;
+// - router_kernel, for F32 x and older GPUs: fp32 FMA chains on the CUDA cores (x widened from bf16
+// in
 //   registers, exact), logits kept in registers.
 //
-// Arithmetic. router_kernel: each logit is one fp32 fma chain over k = 0 .. D-1 in order (no split), so
-// integer inputs give exact logits and the rest differs from the CPU only by fp32 rounding.
-// router_mma_kernel: the gate is split per call into hi = bf16(g), mid = bf16(g - hi), lo = bf16(g - hi - mid),
-// and g == hi + mid + lo exactly (24 significand bits = 3 x 8; each residual is exact in fp32 and the last
-// one fits bf16), for |g| in fp32's normal range. x is bf16, so every product x·hi, x·mid, x·lo is exact in
-// fp32; per 16 values of k the MMAs add x·lo, then x·mid, then x·hi (the smallest first) into one fp32
-// accumulator. Only the tensor cores' fp32 summation (16 products and the accumulator per MMA, truncating
-// rather than rounding to nearest) differs from an fma chain: integer inputs still give exact logits (every
-// partial sum is a small integer), equal gate rows give equal bits (every column goes through the same
-// sequence of MMAs), and the rest is ~1e-6 relative off the float64 logits, at most ~4e-6 at D 256 (a float64
-// model of one truncation per MMA; the fma chain measured 2.5e-6), inside the tests' 1e-5.
-//
-// Prediction for router_mma_kernel at T = 65,536 (12 heads x 256 experts, D 256, top-6) on an H200:
-// 12,288 blocks of 256 threads, 2 per SM (104 KB of shared memory and <= 128 registers each), 93 per SM.
-// - tensor pipe: 3 x 103.1 = 309 GFLOP of bf16 m16n8k16; mma.sync (not wgmma) at ~500-650 TFLOP/s (50-65%
-//   of the 989 TFLOP/s dense peak) -> 0.48-0.62 ms;
-// - L2 -> shared memory: per block the head's three gate planes (3 x 256 x 256 x 2 B = 384 KB) and its x tile
-//   (32 KB): 12,288 x 416 KB = 5.1 GB, 0.55-0.75 ms at 7-9 TB/s, beside the MMAs (cp.async double buffer);
-//   128-token blocks would halve it, but then one block per SM runs its top-K with the tensor cores idle;
-// - issue: per block the main loop (SASS: 240 instructions per warp and 32 k, of them 96 HMMA and 20 LDSM) is
-//   8 warps x 8 x 240 = 15.4k warp instructions, select_top_k ~600 per token (bench/NOTES.md, session 6) =
-//   38.4k: ~54k / 4 schedulers x 93 blocks = 1.26M cycles = 0.64 ms at 1.98 GHz; the top-K of one block
-//   runs beside the other block's MMAs;
-// total ~0.9 ms (0.75-1.1; all three near 0.6 ms and imperfectly overlapped), from 3.45-3.74 ms. Measured:
-// 1.7-2.2 ms (sessions 8-11), the top-K and the scoring before it ~64% of the stall samples (session 11).
+// Arithmetic. router_kernel: each logit is one fp32 fma chain over k = 0 .. D-1 in order (no
+// split), so integer inputs give exact logits and the rest differs from the CPU only by fp32
+// rounding. router_mma_kernel: the gate is split per call into hi = bf16(g), mid = bf16(g - hi), lo
+// = bf16(g - hi - mid), and g == hi + mid + lo exactly (24 significand bits = 3 x 8; each residual
+// is exact in fp32 and the last one fits bf16), for |g| in fp32's normal range. x is bf16, so every
+// product x.hi, x.mid, x.lo is exact in fp32; per 16 values of k the MMAs add x.lo, then x.mid,
+// then x.hi (the smallest first) into one fp32 accumulator. Only the tensor cores' fp32 summation
+// (16 products and the accumulator per MMA, truncating rather than rounding to nearest) differs
+// from an fma chain: integer inputs still give exact logits (every partial sum is a small integer),
+// equal gate rows give equal bits (every column goes through the same sequence of MMAs), and the
+// rest is ~1e-6 relative off the float64 logits, at most ~4e-6 at D 256, inside the tests' 1e-5.
+// Design and measurements: bench/notes.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -199,69 +188,9 @@ __device__ __forceinline__ void store_choice(const RouterArgs& a, int64_t p, boo
   }
 }
 
-// Version 1 of the K rounds (RouterConfig::topk_version; kept to measure against): every round each lane
-// rescans its 8 slots for its best untaken (key, expert, slot, score); the winner's score is shuffled to
-// every lane and summed into l1 as the round goes.
-template <int NT>
-__device__ __forceinline__ void top_k_scan(const RouterArgs& a, int lane, const float (&sc)[NT][8],
-                                   unsigned (&key)[NT][8], const int64_t (&p)[NT], const bool (&valid)[NT]) {
-  const unsigned full = 0xffffffffu;
-  int my_e[NT];        // lane k keeps the k-th choice
-  float my_s[NT], l1[NT];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    my_e[n] = 0;
-    my_s[n] = 0.f;
-    l1[n] = 0.f;
-  }
-  for (int k = 0; k < a.K; ++k) {
-    unsigned kb[NT], m[NT];
-    int eb[NT], jb[NT];
-    float sb[NT];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      // This lane's best untaken key (a chosen slot's key is 0), the lowest slot (= lowest expert) among
-      // equal keys, and its score.
-      kb[n] = 0;
-      eb[n] = INT_MAX;
-      jb[n] = 0;
-      sb[n] = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (key[n][j] > kb[n]) {
-          kb[n] = key[n][j];
-          eb[n] = expert_of(lane, j);
-          jb[n] = j;
-          sb[n] = sc[n][j];
-        }
-    }
-#pragma unroll
-    for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      bool all;
-      const int wl = winner_lane(kb[n], m[n], eb[n] < 128, all);
-      // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
-      const int w = all ? __shfl_sync(full, eb[n], wl) : 0;
-      const float s = __shfl_sync(full, all ? sb[n] : sc[n][0], wl);
-      const int jw = all ? jb[n] : 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (lane == wl && j == jw) key[n][j] = 0u;  // taken: key 0 never wins again
-      l1[n] += fabsf(s);  // the CPU's order: k = 0, 1, ...
-      if (lane == k) {
-        my_e[n] = w;
-        my_s[n] = s;
-      }
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < NT; ++n) store_choice(a, p[n], valid[n], lane, my_e[n], my_s[n], l1[n]);
-}
-
-// Version 2 (the default): each lane keeps its best two untaken (key, slot) pairs and a round pops the
-// winner's; the scores are fetched once after the rounds. Same choices, scores and l1 order as version 1
-// (the same bits; CudaMoe.RouterTopKVersionsAgree).
+// The K rounds: each lane keeps its best two untaken (key, slot) pairs and a round pops the
+// winner's; the scores are fetched once after the rounds, summed into l1 in the CPU's order k = 0,
+// 1, ...
 template <int NT>
 __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const float (&sc)[NT][8],
                                    unsigned (&key)[NT][8], const int64_t (&p)[NT], const bool (&valid)[NT]) {
@@ -324,17 +253,18 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
 }
 
 // NT tokens t[n] of head h, one warp: each token's logits in this lane's 8 slots (expert_of; sc[n],
-// overwritten with the scores) -> logits out (when kept), the scores, the top-K of score + bias: K rounds
-// of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes holding it
-// (the CPU's tie rule, lower expert index first); the weights. Tokens with t[n] >= T are computed (on the
-// zero rows the caller passes) and not stored. Both kernels call it, so both choose with the same code.
-// Why NT tokens at once: each round is a dependent chain (a warp max, then the tie among the lanes holding
-// it and the winner's score) whose latency the 16 warps of an SM did not hide - the top-K was 69% of
-// router_mma_kernel's stall samples (bench/NOTES.md, session 10); the NT chains interleave. Each token's
-// arithmetic is the same as alone (the same bits). V: the rounds' version (top_k_scan 1, top_k_pairs 2).
-template <int NT, int V>
-__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT], int lane,
-                                             float (&sc)[NT][8], const float (&bias_v)[8]) {
+// overwritten with the scores) -> logits out (when kept), the scores, the top-K of score + bias: K
+// rounds of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes
+// holding it (the CPU's tie rule, lower expert index first); the weights. Tokens with t[n] >= T are
+// computed (on the zero rows the caller passes) and not stored. Both kernels call it, so both
+// choose with the same code. Why NT tokens at once: each round is a dependent chain (a warp max,
+// then the tie among the lanes holding it and the winner's score) whose latency the 16 warps of an
+// SM did not hide - the top-K was 69% of router_mma_kernel's stall samples (bench/notes); the NT
+// chains interleave. Each token's arithmetic is the same as alone (the same bits).
+template <int NT>
+__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT],
+                                             int lane, float (&sc)[NT][8],
+                                             const float (&bias_v)[8]) {
   const unsigned full = 0xffffffffu;
   int64_t p[NT];
   bool valid[NT];
@@ -368,10 +298,10 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
 #pragma unroll
       for (int n = 0; n < NT; ++n) mx[n] = fmaxf(mx[n], __shfl_xor_sync(full, mx[n], o));
   }
-  // The scores, branch-free: every slot is computed and the slots past E are zeroed by a select (the
-  // branch per slot cost a BSSY/BSYNC pair each), and 1 / (1 + e) as __frcp_rn, which rounds the
-  // reciprocal as the IEEE division does (the same bits) without the division's slow-path check.
-  // The scoring was ~31% of the kernel's stall samples (bench/NOTES.md, session 11).
+  // The scores, branch-free: every slot is computed and the slots past E are zeroed by a select
+  // (the branch per slot cost a BSSY/BSYNC pair each), and 1 / (1 + e) as __frcp_rn, which rounds
+  // the reciprocal as the IEEE division does (the same bits) without the division's slow-path
+  // check. The scoring was ~31% of the kernel's stall samples (bench/notes).
   if (a.softmax) {
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -408,10 +338,7 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
       b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
       key[n][j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
     }
-  if constexpr (V == 1)
-    top_k_scan<NT>(a, lane, sc, key, p, valid);
-  else
-    top_k_pairs<NT>(a, lane, sc, key, p, valid);
+  top_k_pairs<NT>(a, lane, sc, key, p, valid);
 }
 
 // ---- router_kernel: fp32 logits on the CUDA cores ------------------------------------------------------
@@ -464,7 +391,7 @@ __device__ __forceinline__ void load_gate_async(const RouterArgs& a, int h, int 
   cp_async_commit();
 }
 
-template <bool kVec, int V>
+template <bool kVec>
 __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a, Elt xt) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -525,7 +452,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a,
     float sc[1][8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) sc[0][j] = acc[i][j];
-    select_top_k<1, V>(a, h, tt, lane, sc, bias_v);
+    select_top_k<1>(a, h, tt, lane, sc, bias_v);
   }
 }
 
@@ -599,7 +526,7 @@ __device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64
 // (4 x 4 MMA tiles of 16 x 8, 64 accumulators per thread). Per 16 values of k a warp loads its A fragments
 // once (4 ldmatrix.x4) and, per plane, its B fragments (2 ldmatrix.x4) for 16 MMAs: 10 ldmatrix per 48 MMAs.
 // Then the logits go through shared memory into select_top_k's layout: warp w, tokens 8w .. 8w+7.
-template <bool kVec, int V>
+template <bool kVec>
 __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArgs a) {
 #if __CUDA_ARCH__ >= 800
   extern __shared__ float4 smem4[];
@@ -677,8 +604,8 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
     }
   __syncthreads();
 
-  // Tokens per select_top_k call (their chains interleave): 2. Version 1 spills with 4; version 2 fits 4
-  // in 128 registers but ran no faster (bench/NOTES.md, session 11).
+  // Tokens per select_top_k call (their chains interleave): 2 (4 fit in 128 registers but ran no
+  // faster: bench/notes).
   constexpr int kTopKTokens = 2;
   float bias_v[8];
   load_bias(a, h, lane, bias_v);
@@ -696,7 +623,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
 #pragma unroll
       for (int q = 0; q < 8; ++q) logit[n][q] = v[q];
     }
-    select_top_k<kTopKTokens, V>(a, h, tt, lane, logit, bias_v);
+    select_top_k<kTopKTokens>(a, h, tt, lane, logit, bias_v);
   }
 #else
   __trap();  // launch_router only launches it where the device code was built for sm_80+
@@ -708,7 +635,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
 bool mma_router_available(Device& dev) {
   if (dev.props().major < 8 || dev.props().sharedMemPerBlockOptin < size_t{kMmaSmemBytes}) return false;
   cudaFuncAttributes attr{};
-  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true, 2>));
+  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true>));
   return attr.ptxVersion >= 80;
 }
 
@@ -729,9 +656,7 @@ bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tenso
     split_gate_kernel<<<grid_for(int64_t(H) * kEP * Dp), kRouterThreads, 0, dev.stream()>>>(
         cptr<float>(gate), H, E, D, Dp, static_cast<__nv_bfloat16*>(device_ptr(gp)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    const bool v1 = cfg.topk_version == 1;
-    auto kernel = vec ? (v1 ? router_mma_kernel<true, 1> : router_mma_kernel<true, 2>)
-                      : (v1 ? router_mma_kernel<false, 1> : router_mma_kernel<false, 2>);
+    auto kernel = vec ? router_mma_kernel<true> : router_mma_kernel<false>;
     AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes));
     kernel<<<grid, kRouterThreads, kMmaSmemBytes, dev.stream()>>>(a);
     AVDIT_CUDA_CHECK_LAUNCH();
@@ -742,9 +667,7 @@ bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tenso
   transpose_gate_kernel<<<grid_for(gt.numel()), kRouterThreads, 0, dev.stream()>>>(cptr<float>(gate), H, E, D, Dp,
                                                                              static_cast<float*>(device_ptr(gt)));
   AVDIT_CUDA_CHECK_LAUNCH();
-  const bool v1 = cfg.topk_version == 1;
-  auto kernel = vec ? (v1 ? router_kernel<true, 1> : router_kernel<true, 2>)
-                    : (v1 ? router_kernel<false, 1> : router_kernel<false, 2>);
+  auto kernel = vec ? router_kernel<true> : router_kernel<false>;
   AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   kernel<<<grid, kRouterThreads, kSmemBytes, dev.stream()>>>(a, xt);
   AVDIT_CUDA_CHECK_LAUNCH();
