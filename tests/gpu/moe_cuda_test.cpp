@@ -1,16 +1,20 @@
-// The GPU multi-head MoE (backend/cuda/moe/moe.h) against CPU references on fresh random inputs:
-// - the router against a float64 loop (logits, sigmoid / softmax, + bias, top-K with the lower index
+// The GPU multi-head MoE's stages (ops/cuda/moe/moe.h) against CPU references on fresh random
+// inputs:
+// - the router against a float64 loop (logits, sigmoid / softmax, + bias, top-K with the lower
+// index
 //   winning ties, L1 normalisation, route_scale): identical expert sets wherever the reference's
 //   biased scores are not within 1e-5 of a tie, weights within 1e-6 x route_scale;
-// - the routed experts against the CPU oracle's own algorithm (moe.cpp run_experts: ops::matmul per
-//   expert, models::magi2::swiglu7_split with its bf16 Rounding, the per-(token, head) sum in ascending
-//   expert order): F32 NMSE <= 1e-10, BF16 within a bf16 bound; both kernel paths (SIMT reference and
-//   the grouped tensor-core GEMMs where the GPU has them), both weight layouts ([in, out] and K-major);
+// - the routed experts against the CPU oracle (ops/cpu/moe.cpp routed_experts: a matmul per expert,
+//   swiglu7 rounded to the output dtype, the per-(token, head) sum in ascending expert order): F32
+//   NMSE
+//   <= 1e-10, BF16 within a bf16 bound; both kernel paths (SIMT reference and the Hopper path where
+//   the GPU has it), both weight layouts ([in, out] and K-major);
 // - small odd shapes and the real MAGI-2 widths (12 heads x 256 experts, top-6, D 256, De 1280),
 //   skewed expert loads with empty groups, determinism (two runs, same bits);
-// - the grouped path (grouped.h: CUTLASS sm90 grouped GEMMs, swiglu7 and the weight in the epilogues)
-//   against the same reference at small shapes (partial M and N tiles, empty groups, both weight
-//   layouts) and the real widths, chunked by heads or not (same bits), determinism.
+// - the Hopper path (grouped.h: the fused experts kernel, and its CUTLASS two-GEMM fallback at
+// expert
+//   widths <= 48) against the same reference at small shapes (partial M and N tiles, empty groups,
+//   both weight layouts) and the real widths, chunked by heads or not (same bits), determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,12 +27,10 @@
 #include <tuple>
 #include <vector>
 
-#include "backend/cuda/moe/grouped.h"
-#include "backend/cuda/moe/moe.h"
 #include "core/dtype.h"
-#include "models/magi2/layers.h"
-#include "models/precision.h"
-#include "ops/ops.h"
+#include "ops/cuda/moe/grouped.h"
+#include "ops/cuda/moe/moe.h"
+#include "ops/moe.h"
 
 namespace avdit::cuda::moe {
 namespace {
@@ -282,7 +284,8 @@ TEST(CudaMoe, BadInputs) {
   EXPECT_THROW(routed_experts(dev, x, r, w, c, DType::F32), BadInput);
 }
 
-// ---- experts reference: moe.cpp run_experts' algorithm ---------------------------------------------
+// ---- experts reference: the CPU oracle (ops/cpu/moe.cpp)
+// ---------------------------------------------
 struct Problem {
   RouterConfig c;
   int64_t T = 0, De = 0;
@@ -324,34 +327,18 @@ Problem make_problem(int64_t T, int64_t H, int64_t E, int64_t K, int64_t D, int6
 }
 
 Tensor ref_experts(const Problem& p, bool bf16) {
-  const int64_t T = p.T, H = p.c.heads, E = p.c.experts, K = p.c.top_k, D = p.c.head_dim, W = H * D;
-  const models::Rounding rnd{bf16};
-  Tensor out = Tensor::zeros({T, W}, DType::F32);
-  float* ov = out.f32();
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<std::vector<std::pair<int64_t, float>>> slots(E);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t k = 0; k < K; ++k) slots[p.idx[(t * H + h) * K + k]].emplace_back(t, p.w[(t * H + h) * K + k]);
-    for (int64_t e = 0; e < E; ++e) {
-      const auto& s = slots[e];
-      if (s.empty()) continue;
-      const int64_t n = int64_t(s.size());
-      Tensor xs = Tensor::empty({n, D}, DType::F32);
-      for (int64_t i = 0; i < n; ++i) std::memcpy(xs.f32() + i * D, p.x.f32() + s[i].first * W + h * D, D * sizeof(float));
-      const int64_t g = h * E + e;
-      const Tensor gt = ops::matmul(xs, p.gate.select(g).to_f32());
-      const Tensor ut = ops::matmul(xs, p.up.select(g).to_f32());
-      const Tensor y = ops::matmul(models::magi2::swiglu7_split(gt, ut, rnd), p.down.select(g).to_f32());
-      for (int64_t i = 0; i < n; ++i) {
-        float* dst = ov + s[i].first * W + h * D;
-        for (int64_t d = 0; d < D; ++d) {
-          const float v = s[i].second * y.f32()[i * D + d];
-          dst[d] = bf16 ? rnd(dst[d] + rnd(v)) : dst[d] + v;
-        }
-      }
-    }
-  }
-  return out;
+  const int64_t T = p.T, H = p.c.heads, K = p.c.top_k, W = H * p.c.head_dim;
+  ops::MoeConfig mc;
+  mc.heads = H, mc.experts = p.c.experts, mc.top_k = K, mc.head_dim = p.c.head_dim;
+  ops::Routing r;
+  r.indices = Tensor::from_data({T, H, K}, DType::I32, p.idx.data());
+  r.weights = Tensor::from_data({T, H, K}, DType::F32, p.w.data());
+  ops::ExpertWeights w;
+  w.inter = p.De, w.begin = 0, w.end = p.c.experts;
+  w.gate = {p.gate}, w.up = {p.up}, w.down = {p.down};
+  Tensor out = Tensor::empty({T, W}, bf16 ? DType::BF16 : DType::F32);
+  ops::cpu::routed_experts(p.x, r, w, mc, out);
+  return out.to_f32();
 }
 
 // [G, a, b] -> [G, b, a]
@@ -491,46 +478,35 @@ TEST(CudaMoe, RouteThenExpertsRealWidths) {
 
 // ---- the grouped path (grouped.h) ------------------------------------------------------------------
 // permute -> grouped_expert_rows -> combine, as moe.cu's routed_experts runs the other paths.
-Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const GroupedWeights& gw, const RouterConfig& c,
-                      int64_t scratch_bytes = int64_t{3} << 30, int kernel = 0) {
+Tensor grouped_routed(Device& dev, const Tensor& x, const Routing& r, const GroupedWeights& gw,
+                      const RouterConfig& c, int64_t scratch_bytes = int64_t{3} << 30) {
   const Permutation perm = permute(dev, r, c);
   GroupedOptions opt;
   opt.scratch_bytes = scratch_bytes;
-  opt.kernel = kernel;
   const Tensor rows = grouped_expert_rows(dev, x, r, perm, gw, c, DType::BF16, opt);
   return combine(dev, rows, r, perm, c, DType::BF16);
 }
 
-// Every kernel variant (GroupedOptions::kernel 0-7, 9, 10, 20, 21, grouped.h), both weight layouts.
-// Kernel 20 only leaves out MMAs whose results no output reads (warp group 1 in units of <= 64
-// rows; the last chunk's down k16 step on h columns past De, which meets W_d's zero fill), and 21
-// moves a 32-column chunk first (De % 48 == 32: De 80, 128, 1280 here) with zero h past it, which
-// keeps every down k16 slice in order: both must give kernel 10's bytes, not just pass the bound.
+// Both weight layouts; the fused kernel where the expert width is above 48, else the two-GEMM
+// fallback.
 void check_grouped(Device& dev, const Problem& p, bool with_k_major, const std::string& what) {
   const Tensor ref = ref_experts(p, true);
   const DeviceProblem d = upload(dev, p, DType::BF16, with_k_major);
   for (bool km : {false, true}) {
     if (km && !with_k_major) continue;
     const GroupedWeights gw = pack_grouped_weights(dev, km ? d.wk : d.w, p.c);
-    Tensor k10;
-    for (int kernel : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 20, 21}) {
-      const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
-      if (kernel == 10) k10 = got;
-      if (kernel >= 20) {
-        ASSERT_TRUE(k10.defined()) << "kernel 10 must run before " << kernel << " in this list";
-        EXPECT_EQ(std::memcmp(got.raw(), k10.raw(), size_t(got.nbytes())), 0)
-            << what << " kernel " << kernel << " != kernel 10";
-      }
-      const double e = nmse(got, ref);
-      std::printf("  experts %-52s grouped%d %-7s nmse %.2e (bound %.0e)\n", what.c_str(), kernel,
-                  km ? "k-major" : "in,out", e, kNmseBf16);
-      EXPECT_LE(e, kNmseBf16) << what << " grouped kernel " << kernel << (km ? " k-major" : "");
-      // Deterministic, and chunking by heads (here one head per chunk) changes nothing.
-      const Tensor again = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel));
-      EXPECT_EQ(std::memcmp(got.raw(), again.raw(), size_t(got.nbytes())), 0) << what << " grouped determinism";
-      const Tensor chunked = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, 1, kernel));
-      EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << what << " grouped chunked by head";
-    }
+    const Tensor got = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c));
+    const double e = nmse(got, ref);
+    std::printf("  experts %-52s %-8s %-7s nmse %.2e (bound %.0e)\n", what.c_str(),
+                p.De > 48 ? "fused" : "two-GEMM", km ? "k-major" : "in,out", e, kNmseBf16);
+    EXPECT_LE(e, kNmseBf16) << what << (km ? " k-major" : "");
+    // Deterministic, and chunking by heads (here one head per chunk) changes nothing.
+    const Tensor again = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c));
+    EXPECT_EQ(std::memcmp(got.raw(), again.raw(), size_t(got.nbytes())), 0)
+        << what << " grouped determinism";
+    const Tensor chunked = to_host(dev, grouped_routed(dev, d.x, d.r, gw, p.c, 1));
+    EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0)
+        << what << " grouped chunked by head";
   }
 }
 
@@ -554,17 +530,6 @@ TEST(CudaMoe, ExpertsGroupedSmallShapes) {
   }
 }
 
-// A kernel number outside the table (8 was replaced by 9) is refused, not silently run as another.
-TEST(CudaMoe, ExpertsGroupedUnknownKernel) {
-  Device dev;
-  const Problem p = make_problem(50, 3, 8, 2, 48, 80, DType::BF16, 17);
-  if (!has_grouped(dev, p.c, p.De)) GTEST_SKIP() << "the grouped path needs a CUTLASS build and an sm_90 GPU";
-  const DeviceProblem d = upload(dev, p, DType::BF16, false);
-  const GroupedWeights gw = pack_grouped_weights(dev, d.w, p.c);
-  for (int kernel : {-1, 8, 11, 19, 22})
-    EXPECT_THROW(grouped_routed(dev, d.x, d.r, gw, p.c, int64_t{3} << 30, kernel), BadInput) << "kernel " << kernel;
-}
-
 // The real widths, all 12 heads x 256 experts (BF16), with skewed loads and empty groups; then the
 // GPU router's own routing at T = 2,048 and 4,096 (groups of up to a few hundred rows, several M
 // tiles per group).
@@ -584,27 +549,16 @@ TEST(CudaMoe, ExpertsGroupedRealWidths) {
     const Tensor ref = ref_experts(p, true);
     const ExpertWeights ew{to_device(dev, p.gate), to_device(dev, p.up), to_device(dev, p.down)};
     const GroupedWeights gw = pack_grouped_weights(dev, ew, c);
+    // The fused kernel on the router's own routing (groups of a few to a few hundred rows, so units
+    // of <= 64 rows, whose MMAs warp group 1 skips, beside full ones).
     const Tensor got = to_host(dev, grouped_routed(dev, xd, r, gw, c));
     const double e = nmse(got, ref);
-    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped0 nmse %.2e (bound %.0e)\n", long(T), e, kNmseBf16);
+    std::printf("  route+experts T%ld 12x256 top-6 BF16 fused nmse %.2e (bound %.0e)\n", long(T), e,
+                kNmseBf16);
     EXPECT_LE(e, kNmseBf16);
-    const Tensor got1 = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, 1));
-    const double e1 = nmse(got1, ref);
-    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped1 nmse %.2e (bound %.0e)\n", long(T), e1, kNmseBf16);
-    EXPECT_LE(e1, kNmseBf16);
     const Tensor chunked = to_host(dev, grouped_routed(dev, xd, r, gw, c, 1));
-    EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0) << "T" << T << " chunked by head";
-    // The fused kernels on the router's own routing (groups of a few to a few hundred rows, so units
-    // of <= 64 rows beside full ones): 10 within the bound, 20 and 21 (their skips) bit for bit as 10.
-    const Tensor got10 = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, 10));
-    const double e10 = nmse(got10, ref);
-    std::printf("  route+experts T%ld 12x256 top-6 BF16 grouped10 nmse %.2e (bound %.0e)\n", long(T), e10, kNmseBf16);
-    EXPECT_LE(e10, kNmseBf16);
-    for (int kernel : {20, 21}) {
-      const Tensor k = to_host(dev, grouped_routed(dev, xd, r, gw, c, int64_t{3} << 30, kernel));
-      EXPECT_EQ(std::memcmp(got10.raw(), k.raw(), size_t(got10.nbytes())), 0) << "T" << T << " kernel " << kernel
-                                                                               << " != 10";
-    }
+    EXPECT_EQ(std::memcmp(got.raw(), chunked.raw(), size_t(got.nbytes())), 0)
+        << "T" << T << " chunked by head";
     // The one-call overload (packs ExpertWeights itself) gives the same bits.
     const Permutation perm = permute(dev, r, c);
     const Tensor rows1 = to_host(dev, grouped_expert_rows(dev, xd, r, perm, ew, c, DType::BF16));
@@ -955,51 +909,6 @@ TEST(CudaMoe, RouterTensorCoresMatchSimt) {
     EXPECT_LE(max_dl, cs.D <= 64 ? 2e-6 : 1e-5) << what;
     EXPECT_LE(max_dl_tc, 1e-5) << what;
   }
-}
-
-// The two top-K versions (RouterConfig::topk_version) on both kernels choose the same experts in the
-// same order with the same weight bits: random scores, many exact ties (integer logits and a three-class
-// bias, so lanes hold equal keys and a lane often holds several of the top K), K up to 16 (lanes pop
-// their pairs many times: the rescan path), E not a multiple of 8, softmax scores.
-TEST(CudaMoe, RouterTopKVersionsAgree) {
-  Device dev;
-  std::mt19937 gen(53);
-  struct Case { int64_t T, H, E, K, D; bool softmax, ints; };
-  int64_t compared = 0;
-  for (const Case& cs : {Case{300, 12, 256, 6, 256, false, false}, Case{200, 3, 256, 16, 64, false, true},
-                         Case{150, 2, 77, 9, 40, true, false}, Case{100, 2, 256, 6, 32, false, true},
-                         Case{64, 1, 16, 16, 16, false, true}}) {
-    const RouterConfig c1{cs.H, cs.E, cs.K, cs.D, cs.softmax, true, 4.9f, 1};
-    const RouterConfig c2{cs.H, cs.E, cs.K, cs.D, cs.softmax, true, 4.9f, 2};
-    Tensor x = normal(gen, {cs.T, cs.H * cs.D});
-    Tensor gate = normal(gen, {cs.H * cs.E, cs.D}, 1.0f / std::sqrt(float(cs.D)));
-    Tensor bias = normal(gen, {cs.H * cs.E}, 0.05f);
-    if (cs.ints) {  // small integers: exact logits, and equal keys all over
-      for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(int(gen() % 3) - 1);
-      for (int64_t i = 0; i < gate.numel(); ++i) gate.f32()[i] = float(int(gen() % 3) - 1);
-      for (int64_t i = 0; i < bias.numel(); ++i) bias.f32()[i] = 0.125f * float(int(gen() % 3) - 1);
-    }
-    const Tensor xd = to_device(dev, x.to(DType::BF16)), gd = to_device(dev, gate), bd = to_device(dev, bias);
-    for (bool tc : {true, false}) {
-      const RouterRun a = run_router(dev, xd, gd, bd, c1, tc), b = run_router(dev, xd, gd, bd, c2, tc);
-      const std::string what = std::string(tc ? "tensor cores" : "simt") + " T" + std::to_string(cs.T) + " E" +
-                               std::to_string(cs.E) + " K" + std::to_string(cs.K);
-      EXPECT_EQ(a.tensor_cores, b.tensor_cores) << what;
-      EXPECT_EQ(std::memcmp(a.idx.raw(), b.idx.raw(), size_t(a.idx.nbytes())), 0) << what << ": indices differ";
-      EXPECT_EQ(std::memcmp(a.w.raw(), b.w.raw(), size_t(a.w.nbytes())), 0) << what << ": weights differ";
-      // Not vacuous: every (token, head) chose K distinct experts.
-      for (int64_t p = 0; p < cs.T * cs.H; ++p) {
-        std::vector<int32_t> e(b.idx.data<int32_t>() + p * cs.K, b.idx.data<int32_t>() + (p + 1) * cs.K);
-        std::sort(e.begin(), e.end());
-        EXPECT_TRUE(std::adjacent_find(e.begin(), e.end()) == e.end() && e.front() >= 0 && e.back() < cs.E) << what;
-      }
-      compared += cs.T * cs.H * cs.K;
-    }
-  }
-  std::printf("  router top-K versions 1 and 2: %ld choices compared, all equal\n", long(compared));
-  EXPECT_THROW(route(dev, to_device(dev, Tensor::empty({1, 16}, DType::F32)), to_device(dev, Tensor::empty({16, 16}, DType::F32)),
-                     to_device(dev, Tensor::empty({16}, DType::F32)), RouterConfig{1, 16, 2, 16, false, true, 1.f, 3}),
-               BadInput);
 }
 
 // RouterTieRule on the tensor-core kernel (that test's x is F32, which takes the SIMT kernel): experts 2, 37

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "backend/cuda/nvfp4.h"
+#include "ops/cuda/nvfp4_dequant.h"
 #include "quant/nvfp4.h"
 
 namespace avdit::cuda {
