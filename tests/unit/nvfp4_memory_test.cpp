@@ -8,15 +8,15 @@
 
 #include "io/safetensors.h"
 #include "models/magi2/config.h"
-#include "quant/nvfp4_memory.h"
+#include "models/magi2/nvfp4_memory.h"
 
-namespace avdit::quant {
+namespace avdit::models::magi2 {
 namespace {
 
 TEST(Nvfp4Memory, OfficialPreviewConfig) {
   const std::filesystem::path path =
       std::filesystem::path(AVDIT_SHARED_DIR) / "reference-configs" / "magi2" / "magi2_preview.json";
-  const models::magi2::Magi2Config config = models::magi2::parse_magi2_config(read_json(path));
+  const Magi2Config config = parse_magi2_config(read_json(path));
   const Nvfp4MemoryCounts c = nvfp4_memory_counts(config);
   for (const auto& [k, v] : nvfp4_memory_report(config)) std::printf("%s: %s\n", k.c_str(), v.c_str());
   // 36 MoE layers x 3 tensors x (12 heads x 256 experts) matrices of 256 x 1280.
@@ -33,7 +33,7 @@ TEST(Nvfp4Memory, OfficialPreviewConfig) {
 TEST(Nvfp4Memory, ResidentEstimateOfOfficialPreviewAt58kTokens) {
   const std::filesystem::path path =
       std::filesystem::path(AVDIT_SHARED_DIR) / "reference-configs" / "magi2" / "magi2_preview.json";
-  const models::magi2::Magi2Config config = models::magi2::parse_magi2_config(read_json(path));
+  const Magi2Config config = parse_magi2_config(read_json(path));
   const Nvfp4ResidentEstimate e = nvfp4_resident_estimate(config, 58000);
   for (const auto& [k, v] : nvfp4_resident_report(config, 58000)) std::printf("%s: %s\n", k.c_str(), v.c_str());
   EXPECT_EQ(e.routed_nvfp4_bytes, nvfp4_memory_counts(config).nvfp4_bytes);
@@ -57,4 +57,4 @@ TEST(Nvfp4Memory, ResidentEstimateOfOfficialPreviewAt58kTokens) {
 }
 
 }  // namespace
-}  // namespace avdit::quant
+}  // namespace avdit::models::magi2

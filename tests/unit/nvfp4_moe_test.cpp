@@ -20,6 +20,7 @@
 #include "models/magi2/dump.h"
 #include "models/magi2/model.h"
 #include "models/magi2/packing.h"
+#include "models/magi2/quantize.h"
 #include "models/magi2/weights.h"
 #include "ops/context.h"
 #include "quant/nvfp4.h"
@@ -189,17 +190,17 @@ TEST(Nvfp4Moe, QuantizeErrors) {
   const fs::path golden = fs::path(AVDIT_SHARED_DIR) / "golden" / "magi2-tiny";
   const fs::path out = temp_dir("errors");
   fs::create_directories(out);
-  EXPECT_THROW(quant::quantize_checkpoint_nvfp4_experts(golden, out, false),
+  EXPECT_THROW(quantize_nvfp4_experts(golden, out, false),
                BadInput);  // output exists
   fs::remove_all(out);
   const fs::path h3 = fs::path(AVDIT_SHARED_DIR) / "golden" / "h3-tiny";
-  EXPECT_THROW(quant::quantize_checkpoint_nvfp4_experts(h3, out, false), BadInput);  // not MAGI-2
+  EXPECT_THROW(quantize_nvfp4_experts(h3, out, false), BadInput);  // not MAGI-2
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_THROW(quant::quantize_checkpoint_nvfp4_experts(golden / "nope", out, false), BadInput);
+  EXPECT_THROW(quantize_nvfp4_experts(golden / "nope", out, false), BadInput);
   // A packed checkpoint cannot be packed again.
-  quant::quantize_checkpoint_nvfp4_experts(golden, out, false);
+  quantize_nvfp4_experts(golden, out, false);
   const fs::path again = temp_dir("again");
-  EXPECT_THROW(quant::quantize_checkpoint_nvfp4_experts(out, again, false), BadInput);
+  EXPECT_THROW(quantize_nvfp4_experts(out, again, false), BadInput);
   EXPECT_FALSE(fs::exists(again));
   // No temporary folder is left beside the output after a failure.
   for (const auto& e : fs::directory_iterator(out.parent_path()))

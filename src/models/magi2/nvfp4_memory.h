@@ -1,5 +1,5 @@
 // What NVFP4 routed experts save: routed-expert bytes of a MAGI-2 config in bf16 against the packed
-// NVFP4 layout of nvfp4.h, from the config alone (for `avdit inspect --nvfp4-experts`).
+// NVFP4 layout of quant/nvfp4.h, from the config alone (for `avdit inspect --nvfp4-experts`).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "models/magi2/config.h"
 
-namespace avdit::quant {
+namespace avdit::models::magi2 {
 
 struct Nvfp4MemoryCounts {
   int64_t routed_params = 0;   // elements of every moe_mlp.W_gate / W_up / W_down
@@ -19,10 +19,10 @@ struct Nvfp4MemoryCounts {
   int64_t unpackable = 0;      // params left in bf16 (K not a multiple of 16), counted in nvfp4_bytes at 2 bytes
 };
 
-Nvfp4MemoryCounts nvfp4_memory_counts(const models::magi2::Magi2Config& config);
+Nvfp4MemoryCounts nvfp4_memory_counts(const Magi2Config& config);
 
 // Key -> value lines: params, bf16 and NVFP4 bytes (GB and GiB), bits per weight, the saving.
-std::vector<std::pair<std::string, std::string>> nvfp4_memory_report(const models::magi2::Magi2Config& config);
+std::vector<std::pair<std::string, std::string>> nvfp4_memory_report(const Magi2Config& config);
 
 // What a single-GPU MAGI-2 preview run keeps resident with NVFP4 routed experts: the weights (routed
 // experts packed, every other tensor at its checkpoint dtype, bf16 / fp32) plus the activation peak of one
@@ -46,9 +46,9 @@ struct Nvfp4ResidentEstimate {
 
 inline constexpr int64_t kPreviewTokens = 58000;  // ~58k tokens: 896x512, 10 s (bench/TARGETS)
 
-Nvfp4ResidentEstimate nvfp4_resident_estimate(const models::magi2::Magi2Config& config,
+Nvfp4ResidentEstimate nvfp4_resident_estimate(const Magi2Config& config,
                                               int64_t tokens = kPreviewTokens);
-std::vector<std::pair<std::string, std::string>> nvfp4_resident_report(const models::magi2::Magi2Config& config,
+std::vector<std::pair<std::string, std::string>> nvfp4_resident_report(const Magi2Config& config,
                                                                        int64_t tokens = kPreviewTokens);
 
-}  // namespace avdit::quant
+}  // namespace avdit::models::magi2

@@ -1,6 +1,6 @@
 // Routed-expert memory in bf16 vs NVFP4, counted from the checkpoint tensor list of a MAGI-2 config
 // with the exact byte layout of Nvfp4Matrix (values, block scales, one global scale per expert).
-#include "quant/nvfp4_memory.h"
+#include "models/magi2/nvfp4_memory.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "models/magi2/tensor_specs.h"
 #include "quant/nvfp4.h"
 
-namespace avdit::quant {
+namespace avdit::models::magi2 {
 
 namespace {
 
@@ -23,9 +23,9 @@ std::string bytes_str(int64_t b) {
 
 }  // namespace
 
-Nvfp4MemoryCounts nvfp4_memory_counts(const models::magi2::Magi2Config& config) {
+Nvfp4MemoryCounts nvfp4_memory_counts(const Magi2Config& config) {
   Nvfp4MemoryCounts c;
-  for (const models::TensorSpec& s : models::magi2::magi2_tensor_specs(config)) {
+  for (const models::TensorSpec& s : magi2_tensor_specs(config)) {
     if (!ends_with(s.name, "moe_mlp.W_gate") && !ends_with(s.name, "moe_mlp.W_up") &&
         !ends_with(s.name, "moe_mlp.W_down"))
       continue;
@@ -35,28 +35,28 @@ Nvfp4MemoryCounts nvfp4_memory_counts(const models::magi2::Magi2Config& config) 
     c.routed_params += numel;
     c.matrices += g;
     c.bf16_bytes += 2 * numel;
-    if (k % kNvfp4Block != 0) {
+    if (k % quant::kNvfp4Block != 0) {
       c.unpackable += numel;
       c.nvfp4_bytes += 2 * numel;
       continue;
     }
-    c.nvfp4_bytes += numel / 2 + numel / kNvfp4Block + 4 * g;
+    c.nvfp4_bytes += numel / 2 + numel / quant::kNvfp4Block + 4 * g;
   }
   return c;
 }
 
-std::vector<std::pair<std::string, std::string>> nvfp4_memory_report(const models::magi2::Magi2Config& config) {
+std::vector<std::pair<std::string, std::string>> nvfp4_memory_report(const Magi2Config& config) {
   const Nvfp4MemoryCounts c = nvfp4_memory_counts(config);
   std::vector<std::pair<std::string, std::string>> r;
   r.emplace_back("routed expert params", fmt::format("{} ({} expert matrices)",
-                                                     models::magi2::format_param_count(c.routed_params), c.matrices));
+                                                     format_param_count(c.routed_params), c.matrices));
   r.emplace_back("routed experts bf16", bytes_str(c.bf16_bytes));
   r.emplace_back("routed experts nvfp4", bytes_str(c.nvfp4_bytes));
   const double bits = c.routed_params > 0 ? 8.0 * static_cast<double>(c.nvfp4_bytes) / c.routed_params : 0.0;
   r.emplace_back("nvfp4 bits per weight", fmt::format("{:.3f}", bits));
   r.emplace_back("nvfp4 saving", bytes_str(c.bf16_bytes - c.nvfp4_bytes));
   if (c.unpackable > 0)
-    r.emplace_back("left in bf16", fmt::format("{} params (K not a multiple of {})", c.unpackable, kNvfp4Block));
+    r.emplace_back("left in bf16", fmt::format("{} params (K not a multiple of {})", c.unpackable, quant::kNvfp4Block));
   return r;
 }
 
@@ -77,10 +77,10 @@ std::vector<std::pair<std::string, std::string>> nvfp4_memory_report(const model
 // All are counted live at once: an upper bound for the unfused path (a fused gather-GEMM-scatter
 // kernel, as the reference's Triton one, never holds the gate/up and swiglu7 outputs). The attention
 // branch (qkv T * (Hq + 2 Hkv) D, output T * Hq D) and the dense MLP layers (T * 3 * I) peak lower.
-Nvfp4ResidentEstimate nvfp4_resident_estimate(const models::magi2::Magi2Config& c, int64_t tokens) {
+Nvfp4ResidentEstimate nvfp4_resident_estimate(const Magi2Config& c, int64_t tokens) {
   Nvfp4ResidentEstimate r;
   r.tokens = tokens;
-  for (const models::TensorSpec& s : models::magi2::magi2_tensor_specs(c)) {
+  for (const models::TensorSpec& s : magi2_tensor_specs(c)) {
     const bool routed =
         ends_with(s.name, "moe_mlp.W_gate") || ends_with(s.name, "moe_mlp.W_up") || ends_with(s.name, "moe_mlp.W_down");
     if (!routed) r.other_weight_bytes += dtype_nbytes(s.dtype, shape_numel(s.shape));
@@ -111,7 +111,7 @@ Nvfp4ResidentEstimate nvfp4_resident_estimate(const models::magi2::Magi2Config& 
   return r;
 }
 
-std::vector<std::pair<std::string, std::string>> nvfp4_resident_report(const models::magi2::Magi2Config& config,
+std::vector<std::pair<std::string, std::string>> nvfp4_resident_report(const Magi2Config& config,
                                                                        int64_t tokens) {
   const Nvfp4ResidentEstimate e = nvfp4_resident_estimate(config, tokens);
   std::vector<std::pair<std::string, std::string>> r;
@@ -126,4 +126,4 @@ std::vector<std::pair<std::string, std::string>> nvfp4_resident_report(const mod
   return r;
 }
 
-}  // namespace avdit::quant
+}  // namespace avdit::models::magi2
