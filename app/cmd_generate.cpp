@@ -139,8 +139,9 @@ int run_generate(const GenerateArgs& a) {
     run.teacher = &teacher;
   }
   // The bar starts before the model loads, so its s/it includes the one-off setup (small next to a step).
-  const int total = a.steps.value_or(magi2 ? pipeline::magi2_sampler_defaults(*ckpt.config()).steps
-                                           : pipeline::kH3DefaultSteps);
+  const int total = a.steps.value_or(
+      magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(*ckpt.config())).steps
+            : pipeline::kH3DefaultSteps);
   Progress bar(total, "generate");
   if (log::level() <= log::Level::Info)  // -q: errors only, no bar
     run.progress = [&bar](int done, int total_steps, double) {
@@ -170,7 +171,7 @@ int run_generate(const GenerateArgs& a) {
     models::magi2::LoadOptions load;
     load.nvfp4_experts = a.nvfp4_experts;
     const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
-    r = pipeline::generate_magi2(model, *ckpt.config(), o);
+    r = pipeline::generate_magi2(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
   } else {
     AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");

@@ -40,11 +40,10 @@ Tensor text_features(const LabeledTensor& t, int64_t width, const char* what) {
 
 }  // namespace
 
-Magi2SamplerDefaults magi2_sampler_defaults(const nlohmann::json& config) {
+Magi2SamplerDefaults magi2_sampler_defaults(const magi2::Magi2Config& config) {
   Magi2SamplerDefaults d;
-  auto it = config.find("evaluation_config");
-  if (it == config.end() || !it->is_object()) return d;
-  const nlohmann::json& e = *it;
+  const nlohmann::json& e = config.evaluation_config;
+  if (!e.is_object()) return d;
   d.steps = json_or<int>(e, "num_inference_steps", d.steps);
   d.shift = json_or<double>(e, "shift", d.shift);
   sample::Magi2Guidance& g = d.guidance;
@@ -63,11 +62,10 @@ Magi2SamplerDefaults magi2_sampler_defaults(const nlohmann::json& config) {
   return d;
 }
 
-GenerateResult generate_magi2(const magi2::Magi2Model& model, const nlohmann::json& config_json,
-                              const Magi2GenerateOptions& o) {
+GenerateResult generate_magi2(const magi2::Magi2Model& model, const Magi2GenerateOptions& o) {
   const magi2::Magi2Config& config = model.config();
   ops::Context& ctx = model.ctx();
-  const Magi2SamplerDefaults defaults = magi2_sampler_defaults(config_json);
+  const Magi2SamplerDefaults defaults = magi2_sampler_defaults(config);
   const RunOptions& run = o.run;
   const int steps = run.steps.value_or(defaults.steps);
   const double shift = run.shift.value_or(defaults.shift);

@@ -2,8 +2,6 @@
 // (cond and uncond as two items of one packed forward, as the reference) -> final latents.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <optional>
 
 #include "models/magi2/model.h"
@@ -19,7 +17,7 @@ struct Magi2SamplerDefaults {
   double shift = 7.0;
   sample::Magi2Guidance guidance;
 };
-Magi2SamplerDefaults magi2_sampler_defaults(const nlohmann::json& config);
+Magi2SamplerDefaults magi2_sampler_defaults(const models::magi2::Magi2Config& config);
 
 struct Magi2GenerateOptions {
   RunOptions run;
@@ -33,12 +31,11 @@ struct Magi2GenerateOptions {
   LabeledTensor time_embedding_freqs;
 };
 
-// Runs the sampler on the model's context (config: the checkpoint's config.json, for its
-// evaluation_config). Unpacked layouts: video [1, C, T, H, W] (C = video_in_channels / patch
-// volume), audio [1, L_a, audio_in_channels]. With both guidance scales 1 only the conditional pass
-// runs. BadInput names the file:tensor and the expected shape for bad text, noise or teacher
+// Runs the sampler on the model's context; steps, shift and guidance default to the model's
+// evaluation_config (magi2_sampler_defaults). Unpacked layouts: video [1, C, T, H, W] (C =
+// video_in_channels / patch volume), audio [1, L_a, audio_in_channels]. With both guidance scales
+// 1 only the conditional pass runs. BadInput names the file:tensor and the expected shape for bad text, noise or teacher
 // tensors. The latents live on the model's context for the whole loop; the result is on the host.
-GenerateResult generate_magi2(const models::magi2::Magi2Model& model, const nlohmann::json& config,
-                              const Magi2GenerateOptions& options);
+GenerateResult generate_magi2(const models::magi2::Magi2Model& model, const Magi2GenerateOptions& options);
 
 }  // namespace avdit::pipeline

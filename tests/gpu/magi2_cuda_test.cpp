@@ -535,7 +535,7 @@ TEST(Magi2CudaGolden, SamplerWithGpuModel) {
     pipeline::GenerateResult r;
     {
       const ProbeScope scope(gpu().observer(), &counter);
-      r = pipeline::generate_magi2(model, *ckpt.config(), o);
+      r = pipeline::generate_magi2(model, o);
     }
     EXPECT_EQ(counter.calls, 4);  // cond and uncond in one packed forward per step
     const Err v = compare(r.video, f.at("final_video_latent")), a = compare(r.audio, f.at("final_audio_latent"));

@@ -36,7 +36,7 @@ GenerateResult cpu_generate(const Magi2GenerateOptions& o) {
   const Checkpoint ckpt = Checkpoint::open(kDir);
   ops::CpuContext ctx;
   const models::magi2::Magi2Model model(ctx, ckpt);
-  return generate_magi2(model, *ckpt.config(), o);
+  return generate_magi2(model, o);
 }
 
 Magi2GenerateOptions fixture_options(const TensorMap& f) {

@@ -125,6 +125,7 @@ Magi2Config parse_magi2_config(const json& config) {
   }
 
   const json& eval = section_or_empty(config, "evaluation_config");
+  c.evaluation_config = eval;
   const json& dp = section_or_empty(eval, "data_proxy_config");
   const char* ds = "evaluation_config.data_proxy_config";
   read(dp, ds, "t_patch_size", c.data_proxy.t_patch_size);

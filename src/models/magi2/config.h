@@ -62,6 +62,9 @@ struct Magi2Config {
   double mhc_alpha_init = 0.01;
   Magi2MoEConfig moe;
   Magi2DataProxyConfig data_proxy;
+  // The checkpoint's evaluation_config as stated (an empty object when absent): the sampler's
+  // defaults (pipeline::magi2_sampler_defaults) come from it; the model reads data_proxy only.
+  nlohmann::json evaluation_config = nlohmann::json::object();
 
   // Derived exactly as the reference derives them.
   int64_t num_heads_q = 0;           // hidden_size / head_dim

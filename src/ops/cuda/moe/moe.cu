@@ -24,9 +24,8 @@ namespace {
 // expert (a per-expert bit mask of the warp's tokens, lane i = token i, all K choices at once), or, in a
 // warp where a token holds an expert twice (permute() takes any indices; route() never gives that), a
 // walk over the tokens in order with lane k = choice k and __match_any_sync (k order for the repeats).
-// Why: the radix sort (keys + two 8-bit passes + offsets + inverse) took 0.45 ms at T = 65,536; this
-// with the walk for every warp 0.42, of which the walk ~0.2 and the one-block tile table ~0.2
-// (bench/NOTES.md, session 10).
+// Why: a radix sort (keys + two 8-bit passes + offsets + inverse) costs more passes over the slots
+// than one count, one scan and one placement.
 constexpr int kPermWarps = 8;                 // warps per block
 constexpr int kPermTile = 32 * kPermWarps;    // tokens per block (32 per warp)
 
@@ -367,8 +366,8 @@ combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, 
     // bf16 rows into a bf16 running sum: add.rn.bf16x2, two columns per instruction. The same bits as
     // round_bf16(float(acc) + float(v)) below: the fp32 sum of two bf16 values is exact unless their
     // exponents are more than 16 apart (then both forms give the larger one), so both are the correctly
-    // rounded bf16 sum; +0 start as there. Session 13: the float form's conversions kept the XU pipe
-    // 59% busy and the combine at 3.3 TB/s (bench/NOTES.md).
+    // rounded bf16 sum; +0 start as there. Why: the float form's conversions keep the XU pipe busy and
+    // bound the combine.
     for (int c = lane * 8; c < D; c += 32 * 8) {
       __nv_bfloat162 acc[4];
 #pragma unroll

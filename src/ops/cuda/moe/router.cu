@@ -22,7 +22,6 @@
 // from an fma chain: integer inputs still give exact logits (every partial sum is a small integer),
 // equal gate rows give equal bits (every column goes through the same sequence of MMAs), and the
 // rest is ~1e-6 relative off the float64 logits, at most ~4e-6 at D 256, inside the tests' 1e-5.
-// Design and measurements: bench/notes.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -259,8 +258,7 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
 // computed (on the zero rows the caller passes) and not stored. Both kernels call it, so both
 // choose with the same code. Why NT tokens at once: each round is a dependent chain (a warp max,
 // then the tie among the lanes holding it and the winner's score) whose latency the 16 warps of an
-// SM did not hide - the top-K was 69% of router_mma_kernel's stall samples (bench/notes); the NT
-// chains interleave. Each token's arithmetic is the same as alone (the same bits).
+// SM did not hide; the NT chains interleave. Each token's arithmetic is the same as alone (the same bits).
 template <int NT>
 __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT],
                                              int lane, float (&sc)[NT][8],
@@ -301,7 +299,7 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
   // The scores, branch-free: every slot is computed and the slots past E are zeroed by a select
   // (the branch per slot cost a BSSY/BSYNC pair each), and 1 / (1 + e) as __frcp_rn, which rounds
   // the reciprocal as the IEEE division does (the same bits) without the division's slow-path
-  // check. The scoring was ~31% of the kernel's stall samples (bench/notes).
+  // check.
   if (a.softmax) {
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -604,8 +602,7 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
     }
   __syncthreads();
 
-  // Tokens per select_top_k call (their chains interleave): 2 (4 fit in 128 registers but ran no
-  // faster: bench/notes).
+  // Tokens per select_top_k call (their chains interleave): 2 (4 fit in 128 registers, no faster).
   constexpr int kTopKTokens = 2;
   float bias_v[8];
   load_bias(a, h, lane, bias_v);

@@ -20,7 +20,7 @@ __device__ __forceinline__ void bar_init(uint64_t* b, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
 }
 // The spin loop is inside the PTX: a C++ branch around it would make ptxas treat the wgmmas after
-// it as being on a divergent path and serialise them (bench/notes).
+// it as being on a divergent path and serialise them.
 // On a shared-memory address (smem_u32): converting a pointer costs a generic-to-shared conversion
 // (the CTA's window in the cluster) at each call, which hot loops can hoist by keeping the address.
 __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {

@@ -4,7 +4,7 @@
 //
 // Why: the two-GEMM path (moe_grouped_gemm.cu) writes h (T x 72 x 1280 bf16, 12 GB at T = 65,536)
 // and reads it back, and its gate/up kernel spends most of its instructions on the h stores beside
-// the swiglu7 (bench/notes). Here a CTA owns one work unit: 128 rows of one (head, expert) group,
+// the swiglu7. Here a CTA owns one work unit: 128 rows of one (head, expert) group,
 // and sweeps the expert's intermediate width in chunks of 48 h columns. Per chunk and consumer warp
 // group (64 rows):
 //   gate/up: acc_gu [64 x 96] (48 interleaved gate/up pairs) = A [64 x D] (resident in smem for the

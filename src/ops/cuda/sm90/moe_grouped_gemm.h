@@ -248,7 +248,7 @@ class StagedAdapter
 using Tile128x256 = cute::Shape<cute::_128, cute::_256, cute::_64>;
 using CooperativeSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
 
-// One CTA per cluster (larger clusters with TMA multicast gained nothing: bench/notes).
+// One CTA per cluster (larger clusters with TMA multicast gained nothing).
 template <class TileShape = Tile128x256, class Schedule = CooperativeSchedule>
 struct GroupedGemm {
   static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
