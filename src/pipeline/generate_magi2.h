@@ -34,8 +34,10 @@ struct Magi2GenerateOptions {
 // Runs the sampler on the model's context; steps, shift and guidance default to the model's
 // evaluation_config (magi2_sampler_defaults). Unpacked layouts: video [1, C, T, H, W] (C =
 // video_in_channels / patch volume), audio [1, L_a, audio_in_channels]. With both guidance scales
-// 1 only the conditional pass runs. BadInput names the file:tensor and the expected shape for bad text, noise or teacher
-// tensors. The latents live on the model's context for the whole loop; the result is on the host.
-GenerateResult generate_magi2(const models::magi2::Magi2Model& model, const Magi2GenerateOptions& options);
+// 1 only the conditional pass runs. BadInput names the file:tensor and the expected shape for bad
+// text, noise or teacher tensors. The latents live on the model's context for the whole loop; the
+// result is on the host.
+GenerateResult generate_magi2(const models::magi2::Magi2Model& model,
+                              const Magi2GenerateOptions& options);
 
 }  // namespace avdit::pipeline

@@ -38,7 +38,8 @@
 namespace avdit::models::magi2 {
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "magi2-tiny";
+const std::filesystem::path kFixture =
+    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "magi2-tiny";
 
 ops::CpuContext& cpu() {
   static ops::CpuContext c;
@@ -49,7 +50,8 @@ ops::CudaContext& gpu() {
   return c;
 }
 
-// ---- comparisons --------------------------------------------------------------------------------------------
+// ---- comparisons
+// --------------------------------------------------------------------------------------------
 
 struct Err {
   double max_abs = 0, max_ref = 0, sq = 0, ref_sq = 0;
@@ -89,8 +91,9 @@ int layer_of(const std::string& name) {
   return std::atoi(name.c_str() + 7);
 }
 
-// Every float tensor of `want` that `got` has, within tol of its max |value|; router indices identical.
-// Prints per-tensor errors beyond tol/10, the worst per tensor class, the first layer over tol.
+// Every float tensor of `want` that `got` has, within tol of its max |value|; router indices
+// identical. Prints per-tensor errors beyond tol/10, the worst per tensor class, the first layer
+// over tol.
 struct CheckResult {
   int compared = 0, over = 0;
   int first_bad_layer = 1 << 30;
@@ -99,8 +102,8 @@ struct CheckResult {
   std::string worst_name;
 };
 
-CheckResult check_against(const TensorMap& got, const TensorMap& want, double tol, const char* label,
-                          bool expect_pass = true) {
+CheckResult check_against(const TensorMap& got, const TensorMap& want, double tol,
+                          const char* label, bool expect_pass = true) {
   CheckResult r;
   std::map<std::string, double> by_class;
   for (const auto& [name, ref] : want) {
@@ -111,7 +114,8 @@ CheckResult check_against(const TensorMap& got, const TensorMap& want, double to
       continue;
     }
     if (it->second.numel() != ref.numel()) {
-      ADD_FAILURE() << label << ": " << name << " has " << it->second.shape_str() << ", want " << ref.shape_str();
+      ADD_FAILURE() << label << ": " << name << " has " << it->second.shape_str() << ", want "
+                    << ref.shape_str();
       continue;
     }
     ++r.compared;
@@ -119,7 +123,9 @@ CheckResult check_against(const TensorMap& got, const TensorMap& want, double to
       const int64_t f = test_util::routing_flips(it->second, ref);
       r.routing_flips += f;
       r.routing_sets += ref.numel() / ref.size(-1);
-      if (f) std::printf("[%s] %-34s %lld routing sets differ\n", label, name.c_str(), static_cast<long long>(f));
+      if (f)
+        std::printf("[%s] %-34s %lld routing sets differ\n", label, name.c_str(),
+                    static_cast<long long>(f));
       if (expect_pass) {
         EXPECT_EQ(f, 0) << label << ": " << name;
       }
@@ -128,16 +134,16 @@ CheckResult check_against(const TensorMap& got, const TensorMap& want, double to
     Err e;
     if (name.find("topk_weights") != std::string::npos) {
       const std::string base = name.substr(0, name.size() - std::string("topk_weights").size());
-      const test_util::MaxDiff d =
-          test_util::topk_weight_diff(got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
+      const test_util::MaxDiff d = test_util::topk_weight_diff(
+          got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
       e.max_abs = d.max_abs;
       e.max_ref = d.max_ref;
     } else {
       e = compare(it->second, ref);
     }
     if (e.rel() > tol / 10)
-      std::printf("[%s] %-34s max|diff| %.3e  rel %.3e  rms %.3e%s\n", label, name.c_str(), e.max_abs, e.rel(),
-                  e.rms(), e.nonfinite ? "  NON-FINITE" : "");
+      std::printf("[%s] %-34s max|diff| %.3e  rel %.3e  rms %.3e%s\n", label, name.c_str(),
+                  e.max_abs, e.rel(), e.rms(), e.nonfinite ? "  NON-FINITE" : "");
     if (expect_pass) {
       EXPECT_LE(e.rel(), tol) << label << ": " << name << " max|diff| " << e.max_abs;
     }
@@ -153,7 +159,8 @@ CheckResult check_against(const TensorMap& got, const TensorMap& want, double to
       r.worst_name = name;
     }
   }
-  for (const auto& [cls, rel] : by_class) std::printf("[%s]   %-24s worst %.3g\n", label, cls.c_str(), rel);
+  for (const auto& [cls, rel] : by_class)
+    std::printf("[%s]   %-24s worst %.3g\n", label, cls.c_str(), rel);
   std::printf("[%s] compared %d tensors; worst %s at %.3g of max; %d over %.0e", label, r.compared,
               r.worst_name.c_str(), r.worst, r.over, tol);
   if (r.over) std::printf(" (first layer over: %d)", r.first_bad_layer);
@@ -168,7 +175,8 @@ TensorMap fixture_all() {
   return all;
 }
 
-// ---- random inputs ------------------------------------------------------------------------------------------
+// ---- random inputs
+// ------------------------------------------------------------------------------------------
 
 struct Rng {
   std::mt19937 gen;
@@ -202,8 +210,9 @@ TEST(Magi2CudaKernels, MhcCoefficientsMatchCpu) {
     int64_t L, hidden, n, groups;
     float alpha;
   };
-  for (const Case& cs : {Case{37, 128, 4, 1, 1.0f}, Case{61, 128, 4, 3, 3.0f}, Case{19, 3072, 4, 3, 2.0f},
-                         Case{23, 96, 2, 1, 4.0f}, Case{9, 64, 8, 3, 1.5f}}) {
+  for (const Case& cs :
+       {Case{37, 128, 4, 1, 1.0f}, Case{61, 128, 4, 3, 3.0f}, Case{19, 3072, 4, 3, 2.0f},
+        Case{23, 96, 2, 1, 4.0f}, Case{9, 64, 8, 3, 1.5f}}) {
     const int64_t width = cs.n * cs.hidden, cols = 2 * cs.n + cs.n * cs.n;
     const TokenLayout layout = TokenLayout::from_modality(rng.modality(cs.L, cs.groups == 3));
     const Tensor s = rng.normal({cs.L, width});
@@ -238,8 +247,8 @@ TEST(Magi2CudaKernels, MhcCoefficientsMatchCpu) {
       const bool bf = round == DType::BF16;
       for (int i = 0; i < 3; ++i) {
         const Err e = compare(gots[i], refs[i]);
-        // fp32: GEMM order over n*hidden products and expf's last bits (values O(1)); bf16: one bf16 ulp
-        // (2^-8 relative, values <= 2) where the fp32 values straddle a rounding boundary.
+        // fp32: GEMM order over n*hidden products and expf's last bits (values O(1)); bf16: one
+        // bf16 ulp (2^-8 relative, values <= 2) where the fp32 values straddle a rounding boundary.
         const double bound = bf ? 8e-3 : 2e-5;
         std::printf("  mhc L=%lld hidden=%lld n=%lld G=%lld %s %-6s max|diff| %.3e (bound %.0e)\n",
                     static_cast<long long>(cs.L), static_cast<long long>(cs.hidden),
@@ -287,11 +296,13 @@ TEST(Magi2CudaKernels, MhcMixingMatchesCpu) {
       };
       const std::vector<Tensor> want = run(cpu()), got = run(gpu());
       const Err e1 = compare(got[0], want[0]), e2 = compare(got[1], want[1]);
-      // fp32: the same products and sums in the same order (FMA-free); bf16: one output ulp at most.
+      // fp32: the same products and sums in the same order (FMA-free); bf16: one output ulp at
+      // most.
       const double bound = bf ? 1.0 / 128 : 1e-6;
-      std::printf("  mhc mixing L=%lld hidden=%lld n=%lld %s: apply_pre rel %.3e, hyper_connect rel %.3e\n",
-                  static_cast<long long>(cs.L), static_cast<long long>(cs.hidden), static_cast<long long>(cs.n),
-                  dtype_name(dt).data(), e1.rel(), e2.rel());
+      std::printf(
+          "  mhc mixing L=%lld hidden=%lld n=%lld %s: apply_pre rel %.3e, hyper_connect rel %.3e\n",
+          static_cast<long long>(cs.L), static_cast<long long>(cs.hidden),
+          static_cast<long long>(cs.n), dtype_name(dt).data(), e1.rel(), e2.rel());
       EXPECT_LE(e1.rel(), bound);
       EXPECT_LE(e2.rel(), bound);
     }
@@ -328,7 +339,8 @@ TEST(Magi2CudaKernels, TablesMatchCpu) {
     };
     const Err e = compare(table(gpu()), table(cpu()));
     // Arguments up to 1000 rad: one ulp of sin/cos's argument reduction moves them by ~1e-4.
-    std::printf("  time embedding dim %lld max|diff| %.3e\n", static_cast<long long>(dim), e.max_abs);
+    std::printf("  time embedding dim %lld max|diff| %.3e\n", static_cast<long long>(dim),
+                e.max_abs);
     EXPECT_LE(e.max_abs, 3e-4);
   }
 }
@@ -341,7 +353,8 @@ TEST(Magi2CudaKernels, AttentionPrologueAndGateMatchCpu) {
   struct Case {
     int64_t L, Hq, Hkv, D, half, groups;
   };
-  for (const Case& cs : {Case{41, 2, 2, 64, 24, 3}, Case{29, 4, 2, 40, 15, 1}, Case{13, 24, 24, 128, 48, 3}}) {
+  for (const Case& cs :
+       {Case{41, 2, 2, 64, 24, 3}, Case{29, 4, 2, 40, 15, 1}, Case{13, 24, 24, 128, 48, 3}}) {
     const int64_t heads = cs.Hq + 2 * cs.Hkv, D = cs.D;
     const TokenLayout layout = TokenLayout::from_modality(rng.modality(cs.L, cs.groups == 3));
     const Tensor qkv = bf16_values(rng.normal({cs.L, heads * D}, 2.0f));
@@ -369,14 +382,18 @@ TEST(Magi2CudaKernels, AttentionPrologueAndGateMatchCpu) {
                 ev = compare(got[2], want[2]);
       // fp32: float vs double sum of squares (~1e-7 relative); bf16: one output ulp.
       const double bound = bf ? 1.0 / 128 : 2e-6;
-      std::printf("  qkv prologue L=%lld Hq=%lld Hkv=%lld D=%lld half=%lld G=%lld %s: q %.3e k %.3e v %.3e\n",
-                  static_cast<long long>(cs.L), static_cast<long long>(cs.Hq), static_cast<long long>(cs.Hkv),
-                  static_cast<long long>(D), static_cast<long long>(cs.half), static_cast<long long>(cs.groups),
-                  dtype_name(dt).data(), eq.rel(), ek.rel(), ev.rel());
+      std::printf(
+          "  qkv prologue L=%lld Hq=%lld Hkv=%lld D=%lld half=%lld G=%lld %s: q %.3e k %.3e v "
+          "%.3e\n",
+          static_cast<long long>(cs.L), static_cast<long long>(cs.Hq),
+          static_cast<long long>(cs.Hkv), static_cast<long long>(D),
+          static_cast<long long>(cs.half), static_cast<long long>(cs.groups), dtype_name(dt).data(),
+          eq.rel(), ek.rel(), ev.rel());
       EXPECT_LE(eq.rel(), bound);
       EXPECT_LE(ek.rel(), bound);
       EXPECT_EQ(ev.max_abs, 0.0);
-      // Gate: out[r] = o[perm[r]] * sigmoid(g[r]) (bf16: the sigmoid rounded first, then the product).
+      // Gate: out[r] = o[perm[r]] * sigmoid(g[r]) (bf16: the sigmoid rounded first, then the
+      // product).
       const Err eg = compare(got[3], want[3]);
       std::printf("  gate %s rel %.3e\n", dtype_name(dt).data(), eg.rel());
       EXPECT_LE(eg.rel(), bf ? 1.0 / 128 : 1e-6);
@@ -384,7 +401,8 @@ TEST(Magi2CudaKernels, AttentionPrologueAndGateMatchCpu) {
   }
 }
 
-// ---- the golden model end to end -----------------------------------------------------------------------------
+// ---- the golden model end to end
+// -----------------------------------------------------------------------------
 
 TensorMap forward(ops::Context& ctx, const Checkpoint& ckpt, const TensorMap& inputs, DType act,
                   bool dump) {
@@ -419,7 +437,8 @@ const GpuRuns& runs() {
   return r;
 }
 
-// The acceptance run: the GPU computes its own time embedding; the CPU parity test's bound (1e-4 of max).
+// The acceptance run: the GPU computes its own time embedding; the CPU parity test's bound (1e-4 of
+// max).
 TEST(Magi2CudaGolden, Fp32MatchesGolden) {
   const GpuRuns& r = runs();
   const CheckResult c = check_against(r.gpu_fp32, r.fixture, 1e-4, "gpu fp32 vs golden");
@@ -433,8 +452,8 @@ TEST(Magi2CudaGolden, Fp32MatchesGolden) {
   for (int m = 0; m < 3; ++m) EXPECT_EQ(sizes->second.data<int32_t>()[m], want.data<int32_t>()[m]);
 }
 
-// Same implementation, same precision, same time tokens: the GPU against the CPU oracle tensor by tensor (the
-// first layer that drifts is printed).
+// Same implementation, same precision, same time tokens: the GPU against the CPU oracle tensor by
+// tensor (the first layer that drifts is printed).
 TEST(Magi2CudaGolden, Fp32MatchesCpuOracle) {
   const GpuRuns& r = runs();
   TensorMap want;
@@ -461,8 +480,9 @@ TEST(Magi2CudaGolden, Fp32StoredTimeEmbedding) {
   const CheckResult c = check_against(got, runs().fixture, 5e-5, "gpu fp32 stored time");
   EXPECT_GE(c.compared, 40);
 }
-// bf16 production mode: compared with the CPU fp32 path (golden), the CPU bf16 mode (same rounding points) and
-// the reference's bf16 run; routing flips counted. Bounds: not worse than the CPU bf16 mode by more than 2x
+// bf16 production mode: compared with the CPU fp32 path (golden), the CPU bf16 mode (same rounding
+// points) and the reference's bf16 run; routing flips counted. Bounds: not worse than the CPU bf16
+// mode by more than 2x
 // (+ a small floor), flips at most 2x the CPU bf16 mode's (+ 5) and under 10% of the sets.
 TEST(Magi2CudaGolden, Bf16Figures) {
   const GpuRuns& r = runs();
@@ -473,10 +493,11 @@ TEST(Magi2CudaGolden, Bf16Figures) {
     const Err c_gold = compare(r.cpu_bf16.at(name), r.fixture.at(name));
     const Err g_cpu = compare(r.gpu_bf16.at(name), r.cpu_bf16.at(name));
     std::printf(
-        "%-15s gpu bf16 vs bf16_reference max %.3e rms %.3e (cpu bf16: max %.3e rms %.3e) | vs fp32 golden max "
+        "%-15s gpu bf16 vs bf16_reference max %.3e rms %.3e (cpu bf16: max %.3e rms %.3e) | vs "
+        "fp32 golden max "
         "%.3e rms %.3e (cpu bf16: max %.3e rms %.3e) | gpu bf16 vs cpu bf16 max %.3e rms %.3e\n",
-        name, g_ref.rel(), g_ref.rms(), c_ref.rel(), c_ref.rms(), g_gold.rel(), g_gold.rms(), c_gold.rel(),
-        c_gold.rms(), g_cpu.rel(), g_cpu.rms());
+        name, g_ref.rel(), g_ref.rms(), c_ref.rel(), c_ref.rms(), g_gold.rel(), g_gold.rms(),
+        c_gold.rel(), c_gold.rms(), g_cpu.rel(), g_cpu.rms());
     EXPECT_EQ(g_ref.nonfinite, 0) << name;
     EXPECT_LE(g_ref.rel(), 2 * c_ref.rel() + 0.02) << name;
     EXPECT_LE(g_ref.rms(), 2 * c_ref.rms() + 0.01) << name;
@@ -489,17 +510,22 @@ TEST(Magi2CudaGolden, Bf16Figures) {
     const int64_t f = test_util::routing_flips(r.gpu_bf16.at(name), want);
     const int64_t fc = test_util::routing_flips(r.cpu_bf16.at(name), want);
     const int64_t fx = test_util::routing_flips(r.gpu_bf16.at(name), r.cpu_bf16.at(name));
-    std::printf("%s: gpu bf16 flips %lld, cpu bf16 flips %lld (vs fp32 golden); gpu vs cpu bf16 differ in %lld\n",
-                name.c_str(), static_cast<long long>(f), static_cast<long long>(fc), static_cast<long long>(fx));
+    std::printf(
+        "%s: gpu bf16 flips %lld, cpu bf16 flips %lld (vs fp32 golden); gpu vs cpu bf16 differ in "
+        "%lld\n",
+        name.c_str(), static_cast<long long>(f), static_cast<long long>(fc),
+        static_cast<long long>(fx));
     flips_gold += f;
     flips_cpu_bf16 += fc;
     flips_gpu_vs_cpu_bf16 += fx;
     sets += want.numel() / want.size(-1);
   }
-  std::printf("routing flips vs fp32 golden: gpu bf16 %lld of %lld, cpu bf16 %lld (bf16_reference: 13 of 612); "
-              "gpu bf16 vs cpu bf16: %lld\n",
-              static_cast<long long>(flips_gold), static_cast<long long>(sets), static_cast<long long>(flips_cpu_bf16),
-              static_cast<long long>(flips_gpu_vs_cpu_bf16));
+  std::printf(
+      "routing flips vs fp32 golden: gpu bf16 %lld of %lld, cpu bf16 %lld (bf16_reference: 13 of "
+      "612); "
+      "gpu bf16 vs cpu bf16: %lld\n",
+      static_cast<long long>(flips_gold), static_cast<long long>(sets),
+      static_cast<long long>(flips_cpu_bf16), static_cast<long long>(flips_gpu_vs_cpu_bf16));
   ASSERT_GT(sets, 0);
   EXPECT_LE(flips_gold, 2 * flips_cpu_bf16 + 5);
   EXPECT_LE(flips_gold, sets / 10);
@@ -538,9 +564,12 @@ TEST(Magi2CudaGolden, SamplerWithGpuModel) {
       r = pipeline::generate_magi2(model, o);
     }
     EXPECT_EQ(counter.calls, 4);  // cond and uncond in one packed forward per step
-    const Err v = compare(r.video, f.at("final_video_latent")), a = compare(r.audio, f.at("final_audio_latent"));
-    std::printf("GPU %s sampling vs fixture: final video max %.3e rms %.3e, audio max %.3e rms %.3e (of max)\n",
-                bf16 ? "bf16" : "fp32", v.rel(), v.rms(), a.rel(), a.rms());
+    const Err v = compare(r.video, f.at("final_video_latent")),
+              a = compare(r.audio, f.at("final_audio_latent"));
+    std::printf(
+        "GPU %s sampling vs fixture: final video max %.3e rms %.3e, audio max %.3e rms %.3e (of "
+        "max)\n",
+        bf16 ? "bf16" : "fp32", v.rel(), v.rms(), a.rel(), a.rms());
     EXPECT_EQ(v.nonfinite + a.nonfinite, 0);
     if (!bf16) {
       EXPECT_LE(v.rel(), 2e-3);
@@ -568,11 +597,14 @@ TEST(Magi2CudaGolden, Deterministic) {
     const Magi2Model b(gpu(), ckpt, act);
     const Tensor z = model_output(b, packed, false);
     ASSERT_EQ(x.nbytes(), y.nbytes());
-    EXPECT_EQ(std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.nbytes())), 0) << (bf16 ? "bf16" : "fp32");
-    EXPECT_EQ(std::memcmp(x.raw(), z.raw(), static_cast<size_t>(x.nbytes())), 0) << (bf16 ? "bf16" : "fp32");
+    EXPECT_EQ(std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.nbytes())), 0)
+        << (bf16 ? "bf16" : "fp32");
+    EXPECT_EQ(std::memcmp(x.raw(), z.raw(), static_cast<size_t>(x.nbytes())), 0)
+        << (bf16 ? "bf16" : "fp32");
     // With dumps the output is the same too (the probe's gathers only copy).
     const Tensor w = model_output(a, packed, true);
-    EXPECT_EQ(std::memcmp(x.raw(), w.raw(), static_cast<size_t>(x.nbytes())), 0) << (bf16 ? "bf16" : "fp32");
+    EXPECT_EQ(std::memcmp(x.raw(), w.raw(), static_cast<size_t>(x.nbytes())), 0)
+        << (bf16 ? "bf16" : "fp32");
     // The unpacked-input entry point gives the same model_output as the model object.
     const TensorMap& e = bf16 ? runs().gpu_bf16 : runs().gpu_fp32;
     EXPECT_EQ(std::memcmp(x.raw(), e.at("model_output").raw(), static_cast<size_t>(x.nbytes())), 0);
@@ -617,7 +649,8 @@ TEST(Magi2CudaGolden, LaunchesAndMemory) {
     for (int i = 0; i < reps; ++i) once();
     ctx.synchronize();
     const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        reps;
     const int64_t peak = static_cast<int64_t>(high) - static_cast<int64_t>(in_use);
     std::printf(
         "magi2-tiny %s forward (L=%lld, %lld layers): %lld launches (CUPTI; -1: not built with "

@@ -25,7 +25,7 @@ struct ForwardRun {
 };
 
 ForwardRun forward(ops::Context& ctx, const Checkpoint& ckpt, const TensorMap& inputs, DType act,
-            const LoadOptions& load) {
+                   const LoadOptions& load) {
   const Magi2Model model(ctx, ckpt, act, load);
   return ForwardRun{forward_from_inputs(model, inputs, false), model.weight_bytes()};
 }
@@ -56,10 +56,12 @@ TEST(Magi2Nvfp4Cuda, PackedExpertsMatchCpuAndShrinkWeights) {
   EXPECT_GT(quant, 1e-3);  // the packed path really ran (NVFP4 moves the output by ~7% RMS)
   EXPECT_LT(gpu_packed.weight_bytes, gpu_plain.weight_bytes);
 
-  // bf16 production mode: reported, and held near the CPU's bf16 emulation on the same packed weights.
+  // bf16 production mode: reported, and held near the CPU's bf16 emulation on the same packed
+  // weights.
   const TensorMap cpu16 = forward(cpu, ckpt, inputs, DType::BF16, packed).out;
   const TensorMap gpu16 = forward(gpu, ckpt, inputs, DType::BF16, packed).out;
-  const double err16 = rel_max_diff(gpu16.at("model_output"), cpu16.at("model_output"), "nvfp4 gpu vs cpu (bf16)");
+  const double err16 =
+      rel_max_diff(gpu16.at("model_output"), cpu16.at("model_output"), "nvfp4 gpu vs cpu (bf16)");
   std::printf("bf16: nvfp4 GPU vs CPU bf16 emulation %.3e\n", err16);
   EXPECT_LE(err16, 0.25);
 }

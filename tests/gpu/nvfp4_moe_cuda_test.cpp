@@ -60,7 +60,8 @@ Tensor packed_on_device(Device& dev, const Tensor& w) {
 }
 
 TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
-  // 2 heads x 32 experts, top-4, D 64, De 128 (NVFP4 blocks of 16 along K = D and De); 16,384 tokens.
+  // 2 heads x 32 experts, top-4, D 64, De 128 (NVFP4 blocks of 16 along K = D and De); 16,384
+  // tokens.
   const int64_t T = 16384, H = 2, E = 32, K = 4, D = 64, De = 128, G = H * E;
   std::mt19937 gen(8);
   const Tensor gate = gaussian_stack(gen, G, D, De), up = gaussian_stack(gen, G, D, De),
@@ -70,7 +71,8 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   moe::ExpertWeights fake{to_device(dev, quant::fake_quantize_nvfp4(gate)),
                           to_device(dev, quant::fake_quantize_nvfp4(up)),
                           to_device(dev, quant::fake_quantize_nvfp4(down)), false};
-  moe::ExpertWeights packed{packed_on_device(dev, gate), packed_on_device(dev, up), packed_on_device(dev, down), true};
+  moe::ExpertWeights packed{packed_on_device(dev, gate), packed_on_device(dev, up),
+                            packed_on_device(dev, down), true};
 
   // Routing from the GPU router on random activations (sigmoid, bias, top-4, route_scale 2.5).
   moe::RouterConfig rc{H, E, K, D, false, true, 2.5f};
@@ -83,7 +85,11 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   const Tensor x16 = to_device(dev, x.to(DType::BF16));
   const moe::Routing r = moe::route(dev, x16, to_device(dev, rg), to_device(dev, bias), rc);
 
-  struct Case { moe::ExpertPath path; DType out; const char* name; };
+  struct Case {
+    moe::ExpertPath path;
+    DType out;
+    const char* name;
+  };
   std::vector<Case> cases = {{moe::ExpertPath::Simt, DType::F32, "simt fp32"},
                              {moe::ExpertPath::Simt, DType::BF16, "simt bf16"},
                              {moe::ExpertPath::Auto, DType::BF16, "auto bf16"}};
@@ -101,7 +107,8 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
     };
     const Tensor xin = c.out == DType::F32 ? ops::cast(ctx, x16, DType::F32) : x16;
     const Tensor a = to_host(dev, moe::routed_experts(dev, xin, r, widen(fake), rc, c.out, c.path));
-    const Tensor b = to_host(dev, moe::routed_experts(dev, xin, r, widen(packed), rc, c.out, c.path));
+    const Tensor b =
+        to_host(dev, moe::routed_experts(dev, xin, r, widen(packed), rc, c.out, c.path));
     EXPECT_TRUE(same_bits(a, b)) << c.name << ": fake-quantised vs packed experts";
     compared += a.numel();
   }
@@ -110,9 +117,9 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   EXPECT_GE(compared, 2'000'000);
 }
 
-// The grouped GEMMs' layout straight from the packed codes: gate and up dequantised into the even and
-// odd rows of one [G, 2 De, D] tensor give the bits pack_grouped_weights makes from the fake-quantised
-// [in, out] weights, and the plain layout's rows are the same values.
+// The grouped GEMMs' layout straight from the packed codes: gate and up dequantised into the even
+// and odd rows of one [G, 2 De, D] tensor give the bits pack_grouped_weights makes from the
+// fake-quantised [in, out] weights, and the plain layout's rows are the same values.
 TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
   const int64_t H = 3, E = 16, D = 64, De = 96, G = H * E;
   std::mt19937 gen(21);
@@ -126,13 +133,15 @@ TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
                           to_device(dev, q[m]->global_scales), 0, G, inter, 2, m);
   const moe::RouterConfig rc{H, E, 2, D, false, true, 1.f};
   const Tensor fake_down = quant::fake_quantize_nvfp4(gaussian_stack(gen, G, De, D));
-  const moe::GroupedWeights want = moe::pack_grouped_weights(
-      dev,
-      moe::ExpertWeights{to_device(dev, quant::fake_quantize_nvfp4(gate)),
-                         to_device(dev, quant::fake_quantize_nvfp4(up)), to_device(dev, fake_down), false},
-      rc);
+  const moe::GroupedWeights want =
+      moe::pack_grouped_weights(dev,
+                                moe::ExpertWeights{to_device(dev, quant::fake_quantize_nvfp4(gate)),
+                                                   to_device(dev, quant::fake_quantize_nvfp4(up)),
+                                                   to_device(dev, fake_down), false},
+                                rc);
   const Tensor got = to_host(dev, inter), ref = to_host(dev, want.gate_up);
-  EXPECT_TRUE(same_bits(got, ref)) << "interleaved dequantisation vs pack_grouped_weights of the fake-quantised weights";
+  EXPECT_TRUE(same_bits(got, ref))
+      << "interleaved dequantisation vs pack_grouped_weights of the fake-quantised weights";
   // Even rows of one expert = the plain layout's gate rows.
   Tensor plain = cuda_empty(dev, {G, De, D}, DType::BF16);
   dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
@@ -145,11 +154,13 @@ TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
     for (int64_t j = 0; j < De; ++j)
       diff += std::memcmp(pv + (g * De + j) * D, gv + (g * 2 * De + 2 * j) * D, D * 2) != 0;
   EXPECT_EQ(diff, 0) << "rows of the interleaved layout that differ from the plain one";
-  std::printf("interleaved NVFP4 dequantisation: %lld values, equal to the packed grouped layout: %s\n",
-              static_cast<long long>(got.numel()), same_bits(got, ref) ? "yes" : "NO");
-  EXPECT_THROW(dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
-                                     to_device(dev, qg.global_scales), 0, G, inter, 2, 2),
-               BadInput);
+  std::printf(
+      "interleaved NVFP4 dequantisation: %lld values, equal to the packed grouped layout: %s\n",
+      static_cast<long long>(got.numel()), same_bits(got, ref) ? "yes" : "NO");
+  EXPECT_THROW(
+      dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
+                            to_device(dev, qg.global_scales), 0, G, inter, 2, 2),
+      BadInput);
 }
 
 TEST(Nvfp4MoeCuda, GoldenTinyFakeEqualsPackedModel) {
@@ -171,7 +182,8 @@ TEST(Nvfp4MoeCuda, GoldenTinyFakeEqualsPackedModel) {
     EXPECT_LT(mp.weight_bytes(), mf.weight_bytes());
     const Tensor a = models::magi2::forward_packed(mf, seq, false).at("model_output");
     const Tensor b = models::magi2::forward_packed(mp, seq, false).at("model_output");
-    EXPECT_TRUE(same_bits(a, b)) << (bf16 ? "bf16" : "fp32") << " magi2-tiny: fake-quantised vs packed experts";
+    EXPECT_TRUE(same_bits(a, b)) << (bf16 ? "bf16" : "fp32")
+                                 << " magi2-tiny: fake-quantised vs packed experts";
     std::printf("magi2-tiny %s: fake == packed over %lld outputs: %s\n", bf16 ? "bf16" : "fp32",
                 static_cast<long long>(a.numel()), same_bits(a, b) ? "yes" : "NO");
   }

@@ -1,6 +1,6 @@
 // The harness of the backend op tests (ggml's test-backend-ops manner): a case runs one op on an
-// execution context from host inputs; the runner runs it on the CPU (the oracle) and on the GPU on the
-// same fresh random inputs and compares every output by normalised mean squared error against a
+// execution context from host inputs; the runner runs it on the CPU (the oracle) and on the GPU on
+// the same fresh random inputs and compares every output by normalised mean squared error against a
 // tolerance stated per case (0: the bits must be equal).
 #pragma once
 
@@ -20,7 +20,8 @@
 namespace avdit::test_util {
 
 // Fresh random host tensor, normal(mean, std), stored in dtype (values rounded to it).
-inline Tensor random_tensor(Shape shape, DType dtype, uint32_t seed, float std = 1.f, float mean = 0.f) {
+inline Tensor random_tensor(Shape shape, DType dtype, uint32_t seed, float std = 1.f,
+                            float mean = 0.f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(mean, std);
   Tensor t = Tensor::empty(std::move(shape), DType::F32);

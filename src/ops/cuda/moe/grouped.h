@@ -18,10 +18,12 @@
 
 namespace avdit::cuda::moe {
 
-// Expert weights in the grouped GEMMs' layout (BF16, K-major "TN" operands), made once per weight set.
+// Expert weights in the grouped GEMMs' layout (BF16, K-major "TN" operands), made once per weight
+// set.
 struct GroupedWeights {
-  Tensor gate_up;  // [heads*E, 2*De, D]: row 2j = gate output column j, row 2j+1 = up output column j
-  Tensor down;     // [heads*E, D, De]
+  Tensor
+      gate_up;  // [heads*E, 2*De, D]: row 2j = gate output column j, row 2j+1 = up output column j
+  Tensor down;  // [heads*E, D, De]
   int64_t inter = 0;  // De
 };
 
@@ -34,11 +36,12 @@ GroupedWeights pack_grouped_weights(Device& dev, const ExpertWeights& w, const R
 // and the expert width multiples of 8 (16-byte TMA rows).
 bool grouped_supported(Device& dev, DType x, const RouterConfig& cfg, int64_t inter, DType out);
 
-// Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] BF16 - what expert_rows returns.
-// perm: any permute() output (only sorted_slot and offsets are read). scratch_bytes bounds the
-// gathered-A and h buffers (whole heads per chunk; at least one head is always processed).
-Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
-                           const GroupedWeights& w, const RouterConfig& cfg, DType out,
+// Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] BF16 - what expert_rows
+// returns. perm: any permute() output (only sorted_slot and offsets are read). scratch_bytes bounds
+// the gathered-A and h buffers (whole heads per chunk; at least one head is always processed).
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
+                           const Permutation& perm, const GroupedWeights& w,
+                           const RouterConfig& cfg, DType out,
                            int64_t scratch_bytes = int64_t{3} << 30);
 
 // Measurement hooks (benchmarks and tests).
@@ -48,13 +51,15 @@ struct GroupedOptions {
                               // chunks, from CUDA events (the fused kernel's time on the gate/up
                               // entry); synchronises with the device - benchmarks only
 };
-Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
-                           const GroupedWeights& w, const RouterConfig& cfg, DType out, const GroupedOptions& opt);
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
+                           const Permutation& perm, const GroupedWeights& w,
+                           const RouterConfig& cfg, DType out, const GroupedOptions& opt);
 
 // The same from ExpertWeights: packs them first (a full weight pass per call; callers that run many
 // calls on the same weights should pack once and use the overload above).
-Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
-                           const ExpertWeights& w, const RouterConfig& cfg, DType out);
+Tensor grouped_expert_rows(Device& dev, const Tensor& x, const Routing& routing,
+                           const Permutation& perm, const ExpertWeights& w, const RouterConfig& cfg,
+                           DType out);
 
 // routed_experts (moe.h) on packed weights: permute, grouped_expert_rows, combine. The fast path of
 // the bf16 model, which packs each layer's experts once (grouped_supported must hold).

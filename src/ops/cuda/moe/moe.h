@@ -10,11 +10,11 @@
 namespace avdit::cuda::moe {
 
 struct RouterConfig {
-  int64_t heads = 0;     // H_moe (12 in the preview)
-  int64_t experts = 0;   // E per head (256)
-  int64_t top_k = 0;     // K (6)
-  int64_t head_dim = 0;  // D_moe (256): head h reads columns [h*D, (h+1)*D) of the split output
-  bool softmax = false;  // score function: softmax over a head's experts; else sigmoid
+  int64_t heads = 0;       // H_moe (12 in the preview)
+  int64_t experts = 0;     // E per head (256)
+  int64_t top_k = 0;       // K (6)
+  int64_t head_dim = 0;    // D_moe (256): head h reads columns [h*D, (h+1)*D) of the split output
+  bool softmax = false;    // score function: softmax over a head's experts; else sigmoid
   bool route_norm = true;  // L1-normalise the K unbiased scores (eps 1e-12) before route_scale
   float route_scale = 1.0f;
 };
@@ -27,17 +27,18 @@ struct Routing {
   Tensor logits;   // [T, heads, E] F32, only when keep_logits (dumps); else undefined
 };
 
-// x [T, heads*head_dim] F32 or BF16 on the device; gate [heads*E, head_dim] F32; bias [heads*E] F32.
-Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
-              bool keep_logits = false);
+// x [T, heads*head_dim] F32 or BF16 on the device; gate [heads*E, head_dim] F32; bias [heads*E]
+// F32.
+Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
+              const RouterConfig& cfg, bool keep_logits = false);
 
 // Routed expert weights of all heads as the checkpoint stores them ([in, out] matrices), on the
-// device: gate, up [heads*E, D, De]; down [heads*E, De, D]; F32 or BF16. The B-operand loader of the
-// grouped GEMM reads them through this struct, so NVFP4 experts can replace it later.
+// device: gate, up [heads*E, D, De]; down [heads*E, De, D]; F32 or BF16. The B-operand loader of
+// the grouped GEMM reads them through this struct, so NVFP4 experts can replace it later.
 struct ExpertWeights {
   Tensor gate, up, down;
-  // false: the checkpoint's [in, out] matrices above. true: each matrix transposed, K-major ("w[N, K]",
-  // the layout the NVFP4 dequantiser writes and the natural TN operand of the tensor cores):
+  // false: the checkpoint's [in, out] matrices above. true: each matrix transposed, K-major ("w[N,
+  // K]", the layout the NVFP4 dequantiser writes and the natural TN operand of the tensor cores):
   // gate, up [heads*E, De, D]; down [heads*E, D, De].
   bool k_major = false;
 };
@@ -54,11 +55,12 @@ struct ExpertWeights {
 Tensor routed_experts(Device& dev, const Tensor& x, const Routing& routing, const ExpertWeights& w,
                       const RouterConfig& cfg, DType out, Tensor* into = nullptr);
 
-// ---- the stages of routed_experts, for the benchmark and for callers that reuse a permutation ----
+// ---- the stages of routed_experts, for the benchmark and for callers that reuse a permutation
+// ----
 
-// The (token, head, k) slots, s = (t*heads + h)*K + k, ordered by group g = h*E + expert and, within a
-// group, by token (a stable counting sort: deterministic, the CPU's order). Plus the row-tile table the
-// grouped GEMM kernels walk (built on the device: no host synchronisation).
+// The (token, head, k) slots, s = (t*heads + h)*K + k, ordered by group g = h*E + expert and,
+// within a group, by token (a stable counting sort: deterministic, the CPU's order). Plus the
+// row-tile table the grouped GEMM kernels walk (built on the device: no host synchronisation).
 struct Permutation {
   Tensor sorted_slot;  // [S] I32: slot of sorted row i
   Tensor slot_pos;     // [S] I32: sorted row of slot s (inverse)
@@ -67,11 +69,12 @@ struct Permutation {
   Tensor tile_row;     // [max_tiles] I32: first sorted row of tile j
   Tensor tile_count;   // [1] I32: number of valid tiles
   int64_t max_tiles = 0;
-  int tile_rows = 0;   // rows per tile
+  int tile_rows = 0;  // rows per tile
 };
 // tile_rows 0: no tile table (max_tiles 0, the tile tensors undefined): the grouped path reads only
 // sorted_slot and offsets.
-Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows = 64);
+Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg,
+                    int tile_rows = 64);
 
 enum class ExpertPath {
   Auto,  // Grouped where its conditions hold, else Simt
@@ -86,10 +89,11 @@ enum class ExpertPath {
   Grouped,
 };
 
-// Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] in `out` dtype (BF16: rounded as
-// routed_experts describes). perm must come from permute(.., tile_rows = 64).
+// Per sorted row i (slot s): weights[s] * expert(x row of s), [S, D] in `out` dtype (BF16: rounded
+// as routed_experts describes). perm must come from permute(.., tile_rows = 64).
 Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const Permutation& perm,
-                   const ExpertWeights& w, const RouterConfig& cfg, DType out, ExpertPath path = ExpertPath::Auto);
+                   const ExpertWeights& w, const RouterConfig& cfg, DType out,
+                   ExpertPath path = ExpertPath::Auto);
 
 // out [T, heads*D]: per (token, head) the sum of its K rows of `rows` in ascending expert order (no
 // atomics; BF16: the running sum rounded after each add). With `into` (a [T, L] tensor of dtype

@@ -10,7 +10,7 @@
 namespace avdit::cuda::moe {
 
 constexpr int kMaxExperts = 256;  // experts per head the top-K kernel holds (8 per lane of a warp)
-constexpr int kMaxTopK = 16;     // <= 32: one lane per choice in the top-K and combine warps
+constexpr int kMaxTopK = 16;      // <= 32: one lane per choice in the top-K and combine warps
 
 // swiglu7 as the CPU (ops/cpu/activation.cpp): g' = min(g, 7), l' = clamp(l, -7, 7), g'
 // sigmoid(1.702 g') (l' + 1); accurate expf so that the fp32 path tracks the CPU.
@@ -52,26 +52,32 @@ __global__ void __launch_bounds__(kTileScanThreads)
     tile_scan_kernel(const int* offsets, int G, int BM, int* tile_base, int* count);
 // out(j, g, m): tile j is tile m of group g (its first row offsets[g] + m * BM); j < max_tiles.
 template <class Out>
-__global__ void tile_fill_kernel(const int* offsets, const int* tile_base, int G, int64_t max_tiles, Out out) {
+__global__ void tile_fill_kernel(const int* offsets, const int* tile_base, int G, int64_t max_tiles,
+                                 Out out) {
   const int64_t total = tile_base[G];
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < max_tiles && j < total;
        j += int64_t{gridDim.x} * blockDim.x) {
-    int lo = 0, hi = G - 1;  // the last group whose first tile is <= j: empty groups before it share its base
+    int lo = 0,
+        hi = G -
+             1;  // the last group whose first tile is <= j: empty groups before it share its base
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (tile_base[mid] <= j) lo = mid;
-      else hi = mid - 1;
+      if (tile_base[mid] <= j)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     out(j, lo, static_cast<int>(j - tile_base[lo]));
   }
 }
 
 void check_config(const RouterConfig& cfg);
-// The fused router kernel (router.cu) on checked operands: indices and weights [T, heads, K], and the
-// [T, heads, E] logits when `logits` is not null. BF16 x on sm_80+ takes the tensor-core kernel unless
-// `allow_tensor_cores` is false (the tests compare the two); returns whether it did.
-bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
-                   int64_t T, int* idx, float* w, float* logits, bool allow_tensor_cores = true);
+// The fused router kernel (router.cu) on checked operands: indices and weights [T, heads, K], and
+// the [T, heads, E] logits when `logits` is not null. BF16 x on sm_80+ takes the tensor-core kernel
+// unless `allow_tensor_cores` is false (the tests compare the two); returns whether it did.
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
+                   const RouterConfig& cfg, int64_t T, int* idx, float* w, float* logits,
+                   bool allow_tensor_cores = true);
 void check_weights(const ExpertWeights& w, const RouterConfig& cfg);
 int64_t expert_inter(const ExpertWeights& w);
 

@@ -30,7 +30,9 @@ __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) { bar_wait(smem_u32(b), parity); }
+__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
+  bar_wait(smem_u32(b), parity);
+}
 __device__ __forceinline__ void bar_arrive(uint64_t* b) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
 }
@@ -42,7 +44,9 @@ __device__ __forceinline__ void bar_arrive_if(uint32_t b, bool pred) {
       "r"(uint32_t(pred))
       : "memory");
 }
-__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) { bar_arrive_if(smem_u32(b), pred); }
+__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
+  bar_arrive_if(smem_u32(b), pred);
+}
 __device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
                "r"(bytes)

@@ -71,11 +71,11 @@ namespace {
 using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
 constexpr int kBM = 128, kBK = 64, kMaxKB = 4;  // unit rows, k-block, k-blocks (head_dim <= 256)
-constexpr int kChunk = 48;              // h columns per chunk (gate/up N = 96)
-constexpr int kDN = 256;                // the down GEMM's N (head_dim <= 256)
-constexpr int kSlot = kBM * kBK * 2;    // A slot: 128 x 64 bf16, 16 KB
-constexpr int kGuSlot = 96 * kBK * 2;   // gate/up slot: 96 x 64 bf16, 12 KB
-constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
+constexpr int kChunk = 48;                      // h columns per chunk (gate/up N = 96)
+constexpr int kDN = 256;                        // the down GEMM's N (head_dim <= 256)
+constexpr int kSlot = kBM * kBK * 2;            // A slot: 128 x 64 bf16, 16 KB
+constexpr int kGuSlot = 96 * kBK * 2;           // gate/up slot: 96 x 64 bf16, 12 KB
+constexpr int kWdSlot = kDN * kBK * 2;          // down slot: 256 x 64 bf16, 32 KB
 constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
 constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
 constexpr int kConsumerWarps = 8;
@@ -168,7 +168,9 @@ __device__ __forceinline__ void gu_fma(uint64_t da, uint64_t db, AccGu& acc,
   else
     AtomGu::fma(da, db, acc(I)..., scale);
 }
-__device__ __forceinline__ uint64_t desc_at(uint32_t hi, uint32_t lo) { return (uint64_t{hi} << 32) | lo; }
+__device__ __forceinline__ uint64_t desc_at(uint32_t hi, uint32_t lo) {
+  return (uint64_t{hi} << 32) | lo;
+}
 
 // The consumer warp groups' side of a unit. The wgmma descriptors are built once per thread (the
 // first k-block / slot / k16 step; the others add their byte offset / 16 to the low word, the
@@ -192,15 +194,17 @@ struct Consumer {
     auto tg = mg.get_slice(wt);
     cute::Tensor sA = make_tensor(
         make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA) + wg * 64 * kBK), LayoutA{});
-    cute::Tensor sB = make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu)), LayoutGu{});
+    cute::Tensor sB =
+        make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu)), LayoutGu{});
     const uint64_t da = tg.make_fragment_A(tg.partition_A(sA))(0, 0, 0).desc_;
     const uint64_t db = tg.make_fragment_B(tg.partition_B(sB))(0, 0, 0).desc_;
     MmaDn md;
     auto td = md.get_slice(wt);
-    cute::Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd)), LayoutWd{});
+    cute::Tensor sW =
+        make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd)), LayoutWd{});
     const uint64_t dw = td.make_fragment_B(td.partition_B(sW))(0, 0, 0).desc_;
-    // Through a volatile move: ptxas would otherwise rematerialise the conversion (S2UR SR_CgaCtaId and
-    // six uniform ops) at every use rather than hold the result.
+    // Through a volatile move: ptxas would otherwise rematerialise the conversion (S2UR SR_CgaCtaId
+    // and six uniform ops) at every use rather than hold the result.
     asm volatile("mov.b32 %0, %1;\n" : "=r"(bar_s) : "r"(smem_u32(bars)));
     a_lo = uint32_t(da), a_hi = uint32_t(da >> 32);
     gu_lo = uint32_t(db), gu_hi = uint32_t(db >> 32);
@@ -225,7 +229,8 @@ struct Consumer {
       warpgroup_arrive();
       const uint32_t b_lo = gu_lo + (s0 + k) * (kGuSlot >> 4);
       CUTE_UNROLL
-      for (int kk = 0; kk < kBK / 16; ++kk)  // a k16 step is 32 bytes further along the swizzled rows
+      for (int kk = 0; kk < kBK / 16;
+           ++kk)  // a k16 step is 32 bytes further along the swizzled rows
         gu_fma<Narrow>(desc_at(a_hi, a_lo + uint32_t((k * kSlot + kk * 32) >> 4)),
                        desc_at(gu_hi, b_lo + uint32_t(kk * 2)), acc,
                        (k == 0 && kk == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
@@ -249,7 +254,8 @@ struct Consumer {
     CUTE_UNROLL
     for (int ks = 0; ks < (Narrow ? 2 : 3); ++ks)
       down_fma(h + 4 * ks, desc_at(wd_hi, w_lo + uint32_t(ks * 2)), acc,
-               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One, std::make_index_sequence<128>{});
+               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
+               std::make_index_sequence<128>{});
     warpgroup_commit_batch();
     warpgroup_fence_operand(acc);
   }
@@ -333,9 +339,10 @@ struct Consumer {
 // meet zero-filled weights or are never stored).
 
 struct GatherRows {
-  int64_t beg = 0;    // the unit's first sorted row
-  int rows = 0;       // its rows (<= 128)
-  int xr0 = 0, xr1 = 0;  // x rows (token * H + head) of this lane's rows gw + 3 lane, gw + 3 (lane + 32)
+  int64_t beg = 0;  // the unit's first sorted row
+  int rows = 0;     // its rows (<= 128)
+  int xr0 = 0,
+      xr1 = 0;  // x rows (token * H + head) of this lane's rows gw + 3 lane, gw + 3 (lane + 32)
   float w0 = 0.f, w1 = 0.f;  // their routing weights (0 past the group)
 };
 
@@ -556,7 +563,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kDN / 8; ++i) {
         const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
         asm volatile(  // predicated, not branched (see bar_wait)
-            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(dst + 8 * i),
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(
+                dst + 8 * i),
             "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
             : "memory");
       }
@@ -564,7 +572,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The unit table (moe_internal.h: scan, then fill): (group in the chunk, m-tile) per unit, group order.
+// The unit table (moe_internal.h: scan, then fill): (group in the chunk, m-tile) per unit, group
+// order.
 struct UnitOut {
   int2* units;
   __device__ void operator()(int64_t j, int g, int m) const { units[j] = make_int2(g, m); }
@@ -603,7 +612,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   const CUtensorMap tw =
       make_tma_map_bf16(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
 
-  // The unit table: at most a_rows / 128 + groups units; the scan's tile bases [groups + 1] after it.
+  // The unit table: at most a_rows / 128 + groups units; the scan's tile bases [groups + 1] after
+  // it.
   const int64_t max_units = r.a_rows / kBM + r.groups + 1;
   Tensor scratch = cuda_empty(dev, {max_units * 8 + 256 + (int64_t(r.groups) + 1) * 4}, DType::U8);
   char* base = static_cast<char*>(device_ptr(scratch));
@@ -612,10 +622,11 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   int2* units = reinterpret_cast<int2*>(base + 256);
   int* unit_base = reinterpret_cast<int*>(base + 256 + max_units * 8);
   AVDIT_CUDA_CHECK(cudaMemsetAsync(counter, 0, 4, dev.stream()));
-  tile_scan_kernel<<<1, kTileScanThreads, 0, dev.stream()>>>(r.offsets, r.groups, kBM, unit_base, total);
+  tile_scan_kernel<<<1, kTileScanThreads, 0, dev.stream()>>>(r.offsets, r.groups, kBM, unit_base,
+                                                             total);
   AVDIT_CUDA_CHECK_LAUNCH();
-  tile_fill_kernel<<<grid_for(max_units), kThreads, 0, dev.stream()>>>(r.offsets, unit_base, r.groups, max_units,
-                                                                       UnitOut{units});
+  tile_fill_kernel<<<grid_for(max_units), kThreads, 0, dev.stream()>>>(
+      r.offsets, unit_base, r.groups, max_units, UnitOut{units});
   AVDIT_CUDA_CHECK_LAUNCH();
 
   FusedParams p{};

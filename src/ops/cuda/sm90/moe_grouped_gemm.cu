@@ -46,11 +46,13 @@ struct GroupArrays {
   int* base2;  // global sorted row of the group's first row
 };
 
-// One thread per group g: its rows [offsets[g], offsets[g+1]) sit at local row offsets[g] - chunk_row0
-// of the chunk buffers, where the chunk holds heads [c*hpc, (c+1)*hpc) and every head owns exactly
-// rows_per_head sorted rows. Empty groups get M = 0; the scheduler gives them no tiles.
-__global__ void setup_kernel(GroupArrays g, const int* offsets, int G, int E, int hpc, int64_t rows_per_head, int D,
-                             int De, const bf16* a_buf, const bf16* h_buf, const bf16* wgu, const bf16* wd) {
+// One thread per group g: its rows [offsets[g], offsets[g+1]) sit at local row offsets[g] -
+// chunk_row0 of the chunk buffers, where the chunk holds heads [c*hpc, (c+1)*hpc) and every head
+// owns exactly rows_per_head sorted rows. Empty groups get M = 0; the scheduler gives them no
+// tiles.
+__global__ void setup_kernel(GroupArrays g, const int* offsets, int G, int E, int hpc,
+                             int64_t rows_per_head, int D, int De, const bf16* a_buf,
+                             const bf16* h_buf, const bf16* wgu, const bf16* wd) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= G) return;
   const int64_t chunk_row0 = int64_t((i / E) / hpc) * hpc * rows_per_head;
@@ -71,11 +73,12 @@ __global__ void setup_kernel(GroupArrays g, const int* offsets, int G, int E, in
 }
 
 // A[i - r0] = x row of sorted row i (its token, its head's D columns), 16 bytes per thread.
-__global__ void gather_kernel(const bf16* x, const int* sorted_slot, int64_t r0, int64_t n, int H, int K, int D,
-                              bf16* a) {
+__global__ void gather_kernel(const bf16* x, const int* sorted_slot, int64_t r0, int64_t n, int H,
+                              int K, int D, bf16* a) {
   const int per = D / 8;
   const int64_t total = n * per;
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < total; j += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < total;
+       j += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = j / per;
     const int c = static_cast<int>(j % per) * 8;
     const int s = sorted_slot[r0 + i];

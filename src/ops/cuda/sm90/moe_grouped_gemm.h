@@ -9,8 +9,6 @@
 
 #include <type_traits>
 
-#include "ops/cuda/common.cuh"
-#include "ops/cuda/moe/moe_internal.h"
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
 #include "cutlass/cutlass.h"
@@ -24,6 +22,8 @@
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/moe/moe_internal.h"
 
 namespace avdit::cuda::moe::grouped_detail {
 
@@ -44,8 +44,8 @@ struct MoeEpilogueArgs {  // the run-time arguments of both GEMMs
   const int* row_base = nullptr;  // [groups]
   int64_t ldo = 0;
   int swiglu = 0;
-  const int* sorted_slot = nullptr;   // down only
-  const float* slot_weight = nullptr; // down only
+  const int* sorted_slot = nullptr;    // down only
+  const float* slot_weight = nullptr;  // down only
 };
 
 // kTileM x kTileN: the CTA tile (both consumer warp groups store it together).
@@ -85,7 +85,8 @@ struct MoeEpilogueT {
   using Params = Arguments;
 
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args,
+                                                  void*) {
     return args;
   }
   template <class ProblemShape>
@@ -93,8 +94,8 @@ struct MoeEpilogueT {
     return 0;
   }
   template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
+                                              cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
   template <class ProblemShape>
@@ -108,11 +109,12 @@ struct MoeEpilogueT {
 
   CUTLASS_DEVICE bool is_source_needed() { return false; }
 
-  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
-            class TiledMma, class ResidueMNK>
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine,
+            class FrgLayout, class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_MNK,
-                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& acc,
-                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char* smem) {
+                                 BlockCoordMNKL blk_coord_mnkl,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma,
+                                 ResidueMNK, int thread_idx, char* smem) {
     using namespace cute;
     const int M = static_cast<int>(get<0>(problem_shape_mnkl));
     const int N = static_cast<int>(get<1>(problem_shape_mnkl));
@@ -131,8 +133,9 @@ struct MoeEpilogueT {
       store_bulk(M, N, static_cast<int>(m_coord), static_cast<int>(n_coord), blk_shape_MNK, acc,
                  tiled_mma, thread_idx, row0, smem);
     } else {
-      // wgmma gives each thread two rows of a 64-row warp-group tile (r and r + 8): their weights are
-      // loaded once (elements 0 and 2 of the fragment); any other row falls back to a direct load.
+      // wgmma gives each thread two rows of a 64-row warp-group tile (r and r + 8): their weights
+      // are loaded once (elements 0 and 2 of the fragment); any other row falls back to a direct
+      // load.
       const int ma = get<0>(tCcD(0)), mb = get<0>(tCcD(2));
       const float wa = ma < M ? params.slot_weight[params.sorted_slot[row0 + ma]] : 0.f;
       const float wb = mb < M ? params.slot_weight[params.sorted_slot[row0 + mb]] : 0.f;
@@ -153,11 +156,14 @@ struct MoeEpilogueT {
 
   // This thread's h values (one per accumulator pair) into the smem tile.
   template <class BlockShapeMNK, class FrgEngine, class FrgLayout, class TiledMma>
-  CUTLASS_DEVICE static void stage_h(BlockShapeMNK blk_shape_MNK, cute::Tensor<FrgEngine, FrgLayout> const& acc,
+  CUTLASS_DEVICE static void stage_h(BlockShapeMNK blk_shape_MNK,
+                                     cute::Tensor<FrgEngine, FrgLayout> const& acc,
                                      TiledMma tiled_mma, int thread_idx, bf16* sh) {
     using namespace cute;
-    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value, kBN = decltype(size<1>(blk_shape_MNK))::value;
-    static_assert(kBM == kStageRows && kBN == 2 * kStageCols, "staged epilogue: the tile it was declared for");
+    constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value,
+                  kBN = decltype(size<1>(blk_shape_MNK))::value;
+    static_assert(kBM == kStageRows && kBN == 2 * kStageCols,
+                  "staged epilogue: the tile it was declared for");
     cute::Tensor cT = make_identity_tensor(take<0, 2>(blk_shape_MNK));  // (m, n) within the tile
     cute::Tensor tCcT = tiled_mma.get_thread_slice(thread_idx).partition_C(cT);
     CUTLASS_PRAGMA_UNROLL
@@ -174,26 +180,32 @@ struct MoeEpilogueT {
   // waits until its own bulk copies have read smem (by then ~4k cycles of MMAs have passed) and all
   // meet again. store_tail (StagedAdapter) waits for the last copies before the CTA ends.
   template <class BlockShapeMNK, class FrgEngine, class FrgLayout, class TiledMma>
-  CUTLASS_DEVICE void store_bulk(int M, int N, int m_coord, int n_coord, BlockShapeMNK blk_shape_MNK,
-                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, int thread_idx,
-                                 int64_t row0, char* smem) {
+  CUTLASS_DEVICE void store_bulk(int M, int N, int m_coord, int n_coord,
+                                 BlockShapeMNK blk_shape_MNK,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma,
+                                 int thread_idx, int64_t row0, char* smem) {
     using namespace cute;
     constexpr int kBM = decltype(size<0>(blk_shape_MNK))::value;
     constexpr int kThreadsE = decltype(size(tiled_mma))::value;
     static_assert(kStageRows <= kThreadsE, "bulk epilogue: one row per thread");
     bf16* sh = reinterpret_cast<StagedStorage*>(smem)->h;
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the previous tile's copies read smem
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::
+                     : "memory");  // the previous tile's copies read smem
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
     stage_h(blk_shape_MNK, acc, tiled_mma, thread_idx, sh);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the copy engine sees the writes
+    asm volatile("fence.proxy.async.shared::cta;\n" ::
+                     : "memory");  // the copy engine sees the writes
     cutlass::arch::NamedBarrier::sync(kThreadsE, 0);
     const int rows = min(kBM, M - m_coord * kBM);
-    const int cols = min(kStageCols, N / 2 - n_coord * kStageCols);  // h columns (multiples of 8: 16-byte sizes)
+    const int cols =
+        min(kStageCols, N / 2 - n_coord * kStageCols);  // h columns (multiples of 8: 16-byte sizes)
     if (thread_idx < rows) {
-      bf16* dst = params.out + (row0 + int64_t(m_coord) * kBM + thread_idx) * params.ldo + int64_t(n_coord) * kStageCols;
-      const unsigned src = static_cast<unsigned>(__cvta_generic_to_shared(sh + thread_idx * kStageLd));
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
-                   "r"(cols * 2)
+      bf16* dst = params.out + (row0 + int64_t(m_coord) * kBM + thread_idx) * params.ldo +
+                  int64_t(n_coord) * kStageCols;
+      const unsigned src =
+          static_cast<unsigned>(__cvta_generic_to_shared(sh + thread_idx * kStageLd));
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+                   "r"(src), "r"(cols * 2)
                    : "memory");
       asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
     }
@@ -235,14 +247,17 @@ class StagedAdapter
   CUTLASS_DEVICE auto load_init(typename Op::Params const&, TensorMapStorage&, int32_t, int32_t) {
     return cute::make_tuple(nullptr);
   }
-  CUTLASS_DEVICE auto store_init(typename Op::Params const&, TensorMapStorage&, int32_t, int32_t, int32_t) {
+  CUTLASS_DEVICE auto store_init(typename Op::Params const&, TensorMapStorage&, int32_t, int32_t,
+                                 int32_t) {
     return cute::make_tuple(nullptr);
   }
   template <bool IsLoad, class ProblemShapeMNKL>
   CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage&, typename Op::Params const&,
-                                                cute::TmaDescriptor const*, ProblemShapeMNKL, int32_t, int32_t) {}
+                                                cute::TmaDescriptor const*, ProblemShapeMNKL,
+                                                int32_t, int32_t) {}
   template <bool IsLoad>
-  CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
+  CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*,
+                                                  int32_t) {}
 };
 
 using Tile128x256 = cute::Shape<cute::_128, cute::_256, cute::_64>;
@@ -255,9 +270,10 @@ struct GroupedGemm {
   static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
   using Epilogue = StagedAdapter<MoeEpilogueT<kTileM, kTileN>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB, LayoutB*, kAlign,
-      float, TileShape, Cluster1x1,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA*, kAlign, ElementAB,
+      LayoutB*, kAlign, float, TileShape, Cluster1x1,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
       Schedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -267,9 +283,11 @@ struct GroupedGemm {
   // 227 KB an sm_90 block may have: a compile-time check instead of a launch failure.
   static_assert(Kernel::SharedStorageSize <= 232448, "grouped GEMM: shared memory over 227 KB");
 
-  // One grouped GEMM on dev's stream; `workspace` grows to what CUTLASS asks for (TMA descriptors per SM).
-  static void run(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa, const ElementAB** b,
-                  StrideB* sb, const MoeEpilogue::Arguments& epi, Tensor& workspace) {
+  // One grouped GEMM on dev's stream; `workspace` grows to what CUTLASS asks for (TMA descriptors
+  // per SM).
+  static void run(Device& dev, int groups, Shape3* shapes, const ElementAB** a, StrideA* sa,
+                  const ElementAB** b, StrideB* sb, const MoeEpilogue::Arguments& epi,
+                  Tensor& workspace) {
     typename Gemm::Arguments args{};
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = ProblemShape{groups, shapes, nullptr};  // sizes on the device only
