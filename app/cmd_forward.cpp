@@ -107,11 +107,11 @@ Run add_forward(CLI::App& app) {
                   "--nvfp4-experts packs MAGI-2's routed experts; {} is a {} model", o->model, *family);
     TensorMap out;
     if (*family == "magi2-preview") {
-      AVDIT_REQUIRE(!ctx->is_cuda(), "MAGI-2 on --device cuda: being ported to the op set");
       models::magi2::LoadOptions load;
       load.nvfp4_experts = o->nvfp4_experts;
-      out = select_dump(models::magi2::forward_from_inputs(ckpt, inputs, want_dump, act == DType::BF16, load),
-                        o->dump_list);
+      const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
+      out = select_dump(models::magi2::forward_from_inputs(model, inputs, want_dump), o->dump_list);
+      if (ctx->is_cuda()) log::info("{}", memory_summary(*ctx, model.weight_bytes()));
     } else if (*family == "h3") {
       if (want_dump && !o->dump_list.empty())
         log::info("--dump {}: the list selects MAGI-2 tensors; H3 dumps everything", o->dump_list);

@@ -22,6 +22,7 @@
 #include "io/safetensors.h"
 #include "models/family.h"
 #include "models/h3/model.h"
+#include "models/magi2/model.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
@@ -174,8 +175,9 @@ int run_generate(const GenerateArgs& a) {
     run.teacher = &teacher;
   }
   // The bar starts before the model loads, so its s/it includes the one-off setup (small next to a step).
-  const int total = a.steps.value_or(magi2 ? pipeline::magi2_sampler_defaults(*ckpt.config()).steps
-                                           : pipeline::kH3DefaultSteps);
+  const int total = a.steps.value_or(
+      magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(*ckpt.config())).steps
+            : pipeline::kH3DefaultSteps);
   Progress bar(total, "generate");
   if (log::level() <= log::Level::Info)  // -q: errors only, no bar
     run.progress = [&bar](int done, int total_steps, double) {
@@ -202,10 +204,12 @@ int run_generate(const GenerateArgs& a) {
                                                      "time-embedding frequency table [time_channel_dim / 2]");
     o.video_guidance = gv;
     o.audio_guidance = ga;
-    o.load.nvfp4_experts = a.nvfp4_experts;
     check_memory(a, *family, *ckpt.config(), run, o.text, total);
-    AVDIT_REQUIRE(!ctx->is_cuda() && act == DType::F32, "MAGI-2 on --device cuda: being ported to the op set");
-    r = pipeline::generate_magi2(*ctx, ckpt, o);
+    models::magi2::LoadOptions load;
+    load.nvfp4_experts = a.nvfp4_experts;
+    const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
+    r = pipeline::generate_magi2(model, o);
+    memory = memory_summary(*ctx, model.weight_bytes());
   } else {
     AVDIT_REQUIRE(a.time_freqs.empty(), "--time-embedding-freqs applies to MAGI-2 only");
     pipeline::H3GenerateOptions o;

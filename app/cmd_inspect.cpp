@@ -15,7 +15,7 @@
 #include "models/family.h"
 #include "models/magi2/config.h"
 #include "quant/nvfp4_checkpoint.h"
-#include "quant/nvfp4_memory.h"
+#include "models/magi2/nvfp4_memory.h"
 
 namespace avdit::app {
 
@@ -178,7 +178,7 @@ Run add_inspect(CLI::App& app) {
   cmd->add_option("PATH", *path, "Checkpoint file, shard index, model folder or config")->required();
   cmd->add_flag("--json", *as_json, "Print one JSON object instead of tables");
   auto nvfp4 = std::make_shared<bool>(false);
-  auto tokens = std::make_shared<int64_t>(quant::kPreviewTokens);
+  auto tokens = std::make_shared<int64_t>(models::magi2::kPreviewTokens);
   cmd->add_flag("--nvfp4-experts", *nvfp4,
                 "MAGI-2: the memory with NVFP4 routed experts: their bytes in bf16 vs packed (4.5 bits per\n"
                 "weight), and the resident total of a single-GPU run (weights + one layer's activation peak)");
@@ -248,10 +248,10 @@ Run add_inspect(CLI::App& app) {
                     "{}: --nvfp4-experts needs a MAGI-2 preview config (its routed experts are what NVFP4 packs)",
                     p.string());
       const models::magi2::Magi2Config mc = models::magi2::parse_magi2_config(*config);
-      nvfp4_lines = quant::nvfp4_memory_report(mc);
-      for (const auto& l : quant::nvfp4_resident_report(mc, *tokens)) nvfp4_lines.push_back(l);
-      const quant::Nvfp4MemoryCounts counts = quant::nvfp4_memory_counts(mc);
-      const quant::Nvfp4ResidentEstimate est = quant::nvfp4_resident_estimate(mc, *tokens);
+      nvfp4_lines = models::magi2::nvfp4_memory_report(mc);
+      for (const auto& l : models::magi2::nvfp4_resident_report(mc, *tokens)) nvfp4_lines.push_back(l);
+      const models::magi2::Nvfp4MemoryCounts counts = models::magi2::nvfp4_memory_counts(mc);
+      const models::magi2::Nvfp4ResidentEstimate est = models::magi2::nvfp4_resident_estimate(mc, *tokens);
       json parts = json::array();
       for (const auto& a : est.activation_parts)
         parts.push_back({{"name", a.name}, {"formula", a.formula}, {"bytes", a.bytes}});

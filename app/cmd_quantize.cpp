@@ -1,5 +1,5 @@
 // `avdit quantize --nvfp4 experts IN OUT`: a copy of a MAGI-2 checkpoint whose routed experts are
-// NVFP4-packed (4.5 bits per weight), loadable by every avdit command as it is (quant/nvfp4_checkpoint.h).
+// NVFP4-packed (4.5 bits per weight), loadable by every avdit command as it is (models/magi2/quantize.h).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "quant/nvfp4_checkpoint.h"
+#include "models/magi2/quantize.h"
 
 namespace avdit::app {
 
@@ -34,7 +34,7 @@ Run add_quantize(CLI::App& app) {
   return [o]() {
     AVDIT_REQUIRE(o->mode == "experts", "quantize: unknown --nvfp4 mode '{}' (the only mode is: experts)", o->mode);
     const quant::QuantizeSummary s =
-        quant::quantize_checkpoint_nvfp4_experts(o->in, o->out, log::level() <= log::Level::Info);
+        models::magi2::quantize_nvfp4_experts(o->in, o->out, log::level() <= log::Level::Info);
     log::info("{}: {} routed-expert tensors packed ({:.3f} GB -> {:.3f} GB), {} tensors copied; {} file{}, {:.3f} GB",
               o->out, s.packed_tensors, s.routed_bytes_in / 1e9, s.routed_bytes_out / 1e9, s.copied_tensors, s.shards,
               s.shards == 1 ? "" : "s", s.bytes_out / 1e9);

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, every `gpu` test, then each benchmark next to its PyTorch
 # peer (same call, same card: TARGETS.md protocol). Run from the repo root there, carrying .carry
-# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention] [variants] [profile]
-# (default: the first four, in this order; variants: every grouped-GEMM kernel of moe/grouped_gemm_sm90.h
-# at T = 65,536, each checked against the peer at a small T first; profile: Nsight Compute on the expert GEMMs)
+# (scripts/device_pack.sh):   bench/run_device.sh [tests] [moe] [h3] [attention] [profile]
+# (default: the first four, in this order; profile: Nsight Compute on the fused experts kernel)
 # Logs and JSON go to $OUT (at most 8 files come back: build and ctest logs, generate.md (both tiny
 # models on the GPU), one markdown log per benchmark, and json.tar with every JSON report).
 set -uo pipefail
@@ -54,29 +53,16 @@ fi
 
 if has moe; then
   {
-    timeout 120 $A bench moe --tokens 4096 --path grouped --dump-check /tmp/moe_check.safetensors &&
+    timeout 120 $A bench moe --dump-check /tmp/moe_check.safetensors &&
       timeout 120 python3 bench/peers/moe_peer.py --check /tmp/moe_check.safetensors
-    timeout 150 $A bench moe --tokens 16384,65536,131072 --path grouped --nvfp4 --json "$out/json/avdit_moe.json"
-    # The accurate swiglu7 in the gate/up epilogue (GroupedOptions::kernel 1; the default 10 has the lean one).
-    timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel 1 --json "$out/json/avdit_moe_k1.json"
+    timeout 150 $A bench moe --tokens 16384,65536,131072 --nvfp4 --json "$out/json/avdit_moe.json"
     timeout 100 python3 bench/peers/moe_peer.py --tokens 16384,65536,131072 --json "$out/json/peer_moe.json"
   } >"$out/moe.md" 2>&1
 fi
-if has variants; then
-  {
-    for k in ${VARIANTS:-0 1 2 3 4 5 6 7 9 10 20 21}; do
-      echo "### grouped kernel $k"
-      timeout 60 $A bench moe --tokens 4096 --path grouped --grouped-kernel $k --dump-check /tmp/moe_check_$k.safetensors &&
-        timeout 60 python3 bench/peers/moe_peer.py --check /tmp/moe_check_$k.safetensors | tail -n 1
-      timeout 60 $A bench moe --tokens 65536 --path grouped --grouped-kernel $k --json "$out/json/avdit_moe_k$k.json" |
-        grep -E "router|experts|gate/up|down|ROUTED|SUB-LAYER"
-    done
-  } >"$out/variants.md" 2>&1
-fi
-# Nsight Compute on the first expert-kernel launch of one T = 65,536 MoE call (the default fused kernel 21;
-# for kernels 0-7 set PROFILE_KERNEL and PROFILE_REGEX="device_kernel|gateup_kernel"): tensor-pipe use, stall
-# reasons, memory throughput (profile.md), and every SASS instruction with its executions and stall samples
-# by reason (profile_sass.csv.xz: the source page, to find which wait the warps stall on).
+# Nsight Compute on the first expert-kernel launch of one T = 65,536 MoE call (the fused experts kernel; the
+# two-GEMM fallback: PROFILE_REGEX="device_kernel"): tensor-pipe use, stall reasons, memory throughput
+# (profile.md), and every SASS instruction with its executions and stall samples by reason
+# (profile_sass.csv.xz: the source page, to find which wait the warps stall on).
 if has profile; then
   {
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
@@ -86,7 +72,7 @@ if has profile; then
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
         --section SourceCounters --export /tmp/avdit_profile --force-overwrite \
-        $A bench moe --tokens 65536 --path grouped --grouped-kernel ${PROFILE_KERNEL:--1} --iters 1 --warmup 0
+        $A bench moe --tokens 65536 --iters 1 --warmup 0
       "$NCU" --import /tmp/avdit_profile.ncu-rep --page details
       "$NCU" --import /tmp/avdit_profile.ncu-rep --page source --csv --print-source sass |
         xz -6 >"$out/profile_sass.csv.xz"

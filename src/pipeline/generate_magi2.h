@@ -2,14 +2,9 @@
 // (cond and uncond as two items of one packed forward, as the reference) -> final latents.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
-#include <functional>
 #include <optional>
 
-#include "io/safetensors.h"
-#include "models/magi2/packing.h"
-#include "models/magi2/weights.h"
+#include "models/magi2/model.h"
 #include "pipeline/generate_common.h"
 #include "sample/cfg.h"
 
@@ -22,25 +17,27 @@ struct Magi2SamplerDefaults {
   double shift = 7.0;
   sample::Magi2Guidance guidance;
 };
-Magi2SamplerDefaults magi2_sampler_defaults(const nlohmann::json& config);
+Magi2SamplerDefaults magi2_sampler_defaults(const models::magi2::Magi2Config& config);
 
 struct Magi2GenerateOptions {
   RunOptions run;
   LabeledTensor text;      // txt_feat [1, L, C_t] or [L, C_t]
-  LabeledTensor negative;  // the unconditional pass's text; undefined: no tokens (the reference's null feature)
+  LabeledTensor negative;  // the unconditional pass's text; undefined: no tokens (the reference's
+                           // null feature)
   std::optional<float> video_guidance, audio_guidance;  // default: evaluation_config
   // The 32 (time_channel_dim / 2) time-embedding frequencies to use instead of avdit's own float32
-  // table, e.g. the fixture's GPU-evaluated `time_embedding_freqs` (see magi2-tiny README); optional.
+  // table, e.g. the fixture's GPU-evaluated `time_embedding_freqs` (see magi2-tiny README);
+  // optional.
   LabeledTensor time_embedding_freqs;
-  // The packed forward to sample with (returns at least "model_output"); empty: the CPU oracle
-  // (magi2::forward_packed on the mapped weights). The app passes the GPU model for --device cuda.
-  std::function<TensorMap(const models::magi2::PackedSequence&)> forward;
-  models::magi2::LoadOptions load;  // for the CPU forward's weights (e.g. nvfp4_experts)
 };
 
-// Runs the sampler. Unpacked layouts: video [1, C, T, H, W] (C = video_in_channels / patch volume),
-// audio [1, L_a, audio_in_channels]. With both guidance scales 1 only the conditional pass runs.
-// BadInput names the file:tensor and the expected shape for bad text, noise or teacher tensors.
-GenerateResult generate_magi2(ops::Context& ctx, const Checkpoint& ckpt, const Magi2GenerateOptions& options);
+// Runs the sampler on the model's context; steps, shift and guidance default to the model's
+// evaluation_config (magi2_sampler_defaults). Unpacked layouts: video [1, C, T, H, W] (C =
+// video_in_channels / patch volume), audio [1, L_a, audio_in_channels]. With both guidance scales
+// 1 only the conditional pass runs. BadInput names the file:tensor and the expected shape for bad
+// text, noise or teacher tensors. The latents live on the model's context for the whole loop; the
+// result is on the host.
+GenerateResult generate_magi2(const models::magi2::Magi2Model& model,
+                              const Magi2GenerateOptions& options);
 
 }  // namespace avdit::pipeline

@@ -47,10 +47,11 @@ struct QuantizeSummary {
   int shards = 0;
 };
 
-// `avdit quantize --nvfp4 experts IN OUT`. IN: a MAGI-2 checkpoint (file, index or folder, with its
-// config.json); OUT: a new folder (BadInput if it exists) with config.json and the rewritten weights,
-// sharded with an index when large. Atomic: written under a temporary name beside OUT and renamed at
-// the end, so OUT never holds half a checkpoint. progress: draw a progress bar on stderr.
+// The rewrite behind `avdit quantize --nvfp4 experts IN OUT` (models/magi2/quantize.h checks that IN is a
+// MAGI-2 checkpoint first). IN: a checkpoint (file, index or folder, with its config.json) holding
+// routed-expert tensors; OUT: a new folder (BadInput if it exists) with config.json and the rewritten
+// weights, sharded with an index when large. Atomic: written under a temporary name beside OUT and
+// renamed at the end, so OUT never holds half a checkpoint. progress: draw a progress bar on stderr.
 QuantizeSummary quantize_checkpoint_nvfp4_experts(const std::filesystem::path& in, const std::filesystem::path& out,
                                                   bool progress = true,
                                                   int64_t max_shard_bytes = int64_t{4} << 30);

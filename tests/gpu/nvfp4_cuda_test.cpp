@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "backend/cuda/nvfp4.h"
+#include "ops/cuda/nvfp4_dequant.h"
 #include "quant/nvfp4.h"
 
 namespace avdit::cuda {
@@ -40,7 +40,8 @@ int64_t gpu_mismatches(Device& dev, const quant::Nvfp4Matrix& m, int64_t g0, int
   int64_t bad = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
     if (a[i] != b[i] && bad < 5)
-      std::printf("  mismatch at %lld: gpu 0x%04x cpu 0x%04x\n", static_cast<long long>(i), a[i], b[i]);
+      std::printf("  mismatch at %lld: gpu 0x%04x cpu 0x%04x\n", static_cast<long long>(i), a[i],
+                  b[i]);
     bad += a[i] != b[i];
   }
   return bad;
@@ -66,7 +67,8 @@ Tensor gaussian_stack(Shape shape, uint32_t seed) {
   if (G > 2)
     for (int64_t i = 0; i < per; ++i) x[2 * per + i] = 0.f;  // an all-zero expert: S = 1
   if (G > 5)
-    for (int64_t i = 0; i < per; ++i) x[5 * per + i] *= 1e-38f;  // S clamps to FLT_MAX, subnormal outputs
+    for (int64_t i = 0; i < per; ++i)
+      x[5 * per + i] *= 1e-38f;  // S clamps to FLT_MAX, subnormal outputs
   return w;
 }
 
@@ -77,8 +79,10 @@ TEST(Nvfp4Cuda, DequantiseMatchesCpuBitForBit) {
     DType in;
   };
   // MAGI-2 expert matrices: W_gate / W_up [E, 256, 1280] and W_down [E, 1280, 256]; odd N; tiny.
-  const Case cases[] = {{{8, 256, 1280}, DType::BF16}, {{8, 1280, 256}, DType::BF16},
-                        {{7, 96, 33}, DType::F32},      {{6, 64, 96}, DType::BF16},
+  const Case cases[] = {{{8, 256, 1280}, DType::BF16},
+                        {{8, 1280, 256}, DType::BF16},
+                        {{7, 96, 33}, DType::F32},
+                        {{6, 64, 96}, DType::BF16},
                         {{1, 16, 1}, DType::F32}};
   int64_t total = 0;
   uint32_t seed = 1;
@@ -121,7 +125,8 @@ TEST(Nvfp4Cuda, EveryCodeAndScaleMatchesCpu) {
     uint8_t b = static_cast<uint8_t>(i % 254);  // 0..253 skipping the NaN codes 0x7F and 0xFF
     s[i] = b >= 0x7F ? static_cast<uint8_t>(b + 1) : b;
   }
-  const float globals[G] = {1.f, 448.f, 2688.f / 0.0371f, 3.4028235e38f, 2688.f / 123.456f, 7.3e-36f};
+  const float globals[G] = {1.f,     448.f, 2688.f / 0.0371f, 3.4028235e38f, 2688.f / 123.456f,
+                            7.3e-36f};
   std::memcpy(m.global_scales.f32(), globals, sizeof(globals));
   EXPECT_EQ(gpu_mismatches(dev, m, 0, G), 0);
 }
@@ -132,9 +137,11 @@ TEST(Nvfp4Cuda, BadOperandsAreBadInput) {
   const Tensor packed = to_device(dev, m.values), scales = to_device(dev, m.block_scales),
                globals = to_device(dev, m.global_scales);
   Tensor out = cuda_empty(dev, {2, 8, 32}, DType::BF16);
-  EXPECT_THROW(dequantize_nvfp4_bf16(dev, packed, scales, globals, 0, 3, out), BadInput);  // wrong out shape
+  EXPECT_THROW(dequantize_nvfp4_bf16(dev, packed, scales, globals, 0, 3, out),
+               BadInput);  // wrong out shape
   EXPECT_THROW(dequantize_nvfp4_bf16(dev, packed, scales, globals, 2, 4, out), BadInput);  // range
-  EXPECT_THROW(dequantize_nvfp4_bf16(dev, m.values, scales, globals, 0, 2, out), BadInput);  // host tensor
+  EXPECT_THROW(dequantize_nvfp4_bf16(dev, m.values, scales, globals, 0, 2, out),
+               BadInput);  // host tensor
   Tensor f32_out = cuda_empty(dev, {2, 8, 32}, DType::F32);
   EXPECT_THROW(dequantize_nvfp4_bf16(dev, packed, scales, globals, 0, 2, f32_out), BadInput);
   EXPECT_NO_THROW(dequantize_nvfp4_bf16(dev, packed, scales, globals, 1, 3, out));

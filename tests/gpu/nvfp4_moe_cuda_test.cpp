@@ -1,14 +1,17 @@
 // NVFP4 experts on the GPU, fake quantisation against the packed path, bit for bit (issue 8):
-// - the MoE layer (cuda::moe::routed_experts) over millions of outputs, with fake-quantised experts
+// - the MoE stages (cuda::moe::routed_experts) over millions of outputs, with fake-quantised
+// experts
 //   (bf16 weights holding quantise -> dequantise, uploaded in the checkpoint's [in, out] layout)
 //   against packed experts (U8 codes + E4M3 block scales + F32 global scale on the device, expanded
-//   by dequantize_nvfp4_bf16 into the K-major bf16 layout the packed model uses), every kernel path
-//   this GPU has, fp32 and bf16 outputs;
-// - the whole magi2-tiny forward with fake-quantised weights against the same model loaded with
+//   by dequantize_nvfp4_bf16 into the K-major bf16 layout the packed experts use), every kernel
+//   path this GPU has, fp32 and bf16 outputs;
+// - the whole magi2-tiny forward with a fake-quantised checkpoint against the same model loaded
+// with
 //   --nvfp4-experts (packed at load), both precisions.
 // The CPU twin of this test is tests/unit/nvfp4_moe_test.cpp; the dequantiser's own bit-exactness
 // against the CPU is tests/gpu/nvfp4_cuda_test.cpp.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -16,15 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/models/magi2/model.h"
-#include "backend/cuda/moe/grouped.h"
-#include "backend/cuda/moe/moe.h"
-#include "backend/cuda/nvfp4.h"
-#include "backend/cuda/ops_cuda.h"
+#include <filesystem>
+
+#include "backend/cuda/context.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/magi2/api.h"
-#include "models/magi2/weights.h"
+#include "ops/cuda/moe/grouped.h"
+#include "ops/cuda/moe/moe.h"
+#include "ops/cuda/nvfp4_dequant.h"
+#include "ops/rows.h"
 #include "quant/nvfp4.h"
 #include "testing/compare.h"
 #include "testing/nvfp4_fake.h"
@@ -32,8 +36,8 @@
 namespace avdit::cuda {
 namespace {
 
-using test_util::fake_quantised;
 using test_util::same_bits;
+using test_util::write_fake_quantised;
 
 // Gaussian weights [G, K, N] in bf16 (the checkpoint's dtype), a different spread per expert so the
 // global scales differ.
@@ -56,16 +60,19 @@ Tensor packed_on_device(Device& dev, const Tensor& w) {
 }
 
 TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
-  // 2 heads x 32 experts, top-4, D 64, De 128 (NVFP4 blocks of 16 along K = D and De); 16,384 tokens.
+  // 2 heads x 32 experts, top-4, D 64, De 128 (NVFP4 blocks of 16 along K = D and De); 16,384
+  // tokens.
   const int64_t T = 16384, H = 2, E = 32, K = 4, D = 64, De = 128, G = H * E;
   std::mt19937 gen(8);
   const Tensor gate = gaussian_stack(gen, G, D, De), up = gaussian_stack(gen, G, D, De),
                down = gaussian_stack(gen, G, De, D);
-  Device dev;
+  ops::CudaContext ctx;
+  Device& dev = ctx.dev();
   moe::ExpertWeights fake{to_device(dev, quant::fake_quantize_nvfp4(gate)),
                           to_device(dev, quant::fake_quantize_nvfp4(up)),
                           to_device(dev, quant::fake_quantize_nvfp4(down)), false};
-  moe::ExpertWeights packed{packed_on_device(dev, gate), packed_on_device(dev, up), packed_on_device(dev, down), true};
+  moe::ExpertWeights packed{packed_on_device(dev, gate), packed_on_device(dev, up),
+                            packed_on_device(dev, down), true};
 
   // Routing from the GPU router on random activations (sigmoid, bias, top-4, route_scale 2.5).
   moe::RouterConfig rc{H, E, K, D, false, true, 2.5f};
@@ -78,7 +85,11 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   const Tensor x16 = to_device(dev, x.to(DType::BF16));
   const moe::Routing r = moe::route(dev, x16, to_device(dev, rg), to_device(dev, bias), rc);
 
-  struct Case { moe::ExpertPath path; DType out; const char* name; };
+  struct Case {
+    moe::ExpertPath path;
+    DType out;
+    const char* name;
+  };
   std::vector<Case> cases = {{moe::ExpertPath::Simt, DType::F32, "simt fp32"},
                              {moe::ExpertPath::Simt, DType::BF16, "simt bf16"},
                              {moe::ExpertPath::Auto, DType::BF16, "auto bf16"}};
@@ -86,15 +97,18 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
     cases.push_back({moe::ExpertPath::Grouped, DType::BF16, "grouped bf16"});
   int64_t compared = 0;
   for (const Case& c : cases) {
-    // The F32 path reads F32 weights, as the fp32 model widens the dequantised bf16 (model.cpp).
+    // The F32 path reads F32 weights, as the fp32 mode widens the dequantised bf16
+    // (ops/cuda/moe.cpp).
     const auto widen = [&](const moe::ExpertWeights& w) {
       if (c.out != DType::F32) return w;
-      return moe::ExpertWeights{cast(dev, w.gate, DType::F32), cast(dev, w.up, DType::F32),
-                                cast(dev, w.down, DType::F32), w.k_major};
+      return moe::ExpertWeights{ops::cast(ctx, w.gate, DType::F32),
+                                ops::cast(ctx, w.up, DType::F32),
+                                ops::cast(ctx, w.down, DType::F32), w.k_major};
     };
-    const Tensor xin = c.out == DType::F32 ? cast(dev, x16, DType::F32) : x16;
+    const Tensor xin = c.out == DType::F32 ? ops::cast(ctx, x16, DType::F32) : x16;
     const Tensor a = to_host(dev, moe::routed_experts(dev, xin, r, widen(fake), rc, c.out, c.path));
-    const Tensor b = to_host(dev, moe::routed_experts(dev, xin, r, widen(packed), rc, c.out, c.path));
+    const Tensor b =
+        to_host(dev, moe::routed_experts(dev, xin, r, widen(packed), rc, c.out, c.path));
     EXPECT_TRUE(same_bits(a, b)) << c.name << ": fake-quantised vs packed experts";
     compared += a.numel();
   }
@@ -103,9 +117,9 @@ TEST(Nvfp4MoeCuda, FakeQuantisedEqualsPackedBitForBit) {
   EXPECT_GE(compared, 2'000'000);
 }
 
-// The grouped GEMMs' layout straight from the packed codes: gate and up dequantised into the even and
-// odd rows of one [G, 2 De, D] tensor give the bits pack_grouped_weights makes from the fake-quantised
-// [in, out] weights, and the plain layout's rows are the same values.
+// The grouped GEMMs' layout straight from the packed codes: gate and up dequantised into the even
+// and odd rows of one [G, 2 De, D] tensor give the bits pack_grouped_weights makes from the
+// fake-quantised [in, out] weights, and the plain layout's rows are the same values.
 TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
   const int64_t H = 3, E = 16, D = 64, De = 96, G = H * E;
   std::mt19937 gen(21);
@@ -119,13 +133,15 @@ TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
                           to_device(dev, q[m]->global_scales), 0, G, inter, 2, m);
   const moe::RouterConfig rc{H, E, 2, D, false, true, 1.f};
   const Tensor fake_down = quant::fake_quantize_nvfp4(gaussian_stack(gen, G, De, D));
-  const moe::GroupedWeights want = moe::pack_grouped_weights(
-      dev,
-      moe::ExpertWeights{to_device(dev, quant::fake_quantize_nvfp4(gate)),
-                         to_device(dev, quant::fake_quantize_nvfp4(up)), to_device(dev, fake_down), false},
-      rc);
+  const moe::GroupedWeights want =
+      moe::pack_grouped_weights(dev,
+                                moe::ExpertWeights{to_device(dev, quant::fake_quantize_nvfp4(gate)),
+                                                   to_device(dev, quant::fake_quantize_nvfp4(up)),
+                                                   to_device(dev, fake_down), false},
+                                rc);
   const Tensor got = to_host(dev, inter), ref = to_host(dev, want.gate_up);
-  EXPECT_TRUE(same_bits(got, ref)) << "interleaved dequantisation vs pack_grouped_weights of the fake-quantised weights";
+  EXPECT_TRUE(same_bits(got, ref))
+      << "interleaved dequantisation vs pack_grouped_weights of the fake-quantised weights";
   // Even rows of one expert = the plain layout's gate rows.
   Tensor plain = cuda_empty(dev, {G, De, D}, DType::BF16);
   dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
@@ -138,32 +154,40 @@ TEST(Nvfp4MoeCuda, InterleavedDequantisationEqualsPackedGroupedLayout) {
     for (int64_t j = 0; j < De; ++j)
       diff += std::memcmp(pv + (g * De + j) * D, gv + (g * 2 * De + 2 * j) * D, D * 2) != 0;
   EXPECT_EQ(diff, 0) << "rows of the interleaved layout that differ from the plain one";
-  std::printf("interleaved NVFP4 dequantisation: %lld values, equal to the packed grouped layout: %s\n",
-              static_cast<long long>(got.numel()), same_bits(got, ref) ? "yes" : "NO");
-  EXPECT_THROW(dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
-                                     to_device(dev, qg.global_scales), 0, G, inter, 2, 2),
-               BadInput);
+  std::printf(
+      "interleaved NVFP4 dequantisation: %lld values, equal to the packed grouped layout: %s\n",
+      static_cast<long long>(got.numel()), same_bits(got, ref) ? "yes" : "NO");
+  EXPECT_THROW(
+      dequantize_nvfp4_bf16(dev, to_device(dev, qg.values), to_device(dev, qg.block_scales),
+                            to_device(dev, qg.global_scales), 0, G, inter, 2, 2),
+      BadInput);
 }
 
 TEST(Nvfp4MoeCuda, GoldenTinyFakeEqualsPackedModel) {
   const std::string dir = std::string(AVDIT_SHARED_DIR) + "/golden/magi2-tiny";
-  const Checkpoint ckpt = Checkpoint::open(dir);
+  const std::filesystem::path fake_dir = std::filesystem::temp_directory_path() /
+                                         ("avdit_nvfp4_cuda_fake_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(fake_dir);
+  write_fake_quantised(dir, fake_dir);
+  const Checkpoint ckpt = Checkpoint::open(dir), fake_ckpt = Checkpoint::open(fake_dir);
   const models::magi2::Magi2Config c = models::magi2::config_from_checkpoint(ckpt);
   const models::magi2::PackedSequence seq =
       models::magi2::pack_inputs(c, read_all(dir + "/inputs.safetensors"));
   models::magi2::LoadOptions at_load;
   at_load.nvfp4_experts = true;
-  const models::magi2::Magi2Weights fake = fake_quantised(models::magi2::load_magi2_weights(ckpt, c));
-  const models::magi2::Magi2Weights packed = models::magi2::load_magi2_weights(ckpt, c, at_load);
-  Device dev;
-  for (bool bf16 : {false, true}) {
-    magi2::Magi2CudaModel mf(dev, fake, bf16), mp(dev, packed, bf16);
+  ops::CudaContext ctx;
+  for (DType act : {DType::F32, DType::BF16}) {
+    const bool bf16 = act == DType::BF16;
+    const models::magi2::Magi2Model mf(ctx, fake_ckpt, act), mp(ctx, ckpt, act, at_load);
     EXPECT_LT(mp.weight_bytes(), mf.weight_bytes());
-    const Tensor a = mf.forward(seq).at("model_output"), b = mp.forward(seq).at("model_output");
-    EXPECT_TRUE(same_bits(a, b)) << (bf16 ? "bf16" : "fp32") << " magi2-tiny: fake-quantised vs packed experts";
+    const Tensor a = models::magi2::forward_packed(mf, seq, false).at("model_output");
+    const Tensor b = models::magi2::forward_packed(mp, seq, false).at("model_output");
+    EXPECT_TRUE(same_bits(a, b)) << (bf16 ? "bf16" : "fp32")
+                                 << " magi2-tiny: fake-quantised vs packed experts";
     std::printf("magi2-tiny %s: fake == packed over %lld outputs: %s\n", bf16 ? "bf16" : "fp32",
                 static_cast<long long>(a.numel()), same_bits(a, b) ? "yes" : "NO");
   }
+  std::filesystem::remove_all(fake_dir);
 }
 
 }  // namespace

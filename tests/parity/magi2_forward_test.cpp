@@ -1,5 +1,6 @@
-// Parity of the MAGI-2 preview forward (CPU, float32) with the golden fixture ../shared/golden/magi2-tiny:
-// every output and recorded intermediate within a fraction of its max |value|, routing index sets identical.
+// Parity of the MAGI-2 preview forward (CPU, float32) with the golden fixture
+// ../shared/golden/magi2-tiny: every output and recorded intermediate within a fraction of its max
+// |value|, routing index sets identical.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,12 +16,22 @@
 #include "models/magi2/model.h"
 #include "models/magi2/packing.h"
 #include "models/magi2/weights.h"
+#include "ops/context.h"
 #include "testing/compare.h"
 
 namespace avdit::models::magi2 {
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "magi2-tiny";
+const std::filesystem::path kFixture =
+    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "magi2-tiny";
+
+// The CPU oracle's forward from unpacked inputs (a fresh model on the checkpoint).
+TensorMap cpu_forward(const Checkpoint& ckpt, const TensorMap& inputs, bool dump,
+                      const LoadOptions& load = {}) {
+  ops::CpuContext ctx;
+  const Magi2Model model(ctx, ckpt, DType::F32, load);
+  return forward_from_inputs(model, inputs, dump);
+}
 
 struct Diff {
   double max_abs = 0, max_ref = 0;
@@ -52,12 +63,14 @@ class Magi2Parity : public ::testing::Test {
     for (const char* file : {"outputs.safetensors", "intermediates.safetensors"}) {
       const TensorMap want = read_all(kFixture / file);
       for (const auto& [name, ref] : want) {
-        if (name.rfind("bf16_reference.", 0) == 0) continue;  // informational (bf16 production dtypes)
+        if (name.rfind("bf16_reference.", 0) == 0)
+          continue;  // informational (bf16 production dtypes)
         if (name == "modality_group_sizes") {
           auto it = got.find(name);
           EXPECT_NE(it, got.end());
           if (it != got.end()) {
-            for (int m = 0; m < 3; ++m) EXPECT_EQ(it->second.data<int32_t>()[m], ref.data<int32_t>()[m]);
+            for (int m = 0; m < 3; ++m)
+              EXPECT_EQ(it->second.data<int32_t>()[m], ref.data<int32_t>()[m]);
           }
           continue;
         }
@@ -74,14 +87,15 @@ class Magi2Parity : public ::testing::Test {
         Diff d;
         if (name.find("topk_weights") != std::string::npos) {
           const std::string base = name.substr(0, name.size() - std::string("topk_weights").size());
-          const test_util::MaxDiff w =
-              test_util::topk_weight_diff(got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
+          const test_util::MaxDiff w = test_util::topk_weight_diff(
+              got.at(base + "topk_indices"), it->second, want.at(base + "topk_indices"), ref);
           d.max_abs = w.max_abs;
           d.max_ref = w.max_ref;
         } else {
           d = compare(it->second, ref);
         }
-        EXPECT_LE(d.rel(), tol) << label << ": " << name << " max|diff| " << d.max_abs << " max|ref| " << d.max_ref;
+        EXPECT_LE(d.rel(), tol) << label << ": " << name << " max|diff| " << d.max_abs
+                                << " max|ref| " << d.max_ref;
         // Worst relative error per tensor class (the name without "layers.{i}.").
         std::string cls = name;
         if (cls.rfind("layers.", 0) == 0) cls = cls.substr(cls.find('.', 7) + 1);
@@ -92,8 +106,10 @@ class Magi2Parity : public ::testing::Test {
         }
       }
     }
-    for (const auto& [cls, rel] : worst_by_class) std::printf("[%s]   %-22s %.3g\n", label, cls.c_str(), rel);
-    std::printf("[%s] compared %d tensors; worst %s at %.3g of max\n", label, compared, worst_name.c_str(), worst);
+    for (const auto& [cls, rel] : worst_by_class)
+      std::printf("[%s]   %-22s %.3g\n", label, cls.c_str(), rel);
+    std::printf("[%s] compared %d tensors; worst %s at %.3g of max\n", label, compared,
+                worst_name.c_str(), worst);
     return compared;
   }
 };
@@ -101,7 +117,7 @@ class Magi2Parity : public ::testing::Test {
 TEST_F(Magi2Parity, PackingMatchesDataProxy) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
   const TensorMap inputs = read_all(kFixture / "inputs.safetensors");
-  const TensorMap got = forward_from_inputs(ckpt, inputs, /*dump=*/true);
+  const TensorMap got = cpu_forward(ckpt, inputs, /*dump=*/true);
   for (const char* name : {"x", "coords_mapping", "per_token_t"}) {
     const Diff d = compare(got.at(name), inputs.at(name));
     EXPECT_EQ(got.at(name).shape(), inputs.at(name).shape()) << name;
@@ -110,7 +126,8 @@ TEST_F(Magi2Parity, PackingMatchesDataProxy) {
   for (const char* name : {"modality_mapping", "cu_seqlens_q"}) {
     const Tensor g = got.at(name).to(DType::I64), w = inputs.at(name).to(DType::I64);
     ASSERT_EQ(g.shape(), w.shape()) << name;
-    for (int64_t i = 0; i < w.numel(); ++i) EXPECT_EQ(g.data<int64_t>()[i], w.data<int64_t>()[i]) << name << "[" << i << "]";
+    for (int64_t i = 0; i < w.numel(); ++i)
+      EXPECT_EQ(g.data<int64_t>()[i], w.data<int64_t>()[i]) << name << "[" << i << "]";
   }
   // Our own time embedding (CPU frequency table) vs the GPU's: ~3e-5 expected (README).
   const Diff t = compare(got.at("time_token_sequence"), inputs.at("time_token_sequence"));
@@ -122,7 +139,7 @@ TEST_F(Magi2Parity, PackingMatchesDataProxy) {
 TEST_F(Magi2Parity, ForwardOwnTimeEmbedding) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
   const TensorMap inputs = read_all(kFixture / "inputs.safetensors");
-  const TensorMap got = forward_from_inputs(ckpt, inputs, /*dump=*/true);
+  const TensorMap got = cpu_forward(ckpt, inputs, /*dump=*/true);
   EXPECT_GE(check_all(got, 1e-4, "own time embedding"), 40);
 }
 
@@ -130,11 +147,12 @@ TEST_F(Magi2Parity, ForwardOwnTimeEmbedding) {
 TEST_F(Magi2Parity, ForwardStoredTimeEmbedding) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
   const TensorMap inputs = read_all(kFixture / "inputs.safetensors");
-  const Magi2Config config = config_from_checkpoint(ckpt);
-  const Magi2Weights weights = load_magi2_weights(ckpt, config);
+  ops::CpuContext ctx;
+  const Magi2Model model(ctx, ckpt);
+  const Magi2Config& config = model.config();
   PackedSequence packed = pack_inputs(config, inputs);
   packed.time_tokens = inputs.at("time_token_sequence");
-  TensorMap got = forward_packed(weights, packed, ForwardOptions{true});
+  TensorMap got = forward_packed(model, packed, /*dump=*/true);
   Tensor video, audio;
   unpack_outputs(config, packed, got.at("model_output"), video, audio);
   got["video_velocity"] = video;
@@ -145,11 +163,14 @@ TEST_F(Magi2Parity, ForwardStoredTimeEmbedding) {
 // Weights stay memory-mapped: the loaded matrices are read-only views of the file.
 TEST_F(Magi2Parity, WeightsAreMapped) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
-  const Magi2Weights w = load_magi2_weights(ckpt, config_from_checkpoint(ckpt));
+  ops::CpuContext ctx;
+  const Magi2Weights w = load_weights(ctx, ckpt, config_from_checkpoint(ckpt), DType::F32);
   EXPECT_TRUE(w.layers[0].attention.linear_qkv.readonly());
   EXPECT_EQ(w.layers[0].attention.linear_qkv.dtype(), DType::BF16);
-  EXPECT_TRUE(w.layers[2].moe_mlp.heads[0].W_gate.readonly());
-  EXPECT_EQ(w.layers[2].moe_mlp.heads[0].W_gate.raw(), ckpt.get("block.layers.2.mlp.moe_mlp.W_gate").raw());
+  ASSERT_EQ(w.layers[2].moe_mlp.experts.gate.size(), 1u);  // every head's rows, one view
+  EXPECT_TRUE(w.layers[2].moe_mlp.experts.gate[0].readonly());
+  EXPECT_EQ(w.layers[2].moe_mlp.experts.gate[0].raw(),
+            ckpt.get("block.layers.2.mlp.moe_mlp.W_gate").raw());
 }
 
 // Expert parallelism: partial expert ranges sum to the full routed-expert output.
@@ -157,14 +178,13 @@ TEST_F(Magi2Parity, ExpertRangesSumToFull) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
   const TensorMap inputs = read_all(kFixture / "inputs.safetensors");
   const Magi2Config config = config_from_checkpoint(ckpt);
-  const PackedSequence packed = pack_inputs(config, inputs);
-  const TensorMap full = forward_packed(load_magi2_weights(ckpt, config), packed, ForwardOptions{true});
+  const TensorMap full = cpu_forward(ckpt, inputs, /*dump=*/true);
   const int64_t E = config.moe.num_experts;
   LoadOptions lo, hi;
   lo.expert_range = std::make_pair<int64_t, int64_t>(0, E / 2);
   hi.expert_range = std::make_pair<int64_t, int64_t>(E / 2, int64_t{E});
-  const TensorMap a = forward_packed(load_magi2_weights(ckpt, config, lo), packed, ForwardOptions{true});
-  const TensorMap b = forward_packed(load_magi2_weights(ckpt, config, hi), packed, ForwardOptions{true});
+  const TensorMap a = cpu_forward(ckpt, inputs, /*dump=*/true, lo);
+  const TensorMap b = cpu_forward(ckpt, inputs, /*dump=*/true, hi);
   // Layer 2 is the first MoE layer: its input is identical, so its expert outputs must add up.
   const Tensor& f = full.at("layers.2.moe.experts_out");
   const Tensor& x = a.at("layers.2.moe.experts_out");
@@ -177,9 +197,11 @@ TEST_F(Magi2Parity, ExpertRangesSumToFull) {
 
 TEST_F(Magi2Parity, BiasEmaReplacesBias) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
-  const Magi2Weights w = load_magi2_weights(ckpt, config_from_checkpoint(ckpt));
+  ops::CpuContext ctx;
+  const Magi2Weights w = load_weights(ctx, ckpt, config_from_checkpoint(ckpt), DType::F32);
   const Tensor ema = ckpt.get("block.layers.2.mlp.moe_mlp.router.expert_bias_ema");
-  for (int64_t i = 0; i < ema.numel(); ++i) EXPECT_EQ(w.layers[2].moe_mlp.expert_bias.f32()[i], ema.f32()[i]);
+  for (int64_t i = 0; i < ema.numel(); ++i)
+    EXPECT_EQ(w.layers[2].moe_mlp.expert_bias.f32()[i], ema.f32()[i]);
 }
 
 TEST_F(Magi2Parity, WrongInputWidthIsBadInput) {
@@ -187,7 +209,7 @@ TEST_F(Magi2Parity, WrongInputWidthIsBadInput) {
   TensorMap inputs = read_all(kFixture / "inputs.safetensors");
   inputs["txt_feat"] = Tensor::zeros({2, 10, 32}, DType::F32);
   try {
-    forward_from_inputs(ckpt, inputs, false);
+    cpu_forward(ckpt, inputs, false);
     FAIL() << "expected BadInput";
   } catch (const BadInput& e) {
     EXPECT_NE(std::string(e.what()).find("txt_feat"), std::string::npos) << e.what();
@@ -195,12 +217,13 @@ TEST_F(Magi2Parity, WrongInputWidthIsBadInput) {
   }
 }
 
-// A copy of the fixture checkpoint with one tensor removed or the config changed must fail with BadInput naming
-// the tensor and the file.
+// A copy of the fixture checkpoint with one tensor removed or the config changed must fail with
+// BadInput naming the tensor and the file.
 class Magi2BadCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("avdit_magi2_bad_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("avdit_magi2_bad_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -214,7 +237,7 @@ class Magi2BadCheckpoint : public ::testing::Test {
   }
   std::string forward_error() {
     try {
-      forward_from_inputs(Checkpoint::open(dir_), read_all(kFixture / "inputs.safetensors"), false);
+      cpu_forward(Checkpoint::open(dir_), read_all(kFixture / "inputs.safetensors"), false);
     } catch (const BadInput& e) {
       return e.what();
     }

@@ -17,6 +17,7 @@
 #include "models/h3/api.h"
 #include "models/magi2/api.h"
 #include "models/h3/model.h"
+#include "models/magi2/model.h"
 #include "ops/context.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
@@ -77,7 +78,8 @@ Runner magi2_runner() {
     o.run.record_model_out = true;
     o.run.teacher = teacher;
     ops::CpuContext ctx;
-    return generate_magi2(ctx, ckpt, o);
+    const models::magi2::Magi2Model model(ctx, ckpt);
+    return generate_magi2(model, o);
   };
 }
 
@@ -177,11 +179,12 @@ TEST(GenerateReplay, BadInputsNameTheTensor) {
   m.run.audio_shape = {1, 3, 64};
   m.run.steps = 1;
   ops::CpuContext ctx;
-  has([&] { generate_magi2(ctx, magi2, m); }, "p.safetensors:text_embeds (text features) has width 32, this model expects 64");
+  const models::magi2::Magi2Model magi2_model(ctx, magi2);
+  has([&] { generate_magi2(magi2_model, m); }, "p.safetensors:text_embeds (text features) has width 32, this model expects 64");
   m.text = {text(4, 64, 1), "p.safetensors:text_embeds"};
   m.run.noise_video = {Tensor::zeros({1, 24, 1, 2, 2}, DType::F32), "n.safetensors:noise_video"};
   m.run.noise_audio = {Tensor::zeros({1, 3, 64}, DType::F32), "n.safetensors:noise_audio"};
-  has([&] { generate_magi2(ctx, magi2, m); }, "n.safetensors:noise_video");
+  has([&] { generate_magi2(magi2_model, m); }, "n.safetensors:noise_video");
 
   const models::h3::H3Model h3_model(ctx, h3);
   H3GenerateOptions h;

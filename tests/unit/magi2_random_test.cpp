@@ -1,5 +1,5 @@
-// The MAGI-2 preview forward at a size of our own: random weights via init_checkpoint, then a forward that must be
-// finite and bit-identical when run again.
+// The MAGI-2 preview forward at a size of our own: random weights via init_checkpoint, then a
+// forward that must be finite and bit-identical when run again.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "models/magi2/api.h"
+#include "ops/context.h"
 
 namespace avdit::models::magi2 {
 namespace {
@@ -59,21 +60,27 @@ TEST(Magi2Random, FiniteAndDeterministic) {
   for (int64_t i = 0; i < pta.numel(); ++i) pta.f32()[i] = 0.5f;
   in["per_token_audio_t"] = pta;
 
-  const TensorMap a = forward_from_inputs(ckpt, in, true);
-  const TensorMap b = forward_from_inputs(ckpt, in, true);
+  ops::CpuContext ctx;
+  const Magi2Model model(ctx, ckpt);
+  const TensorMap a = forward_from_inputs(model, in, true);
+  const TensorMap b = forward_from_inputs(Magi2Model(ctx, ckpt), in, true);
   ASSERT_EQ(a.at("video_velocity").shape(), (Shape{2, 4, 2, 4, 6}));
   ASSERT_EQ(a.at("audio_velocity").shape(), (Shape{2, 5, 8}));
   ASSERT_EQ(a.at("model_output").shape(), (Shape{2 * (12 + 5 + 3) - 1 - 1, 16}));
   double max_abs = 0;
   for (const auto& [name, t] : a) {
     if (t.dtype() != DType::F32) continue;
-    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_TRUE(std::isfinite(t.f32()[i])) << name << "[" << i << "]";
-    ASSERT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.nbytes()), 0) << name << " differs between runs";
+    for (int64_t i = 0; i < t.numel(); ++i)
+      ASSERT_TRUE(std::isfinite(t.f32()[i])) << name << "[" << i << "]";
+    ASSERT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.nbytes()), 0)
+        << name << " differs between runs";
     if (name == "model_output")
-      for (int64_t i = 0; i < t.numel(); ++i) max_abs = std::max(max_abs, static_cast<double>(std::fabs(t.f32()[i])));
+      for (int64_t i = 0; i < t.numel(); ++i)
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(t.f32()[i])));
   }
   std::printf("random config: max|model_output| %.3g\n", max_abs);
-  for (const char* name : {"embed", "layers.1.attn_out", "layers.1.moe.experts_out", "layers.3.output"}) {
+  for (const char* name :
+       {"embed", "layers.1.attn_out", "layers.1.moe.experts_out", "layers.3.output"}) {
     const Tensor& t = a.at(name);
     double ss = 0;
     for (int64_t i = 0; i < t.numel(); ++i) ss += static_cast<double>(t.f32()[i]) * t.f32()[i];

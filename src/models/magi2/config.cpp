@@ -1,5 +1,6 @@
-// Parsing of the official MAGI-2 preview JSON into Magi2Config, with the reference's defaults for absent
-// fields (inference/common/magi2_config.py) and its derived sizes; every rejection names the field.
+// Parsing of the official MAGI-2 preview JSON into Magi2Config, with the reference's defaults for
+// absent fields (inference/common/magi2_config.py) and its derived sizes; every rejection names the
+// field.
 #include "models/magi2/config.h"
 
 #include <algorithm>
@@ -92,7 +93,8 @@ const json& section_or_empty(const json& obj, const char* key) {
   static const json kEmpty = json::object();
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return kEmpty;
-  AVDIT_REQUIRE(it->is_object(), "magi2 config: {} must be an object, found {}", key, it->type_name());
+  AVDIT_REQUIRE(it->is_object(), "magi2 config: {} must be an object, found {}", key,
+                it->type_name());
   return *it;
 }
 
@@ -101,7 +103,8 @@ DType parse_dtype(const std::string& name) {
   if (name == "float16" || name == "torch.float16") return DType::F16;
   if (name == "float32" || name == "torch.float32") return DType::F32;
   throw BadInput(fmt::format(
-      "magi2 config: arch_config.params_dtype '{}' is not one of bfloat16, float16, float32", name));
+      "magi2 config: arch_config.params_dtype '{}' is not one of bfloat16, float16, float32",
+      name));
 }
 
 void require_positive(int64_t v, const char* field) {
@@ -130,7 +133,8 @@ bool is_magi2_config(const json& config) {
 Magi2Config parse_magi2_config(const json& config) {
   AVDIT_REQUIRE(config.is_object(), "magi2 config: expected a JSON object at the top level");
   AVDIT_REQUIRE(config.contains("arch_config"),
-                "magi2 config: no arch_config (is this the MAGI-2 preview schema, configs/magi2_preview.json?)");
+                "magi2 config: no arch_config (is this the MAGI-2 preview schema, "
+                "configs/magi2_preview.json?)");
   const json& arch = section_or_empty(config, "arch_config");
   Magi2Config c;
   c.mm_layers = {0, 1, 38, 39};
@@ -180,15 +184,18 @@ Magi2Config parse_magi2_config(const json& config) {
 
   if (arch.contains("layer_activation_types")) {
     const json& lat = arch["layer_activation_types"];
-    AVDIT_REQUIRE(lat.is_object(), "magi2 config: arch_config.layer_activation_types must be an object");
+    AVDIT_REQUIRE(lat.is_object(),
+                  "magi2 config: arch_config.layer_activation_types must be an object");
     for (auto& [layer, act] : lat.items()) {
-      AVDIT_REQUIRE(act.is_string() && act.get<std::string>() == "swiglu7",
-                    "magi2 config: layer_activation_types[{}] = {}: only swiglu7 exists in the reference", layer,
-                    act.dump());
+      AVDIT_REQUIRE(
+          act.is_string() && act.get<std::string>() == "swiglu7",
+          "magi2 config: layer_activation_types[{}] = {}: only swiglu7 exists in the reference",
+          layer, act.dump());
     }
   }
 
   const json& eval = section_or_empty(config, "evaluation_config");
+  c.evaluation_config = eval;
   const json& dp = section_or_empty(eval, "data_proxy_config");
   const char* ds = "evaluation_config.data_proxy_config";
   read(dp, ds, "t_patch_size", c.data_proxy.t_patch_size);
@@ -207,43 +214,57 @@ Magi2Config parse_magi2_config(const json& config) {
   require_positive(c.audio_in_channels, "arch_config.audio_in_channels");
   require_positive(c.text_in_channels, "arch_config.text_in_channels");
   AVDIT_REQUIRE(c.activation_type == "swiglu7",
-                "magi2 config: arch_config.activation_type '{}' is not supported (the reference has only swiglu7)",
+                "magi2 config: arch_config.activation_type '{}' is not supported (the reference "
+                "has only swiglu7)",
                 c.activation_type);
   AVDIT_REQUIRE(c.mhc_enable, "magi2 config: MAGI-2 inference expects mhc_config.enable = true");
   AVDIT_REQUIRE(c.attn_gating, "magi2 config: MAGI-2 inference expects attn_gating.enable = true");
   AVDIT_REQUIRE(c.attn_sinks, "magi2 config: MAGI-2 inference expects attn_sinks.enable = true");
-  AVDIT_REQUIRE(c.attn_softcap <= 0,
-                "magi2 config: arch_config.attn_softcap = {} (> 0) is not supported; -1 disables it", c.attn_softcap);
+  AVDIT_REQUIRE(
+      c.attn_softcap <= 0,
+      "magi2 config: arch_config.attn_softcap = {} (> 0) is not supported; -1 disables it",
+      c.attn_softcap);
   require_positive(c.mhc_num_stream, "arch_config.mhc_config.num_stream");
-  AVDIT_REQUIRE(c.hidden_size % c.head_dim == 0, "magi2 config: hidden_size {} is not a multiple of head_dim {}",
-                c.hidden_size, c.head_dim);
-  AVDIT_REQUIRE(c.head_dim % 8 == 0 && c.head_dim >= 8,
-                "magi2 config: head_dim {} must be a multiple of 8 (RoPE uses head_dim/8 bands per axis)", c.head_dim);
+  AVDIT_REQUIRE(c.hidden_size % c.head_dim == 0,
+                "magi2 config: hidden_size {} is not a multiple of head_dim {}", c.hidden_size,
+                c.head_dim);
+  AVDIT_REQUIRE(
+      c.head_dim % 8 == 0 && c.head_dim >= 8,
+      "magi2 config: head_dim {} must be a multiple of 8 (RoPE uses head_dim/8 bands per axis)",
+      c.head_dim);
   for (int64_t l : c.mm_layers)
-    AVDIT_REQUIRE(l >= 0 && l < c.num_layers, "magi2 config: mm_layers has {} outside [0, {})", l, c.num_layers);
-  for (int64_t l : c.moe.moe_layers)
-    AVDIT_REQUIRE(l >= 0 && l < c.num_layers, "magi2 config: moe_config.moe_layers has {} outside [0, {})", l,
+    AVDIT_REQUIRE(l >= 0 && l < c.num_layers, "magi2 config: mm_layers has {} outside [0, {})", l,
                   c.num_layers);
+  for (int64_t l : c.moe.moe_layers)
+    AVDIT_REQUIRE(l >= 0 && l < c.num_layers,
+                  "magi2 config: moe_config.moe_layers has {} outside [0, {})", l, c.num_layers);
   AVDIT_REQUIRE(c.moe.score_func == "sigmoid" || c.moe.score_func == "softmax",
-                "magi2 config: moe_config.score_func '{}' must be sigmoid or softmax", c.moe.score_func);
+                "magi2 config: moe_config.score_func '{}' must be sigmoid or softmax",
+                c.moe.score_func);
   require_positive(c.data_proxy.t_patch_size, "data_proxy_config.t_patch_size");
   require_positive(c.data_proxy.patch_size, "data_proxy_config.patch_size");
-  AVDIT_REQUIRE(c.data_proxy.spatial_rope_interpolation == "extra" || c.data_proxy.spatial_rope_interpolation == "inter",
-                "magi2 config: data_proxy_config.spatial_rope_interpolation '{}' must be extra or inter",
-                c.data_proxy.spatial_rope_interpolation);
+  AVDIT_REQUIRE(
+      c.data_proxy.spatial_rope_interpolation == "extra" ||
+          c.data_proxy.spatial_rope_interpolation == "inter",
+      "magi2 config: data_proxy_config.spatial_rope_interpolation '{}' must be extra or inter",
+      c.data_proxy.spatial_rope_interpolation);
   AVDIT_REQUIRE(!c.data_proxy.add_time_token,
-                "magi2 config: data_proxy_config.add_time_token = true is not supported (the preview uses false)");
-  AVDIT_REQUIRE(c.data_proxy.time_channel_dim >= 0, "magi2 config: data_proxy_config.time_channel_dim must be >= 0");
+                "magi2 config: data_proxy_config.add_time_token = true is not supported (the "
+                "preview uses false)");
+  AVDIT_REQUIRE(c.data_proxy.time_channel_dim >= 0,
+                "magi2 config: data_proxy_config.time_channel_dim must be >= 0");
 
   c.num_heads_q = c.hidden_size / c.head_dim;
   c.num_heads_kv = c.num_query_groups;
   AVDIT_REQUIRE(c.num_heads_q % c.num_heads_kv == 0,
-                "magi2 config: {} query heads (hidden_size/head_dim) are not a multiple of num_query_groups {}",
+                "magi2 config: {} query heads (hidden_size/head_dim) are not a multiple of "
+                "num_query_groups {}",
                 c.num_heads_q, c.num_heads_kv);
   c.residual_width = c.mhc_num_stream * c.hidden_size;
   // The reference: int(hidden * factor * 2 / 3) // 128 * 128 for gated activations (swiglu7 is).
   c.dense_intermediate =
-      static_cast<int64_t>(static_cast<double>(c.hidden_size) * c.intermediate_factor * 2.0 / 3.0) / 128 * 128;
+      static_cast<int64_t>(static_cast<double>(c.hidden_size) * c.intermediate_factor * 2.0 / 3.0) /
+      128 * 128;
   c.moe_width = c.moe.split_merge_intermediate_size.value_or(c.hidden_size);
   if (!c.moe.moe_layers.empty()) {
     require_positive(c.moe.num_heads, "moe_config.num_heads");
@@ -251,10 +272,12 @@ Magi2Config parse_magi2_config(const json& config) {
     AVDIT_REQUIRE(c.moe.top_k > 0 && c.moe.top_k <= c.moe.num_experts,
                   "magi2 config: moe_config.top_k {} must be in [1, num_experts = {}]", c.moe.top_k,
                   c.moe.num_experts);
-    AVDIT_REQUIRE(c.moe_width % c.moe.num_heads == 0, "magi2 config: MoE width {} is not a multiple of num_heads {}",
-                  c.moe_width, c.moe.num_heads);
+    AVDIT_REQUIRE(c.moe_width % c.moe.num_heads == 0,
+                  "magi2 config: MoE width {} is not a multiple of num_heads {}", c.moe_width,
+                  c.moe.num_heads);
     require_positive(c.moe.expert_intermediate_size, "moe_config.expert_intermediate_size");
-    require_positive(c.moe.shared_expert_intermediate_size, "moe_config.shared_expert_intermediate_size");
+    require_positive(c.moe.shared_expert_intermediate_size,
+                     "moe_config.shared_expert_intermediate_size");
     require_positive(c.moe.modality_specific_expert_intermediate_size,
                      "moe_config.modality_specific_expert_intermediate_size");
   }
@@ -262,7 +285,8 @@ Magi2Config parse_magi2_config(const json& config) {
   bool any_dense = false;
   for (int64_t l = 0; l < c.num_layers; ++l) any_dense = any_dense || !c.is_moe_layer(l);
   AVDIT_REQUIRE(!any_dense || c.dense_intermediate > 0,
-                "magi2 config: the dense MLP width floor(int(hidden*factor*2/3)/128)*128 is 0 for hidden {} x factor {}",
+                "magi2 config: the dense MLP width floor(int(hidden*factor*2/3)/128)*128 is 0 for "
+                "hidden {} x factor {}",
                 c.hidden_size, c.intermediate_factor);
   c.rope_bands = c.head_dim / 8;
   c.rope_dim = 6 * c.rope_bands;

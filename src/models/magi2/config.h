@@ -1,5 +1,6 @@
 // Magi2Config: the MAGI-2 preview DiT configuration, parsed from the official JSON schema
-// (arch_config, arch_config.moe_config, evaluation_config.data_proxy_config) plus every size derived from it.
+// (arch_config, arch_config.moe_config, evaluation_config.data_proxy_config) plus every size
+// derived from it.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,8 @@
 
 namespace avdit::models::magi2 {
 
-// Modality ids as the reference's data proxy writes them (Modality enum); kTime is remapped to text.
+// Modality ids as the reference's data proxy writes them (Modality enum); kTime is remapped to
+// text.
 enum Modality : int32_t { kVideo = 0, kAudio = 1, kText = 2, kTime = 3 };
 inline constexpr int kNumModalities = 3;
 
@@ -35,7 +37,8 @@ struct Magi2MoEConfig {
 struct Magi2DataProxyConfig {
   int64_t t_patch_size = 1;
   int64_t patch_size = 1;
-  std::string spatial_rope_interpolation = "extra";  // "extra": rope reference = the latent grid; "inter": 32x32
+  std::string spatial_rope_interpolation =
+      "extra";  // "extra": rope reference = the latent grid; "inter": 32x32
   bool add_time_token = false;
   int64_t time_channel_dim = 64;
 };
@@ -62,20 +65,25 @@ struct Magi2Config {
   double mhc_alpha_init = 0.01;
   Magi2MoEConfig moe;
   Magi2DataProxyConfig data_proxy;
+  // The checkpoint's evaluation_config as stated (an empty object when absent): the sampler's
+  // defaults (pipeline::magi2_sampler_defaults) come from it; the model reads data_proxy only.
+  nlohmann::json evaluation_config = nlohmann::json::object();
 
   // Derived exactly as the reference derives them.
-  int64_t num_heads_q = 0;           // hidden_size / head_dim
-  int64_t num_heads_kv = 0;          // num_query_groups
-  int64_t residual_width = 0;        // mhc_num_stream * hidden_size (the adapter width)
-  int64_t dense_intermediate = 0;    // floor(int(hidden * factor * 2/3) / 128) * 128 (swiglu7 is gated)
-  int64_t moe_width = 0;             // split_merge_intermediate_size or hidden_size
-  int64_t moe_head_dim = 0;          // moe_width / moe.num_heads
-  int64_t rope_bands = 0;            // head_dim / 8 frequency bands per axis
-  int64_t rope_dim = 0;              // 6 * rope_bands rotated dims of each head
-  int64_t max_in_channels = 0;       // max(video, audio, text) in channels: packed row width
-  int64_t out_channels = 0;          // max(video, audio) in channels: model_output width
+  int64_t num_heads_q = 0;     // hidden_size / head_dim
+  int64_t num_heads_kv = 0;    // num_query_groups
+  int64_t residual_width = 0;  // mhc_num_stream * hidden_size (the adapter width)
+  int64_t dense_intermediate =
+      0;                        // floor(int(hidden * factor * 2/3) / 128) * 128 (swiglu7 is gated)
+  int64_t moe_width = 0;        // split_merge_intermediate_size or hidden_size
+  int64_t moe_head_dim = 0;     // moe_width / moe.num_heads
+  int64_t rope_bands = 0;       // head_dim / 8 frequency bands per axis
+  int64_t rope_dim = 0;         // 6 * rope_bands rotated dims of each head
+  int64_t max_in_channels = 0;  // max(video, audio, text) in channels: packed row width
+  int64_t out_channels = 0;     // max(video, audio) in channels: model_output width
 
-  // Number of modality weight groups of a layer's attention / dense MLP / mhc_norm (3 in mm_layers, else 1).
+  // Number of modality weight groups of a layer's attention / dense MLP / mhc_norm (3 in mm_layers,
+  // else 1).
   int64_t groups(int64_t layer) const;
   bool is_moe_layer(int64_t layer) const;
   bool is_mm_layer(int64_t layer) const;
@@ -84,7 +92,8 @@ struct Magi2Config {
 // True when the JSON has the MAGI-2 preview schema (an arch_config with moe_config / mhc_config).
 bool is_magi2_config(const nlohmann::json& config);
 
-// Parses and validates; BadInput names the offending field. Absent fields take the reference's defaults.
+// Parses and validates; BadInput names the offending field. Absent fields take the reference's
+// defaults.
 Magi2Config parse_magi2_config(const nlohmann::json& config);
 
 }  // namespace avdit::models::magi2

@@ -1,170 +1,316 @@
-// The MAGI-2 preview forward (see model.h). The residual state lives in modality-sorted order throughout the
-// block (as in the reference); dumps are mapped back to packed order.
+// The MAGI-2 preview forward (see model.h), step by step as the reference's Transformer:
+// PreAdapter, the layers (mHC around attention and the MLP), PostAdapter. Named points: the
+// fixture's names (embed_pre_time, embed, rope, layers.{i}.*) through observe_lazy with the gather
+// back to packed order, so nothing is computed without a probe; and the MoE stages (moe.{i}.*: the
+// tensor as it is, in the model's own order) for timers and statistics.
 #include "models/magi2/model.h"
 
-#include <cstring>
+#include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
-#include "models/magi2/layers.h"
-#include "models/magi2/mhc.h"
-#include "ops/ops.h"
+#include "io/safetensors.h"
+#include "models/magi2/api.h"
+#include "ops/activation.h"
+#include "ops/attention_prologue.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/mhc.h"
+#include "ops/moe.h"
+#include "ops/norm.h"
+#include "ops/rows.h"
 
 namespace avdit::models::magi2 {
-namespace {
 
-struct Recorder {
-  TensorMap* out = nullptr;
-  const TokenLayout* layout = nullptr;
-  // Per-token tensor in permuted order -> packed order.
-  void token(const std::string& name, const Tensor& permuted) const {
-    if (out) (*out)[name] = gather_rows(permuted, layout->inv);
-  }
-  void token_i64(const std::string& name, const Tensor& permuted) const {
-    if (!out) return;
-    const int64_t L = permuted.size(0), row = permuted.numel() / std::max<int64_t>(L, 1);
-    Tensor t = Tensor::empty(permuted.shape(), DType::I64);
-    for (int64_t l = 0; l < L; ++l)
-      std::memcpy(t.data<int64_t>() + l * row, permuted.data<int64_t>() + layout->inv[l] * row, sizeof(int64_t) * row);
-    (*out)[name] = t;
-  }
-  void packed(const std::string& name, const Tensor& t) const {
-    if (out) (*out)[name] = t;
-  }
-};
+Magi2Model::Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, DType act,
+                       const LoadOptions& load)
+    : Magi2Model(ctx, ckpt, config_from_checkpoint(ckpt), act, load) {}
 
-// PreAdapter: embedder of each modality on its first C_m channels, in permuted order: [L, n*hidden].
-Tensor embed(const Magi2Weights& w, const PackedSequence& p, const TokenLayout& layout) {
-  const Magi2Config& c = w.config;
-  const Tensor* ws[3] = {&w.video_embedder_w, &w.audio_embedder_w, &w.text_embedder_w};
-  const Tensor* bs[3] = {&w.video_embedder_b, &w.audio_embedder_b, &w.text_embedder_b};
-  const int64_t cin[3] = {c.video_in_channels, c.audio_in_channels, c.text_in_channels};
-  const Tensor x_perm = gather_rows(p.x, layout.perm);
-  std::vector<Tensor> parts;
-  for (int m = 0; m < 3; ++m) {
-    if (layout.size[m] == 0) continue;
-    const Tensor rows = x_perm.slice_rows(layout.begin[m], layout.begin[m] + layout.size[m]);
-    parts.push_back(ops::linear(take_columns(rows, 0, cin[m]), *ws[m], bs[m]));
-  }
-  AVDIT_REQUIRE(!parts.empty(), "magi2 forward: the packed sequence is empty");
-  return parts.size() == 1 ? parts[0] : ops::concat_rows(parts);
+Magi2Model::Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, const Magi2Config& config,
+                       DType act, const LoadOptions& load)
+    : ctx_(ctx), config_(config), act_(act) {
+  w_ = load_weights(ctx, ckpt, config_, act_, load, &weight_bytes_);
+  time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
 }
 
-// PostAdapter: RMSNorm over all n*hidden channels + final linear for video and audio rows; text rows stay 0.
-Tensor post_adapter(const Magi2Weights& w, const Tensor& s, const TokenLayout& layout) {
-  const Magi2Config& c = w.config;
-  const int64_t L = s.size(0), width = c.out_channels;
-  Tensor out = Tensor::zeros({L, width}, DType::F32);
-  struct Head {
-    int m;
-    const Tensor* norm;
-    const Tensor* linear;
-    int64_t channels;
-  } heads[2] = {{kVideo, &w.final_norm_video, &w.final_linear_video, c.video_in_channels},
-                {kAudio, &w.final_norm_audio, &w.final_linear_audio, c.audio_in_channels}};
-  for (const Head& h : heads) {
-    if (layout.size[h.m] == 0) continue;
-    const Tensor rows = s.slice_rows(layout.begin[h.m], layout.begin[h.m] + layout.size[h.m]);
-    const Tensor y = ops::linear(ops::rms_norm(rows, *h.norm, kNormEps, true), *h.linear);  // [n, C]
-    for (int64_t r = 0; r < y.size(0); ++r)
-      std::memcpy(out.f32() + (layout.begin[h.m] + r) * width, y.f32() + r * h.channels, sizeof(float) * h.channels);
-  }
+Magi2Model::Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed)
+    : ctx_(ctx), config_(config), act_(act) {
+  w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_);
+  time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
+}
+
+Magi2Plan Magi2Model::plan(const std::vector<int32_t>& modality, const Tensor& coords_any,
+                           std::vector<int64_t> cu) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  Magi2Plan p;
+  p.layout = TokenLayout::from_modality(modality);  // validates the ids
+  const int64_t L = p.layout.tokens();
+  AVDIT_REQUIRE(L > 0, "magi2 forward: the packed sequence is empty");
+  AVDIT_REQUIRE(L < (int64_t{1} << 31), "magi2 forward: {} tokens do not fit 32-bit indices", L);
+  AVDIT_REQUIRE(coords_any.defined() && coords_any.ndim() == 2 && coords_any.size(0) == L &&
+                    coords_any.size(1) == 9,
+                "magi2 forward: coords_mapping has shape {}, expected [{}, 9]",
+                coords_any.defined() ? coords_any.shape_str() : std::string("none"), L);
+  AVDIT_REQUIRE(
+      cu.size() >= 2 && cu.front() == 0 && cu.back() == L && std::is_sorted(cu.begin(), cu.end()),
+      "magi2 forward: cu_seqlens must rise from 0 to {} ({} entries)", L, cu.size());
+  p.perm = ops::index_tensor(ctx, p.layout.perm);
+  p.inv = ops::index_tensor(ctx, p.layout.inv);
+  p.group = ops::index_tensor(ctx, p.layout.groups());
+  p.rope = ctx.empty({L, 6 * c.rope_bands}, DType::F32);
+  ops::rope_table(ctx, ops::cast(ctx, ctx.upload(coords_any), DType::F32), w_.rope_bands, p.rope);
+  p.segments = ops::plan_segments(ctx, std::move(cu), c.num_heads_q, c.head_dim, act_);
+  return p;
+}
+
+Tensor Magi2Model::time_embedding(const Tensor& per_token_t, const Tensor& freqs) const {
+  ops::Context& ctx = ctx_;
+  const int64_t tc = config_.data_proxy.time_channel_dim;
+  const Tensor t = ops::cast(ctx, ctx.upload(per_token_t), DType::F32);
+  Tensor out = ctx.empty({t.numel(), tc}, DType::F32);
+  const Tensor f = freqs.defined() ? ops::cast(ctx, ctx.upload(freqs), DType::F32) : time_freqs_;
+  AVDIT_REQUIRE(tc <= 1 || f.numel() == tc / 2,
+                "magi2: {} time-embedding frequencies, expected {} (time_channel_dim / 2)",
+                f.numel(), tc / 2);
+  ops::time_embedding(ctx, t, f, out);
   return out;
 }
 
-// The mHC coefficients cast to the stream dtype (the reference's out_dtype=s.dtype); identity in fp32.
-MhcCoefficients rounded(MhcCoefficients c, const Rounding& rnd) {
-  c.h_pre = rnd(std::move(c.h_pre));
-  c.h_post = rnd(std::move(c.h_post));
-  c.h_res = rnd(std::move(c.h_res));
-  return c;
+Tensor Magi2Model::forward(const Magi2Plan& p, const Tensor& x_any, const Tensor& time_any) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  const int64_t L = p.tokens(), tc = c.data_proxy.time_channel_dim;
+  const Tensor x = ops::cast(ctx, ctx.upload(x_any), DType::F32);
+  AVDIT_REQUIRE(x.ndim() == 2 && x.size(0) == L && x.size(1) >= c.max_in_channels,
+                "magi2 forward: packed x has shape {}, expected [{}, >= {}]", x.shape_str(), L,
+                c.max_in_channels);
+  Tensor time;
+  if (tc > 0) {
+    AVDIT_REQUIRE(time_any.defined() && time_any.numel() == L * tc,
+                  "magi2 forward: time_token_sequence must be [{}, {}], found {}", L, tc,
+                  time_any.defined() ? time_any.shape_str() : std::string("none"));
+    time = ops::cast(ctx, ctx.upload(time_any), DType::F32).reshape({L, tc});
+  }
+  Tensor s = embed(p, x, time);
+  ops::observe(ctx, {"rope"}, p.rope);
+  for (int64_t i = 0; i < c.num_layers; ++i) layer(i, p, s);
+  return post_adapter(p, s);
 }
 
-}  // namespace
-
-TensorMap forward_packed(const Magi2Weights& w, const PackedSequence& p, const ForwardOptions& options) {
-  const Magi2Config& c = w.config;
-  const int64_t L = p.tokens(), n = c.mhc_num_stream, hidden = c.hidden_size, R = c.residual_width;
-  AVDIT_REQUIRE(p.x.ndim() == 2 && p.x.size(1) >= c.max_in_channels,
-                "magi2 forward: packed x has shape {}, expected [L, >= {}]", p.x.shape_str(), c.max_in_channels);
-  AVDIT_REQUIRE(static_cast<int64_t>(p.modality.size()) == L, "magi2 forward: {} modality ids for {} tokens",
-                p.modality.size(), L);
-  const int64_t tc = c.data_proxy.time_channel_dim;
-  AVDIT_REQUIRE(tc == 0 || (p.time_tokens.defined() && p.time_tokens.size(0) == L && p.time_tokens.size(1) == tc),
-                "magi2 forward: time_token_sequence must be [{}, {}], found {}", L, tc,
-                p.time_tokens.defined() ? p.time_tokens.shape_str() : std::string("none"));
-  const TokenLayout layout = TokenLayout::from_modality(p.modality);
-  TensorMap result;
-  Recorder rec{options.dump ? &result : nullptr, &layout};
-
-  // Embedding, then the time embedding OVERWRITES channels [0, tc) of every token (text included).
-  Tensor s = embed(w, p, layout);
-  rec.token("embed_pre_time", s);
-  if (tc > 0) {
-    const Tensor tt = p.time_tokens.to_f32();
-    for (int64_t r = 0; r < L; ++r)
-      std::memcpy(s.f32() + r * R, tt.f32() + layout.perm[r] * tc, sizeof(float) * tc);
+// PreAdapter: each modality's embedder on its first C_m channels, in permuted order; then the time
+// embedding OVERWRITES channels [0, tc) of every token (text included); the TransformerBlock casts
+// the (fp32) result to the stream dtype.
+Tensor Magi2Model::embed(const Magi2Plan& p, const Tensor& x, const Tensor& time) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  const int64_t L = p.tokens(), R = c.residual_width;
+  const int64_t cin[3] = {c.video_in_channels, c.audio_in_channels, c.text_in_channels};
+  const Tensor x_perm = ops::gather_rows(ctx, x, p.perm);
+  Tensor y = ctx.empty({L, R}, DType::F32);
+  for (int m = 0; m < 3; ++m) {
+    const int64_t b = p.layout.begin[m], n = p.layout.size[m];
+    if (n == 0) continue;
+    Tensor ym = y.slice_rows(b, b + n);
+    ops::linear_into(ctx, ops::take_columns(ctx, x_perm.slice_rows(b, b + n), 0, cin[m]),
+                     w_.embedder_w[m], nullptr, ym);
   }
-  rec.token("embed", s);
-  // TransformerBlock casts the (fp32) embedded sequence to bf16: the residual stream is bf16 from here on.
-  const Rounding rnd{options.bf16_activations};
-  s = rnd(std::move(s));
+  const Tensor* tp = time.defined() ? &time : nullptr;
+  auto epilogue_f32 = [&](const Tensor* t) {
+    Tensor e = ctx.empty({L, R}, DType::F32);
+    ops::embed_epilogue(ctx, y, w_.embedder_b, p.group, t, p.perm, e);
+    return ops::gather_rows(ctx, e, p.inv);
+  };
+  ops::observe_lazy(ctx, {"embed_pre_time"}, [&] { return epilogue_f32(nullptr); });
+  ops::observe_lazy(ctx, {"embed"}, [&] { return epilogue_f32(tp); });
+  Tensor s = ctx.empty({L, R}, act_);
+  ops::embed_epilogue(ctx, y, w_.embedder_b, p.group, tp, p.perm, s);
+  return s;
+}
 
-  const Tensor rope = rope_table(p.coords, w.rope_bands);  // [L, 6B] packed
-  rec.packed("rope", rope);
-  const int64_t half = c.rope_dim / 2;
-  RopeTables tables{take_columns(rope, 0, half), take_columns(rope, half, 2 * half)};
+void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  const LayerWeights& lw = w_.layers[i];
+  const int64_t L = p.tokens(), n = c.mhc_num_stream, hidden = c.hidden_size;
+  const Tensor* grp = lw.groups > 1 ? &p.group : nullptr;
+  auto packed = [&](const Tensor& t) { return ops::gather_rows(ctx, t, p.inv); };
+  // mHC coefficients of a branch: RMSNorm of the flat state with the per-modality mhc_norm rows
+  // (the same weight for both branches), the phi GEMM in fp32, then sigmoid / 2 sigmoid / Sinkhorn,
+  // cast to the stream dtype (the reference's out_dtype = s.dtype).
+  auto coefficients = [&](const MhcBranchWeights& b) {
+    const Tensor y =
+        ops::rms_norm(ctx, s, ops::RmsNormWeight{lw.mhc_norm, true, grp}, kNormEps, DType::F32);
+    return ops::mhc_coefficients(ctx, ops::matmul(ctx, y, b.phi), b.coef, n, act_);
+  };
+  auto observe_coefficients = [&](const ops::MhcCoefficients& co, const char* pre, const char* post,
+                                  const char* res) {
+    ops::observe_lazy(ctx, {pre, i}, [&] { return packed(co.h_pre); });
+    ops::observe_lazy(ctx, {post, i}, [&] { return packed(co.h_post); });
+    ops::observe_lazy(ctx, {res, i}, [&] { return packed(co.h_res); });
+  };
 
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const LayerWeights& lw = w.layers[i];
-    const std::string p_ = fmt::format("layers.{}.", i);
-    // Attention branch.
-    // bf16 mode: h_pre/h_post/h_res are cast to the stream dtype; the mHC kernels accumulate in fp32 and store in
-    // the stream dtype (attn_in, mlp_in and the new streams are bf16).
-    const MhcCoefficients ca =
-        rounded(mhc_coefficients(s, lw.mhc_norm, lw.groups, layout, lw.mhc_attn, n, hidden), rnd);
-    const Tensor attn_in = rnd(mhc_apply_pre(s, ca.h_pre, n));
-    const Tensor attn_out =
-        attention_forward(lw.attention, c, lw.groups, attn_in, layout, tables, p.cu_seqlens, rnd);
-    const Tensor s1 = rnd(mhc_hyper_connect(s, attn_out, ca.h_post, ca.h_res, n));
-    // MLP branch (same mhc_norm weight).
-    const MhcCoefficients cm =
-        rounded(mhc_coefficients(s1, lw.mhc_norm, lw.groups, layout, lw.mhc_mlp, n, hidden), rnd);
-    const Tensor mlp_in = rnd(mhc_apply_pre(s1, cm.h_pre, n));
-    Tensor mlp_out;
-    if (lw.moe) {
-      MoeOutputs mo = moe_forward(lw.moe_mlp, c, mlp_in, layout, rnd);
-      mlp_out = mo.mlp_out;
-      rec.token(p_ + "moe.split_out", mo.split_out);
-      rec.token(p_ + "moe.experts_out", mo.experts_out);
-      rec.token(p_ + "moe.merge_out", mo.merge_out);
-      rec.token(p_ + "moe.shared_out", mo.shared_out);
-      rec.token(p_ + "router.logits", mo.router_logits);
-      rec.token(p_ + "router.topk_weights", mo.topk_weights);
-      rec.token_i64(p_ + "router.topk_indices", mo.topk_indices);
-    } else {
-      mlp_out = dense_mlp_forward(lw.dense, lw.groups, mlp_in, layout, rnd);
-    }
-    s = rnd(mhc_hyper_connect(s1, mlp_out, cm.h_post, cm.h_res, n));
-    rec.token(p_ + "mhc.attn.h_pre", ca.h_pre);
-    rec.token(p_ + "mhc.attn.h_post", ca.h_post);
-    rec.token(p_ + "mhc.attn.h_res", ca.h_res);
-    rec.token(p_ + "attn_in", attn_in);
-    rec.token(p_ + "attn_out", attn_out);
-    rec.token(p_ + "mhc.mlp.h_pre", cm.h_pre);
-    rec.token(p_ + "mhc.mlp.h_post", cm.h_post);
-    rec.token(p_ + "mhc.mlp.h_res", cm.h_res);
-    rec.token(p_ + "mlp_in", mlp_in);
-    rec.token(p_ + "mlp_out", mlp_out);
-    rec.token(p_ + "output", s);
+  // Attention branch: the mHC mix into the branch input, the branch, the mix back into the streams.
+  const ops::MhcCoefficients ca = coefficients(lw.mhc_attn);
+  observe_coefficients(ca, "layers.{}.mhc.attn.h_pre", "layers.{}.mhc.attn.h_post",
+                       "layers.{}.mhc.attn.h_res");
+  Tensor attn_in = ctx.empty({L, hidden}, act_);
+  ops::mhc_apply_pre(ctx, s, ca.h_pre, n, attn_in);
+  ops::observe_lazy(ctx, {"layers.{}.attn_in", i}, [&] { return packed(attn_in); });
+  const Tensor attn_out = attention(i, p, attn_in);
+  ops::observe_lazy(ctx, {"layers.{}.attn_out", i}, [&] { return packed(attn_out); });
+  ops::mhc_hyper_connect_(ctx, s, attn_out, ca.h_post, ca.h_res, n);
+
+  // MLP branch.
+  const ops::MhcCoefficients cm = coefficients(lw.mhc_mlp);
+  observe_coefficients(cm, "layers.{}.mhc.mlp.h_pre", "layers.{}.mhc.mlp.h_post",
+                       "layers.{}.mhc.mlp.h_res");
+  Tensor mlp_in = ctx.empty({L, hidden}, act_);
+  ops::mhc_apply_pre(ctx, s, cm.h_pre, n, mlp_in);
+  ops::observe_lazy(ctx, {"layers.{}.mlp_in", i}, [&] { return packed(mlp_in); });
+  const Tensor mlp_out = lw.moe ? moe_mlp(i, p, mlp_in) : dense_mlp(i, p, mlp_in);
+  ops::observe_lazy(ctx, {"layers.{}.mlp_out", i}, [&] { return packed(mlp_out); });
+  ops::mhc_hyper_connect_(ctx, s, mlp_out, cm.h_post, cm.h_res, n);
+  ops::observe_lazy(ctx, {"layers.{}.output", i}, [&] { return packed(s); });
+}
+
+// Fused QKV (pre_norm, then linear_g and linear_qkv per modality), QK-norm + partial rotate-half
+// RoPE into packed order, the core with the sinks, the per-head sigmoid gate back in permuted
+// order, linear_proj per modality.
+Tensor Magi2Model::attention(int64_t i, const Magi2Plan& p, const Tensor& attn_in) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  const AttentionWeights& w = w_.layers[i].attention;
+  const int64_t G = w_.layers[i].groups, L = p.tokens(), Hq = c.num_heads_q, Hkv = c.num_heads_kv,
+                D = c.head_dim;
+  const Tensor* grp = G > 1 ? &p.group : nullptr;
+  const Tensor a =
+      ops::rms_norm(ctx, attn_in, ops::RmsNormWeight{w.pre_norm, true, grp}, kNormEps, act_);
+  const Tensor g = grouped_linear(p, a, w.linear_g, G);  // [L, Hq]
+  const Tensor qkv =
+      grouped_linear(p, a, w.linear_qkv, G);  // [L, (Hq + 2 Hkv) D]: q | k | v, head-major
+  // q and k stay fp32 through the norm and RoPE in the reference (out_dtype=float32) and meet FA3
+  // in the activation dtype: the prologue rounds once, at its store.
+  Tensor q = ctx.empty({L, Hq, D}, act_), k = ctx.empty({L, Hkv, D}, act_),
+         v = ctx.empty({L, Hkv, D}, act_);
+  ops::qkv_prologue(ctx, qkv, w.q_norm, w.k_norm, grp, p.inv, p.rope, c.rope_dim / 2, q, k, v);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const Tensor o = ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks, nullptr,
+                                  act_);  // [L, Hq, D] packed
+  Tensor gated = ctx.empty({L, Hq * D}, act_);
+  ops::gate_unpermute(ctx, o, g, p.perm, gated);
+  return grouped_linear(p, gated, w.linear_proj, G);
+}
+
+// pre_norm, up_gate_proj (rows interleave gate / linear), swiglu7, down_proj; per modality.
+Tensor Magi2Model::dense_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const {
+  ops::Context& ctx = ctx_;
+  const DenseMlpWeights& w = w_.layers[i].dense;
+  const int64_t G = w_.layers[i].groups;
+  const Tensor a =
+      ops::rms_norm(ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, G > 1 ? &p.group : nullptr},
+                    kNormEps, act_);
+  const Tensor u = grouped_linear(p, a, w.up_gate_proj, G);  // [L, 2I]
+  return grouped_linear(p, ops::gated(ctx, ops::Gated::Swiglu7Interleaved, u), w.down_proj, G);
+}
+
+// The multi-head MoE: pre_norm (always the three modality rows), split linear, the per-head fp32
+// router, the routed experts, plus the shared expert and the modality-specific shared expert,
+// summed by the merge (ops/moe.h).
+Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  const MoeWeights& w = w_.layers[i].moe_mlp;
+  AVDIT_CHECK(w_.layers[i].moe, "magi2: layer {} is not a MoE layer", i);
+  const ops::MoeConfig mc = moe_config(c);
+  const int64_t L = p.tokens(), hidden = c.hidden_size, W = c.moe_width,
+                Is = c.moe.shared_expert_intermediate_size;
+  auto packed = [&](const Tensor& t) { return ops::gather_rows(ctx, t, p.inv); };
+  const Tensor xn =
+      ops::rms_norm(ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, &p.group}, kNormEps, act_);
+  ops::observe(ctx, {"moe.{}.norm", i}, xn);
+  const Tensor split =
+      ops::linear(ctx, xn, w.split_linear, nullptr, act_);  // [L, W]: the heads side by side
+  ops::observe(ctx, {"moe.{}.split", i}, split);
+  // Router logits only when a probe wants them.
+  const ops::Routing r = ops::route(ctx, split, w.gate, w.expert_bias, mc,
+                                    ops::observed(ctx, {"layers.{}.router.logits", i}));
+  ops::observe(ctx, {"moe.{}.router", i}, r.indices);
+  // [routed experts' output | shared expert's h] side by side: moe_output sums both in one GEMM on
+  // the GPU.
+  Tensor cat = ctx.empty({L, W + Is}, act_);
+  ops::routed_experts(ctx, split, r, w.experts, mc, cat);
+  ops::observe(ctx, {"moe.{}.experts", i}, cat);
+  // The shared expert on every token (fc1 rows interleave gate / linear), its h beside the
+  // experts'.
+  ops::gated_into(ctx, ops::Gated::Swiglu7Interleaved,
+                  ops::linear(ctx, xn, w.shared_fc1, nullptr, act_), nullptr, cat, W);
+  ops::observe(ctx, {"moe.{}.shared", i}, cat);
+  // The modality-specific shared expert.
+  const Tensor ms_h = ops::gated(ctx, ops::Gated::Swiglu7Interleaved,
+                                 grouped_linear(p, xn, w.ms_fc1, kNumModalities));
+  const Tensor specific = grouped_linear(p, ms_h, w.ms_fc2, kNumModalities);
+  ops::observe(ctx, {"moe.{}.specific", i}, specific);
+  Tensor out = ctx.empty({L, hidden}, act_);
+  ops::moe_output(ctx, cat, specific, w.output, out);
+  ops::observe(ctx, {"moe.{}.out", i}, out);
+
+  ops::observe_lazy(ctx, {"layers.{}.moe.split_out", i}, [&] { return packed(split); });
+  ops::observe_lazy(ctx, {"layers.{}.moe.experts_out", i},
+                    [&] { return packed(ops::take_columns(ctx, cat, 0, W)); });
+  if (ops::observed(ctx, {"layers.{}.moe.merge_out", i}) ||
+      ops::observed(ctx, {"layers.{}.moe.shared_out", i})) {
+    Tensor merge_out = ctx.empty({L, hidden}, act_), shared_out = ctx.empty({L, hidden}, act_);
+    Tensor again = ctx.empty({L, hidden}, act_);
+    ops::moe_output(ctx, cat, specific, w.output, again, &merge_out, &shared_out);
+    ops::observe_lazy(ctx, {"layers.{}.moe.merge_out", i}, [&] { return packed(merge_out); });
+    ops::observe_lazy(ctx, {"layers.{}.moe.shared_out", i}, [&] { return packed(shared_out); });
   }
-  // PostAdapter casts the stream to its fp32 norm weight's dtype: fp32 from here on in both modes.
-  result["model_output"] = gather_rows(post_adapter(w, s, layout), layout.inv);
-  if (options.dump) {
-    Tensor sizes = Tensor::empty({3}, DType::I32);
-    for (int m = 0; m < 3; ++m) sizes.data<int32_t>()[m] = static_cast<int32_t>(layout.size[m]);
-    result["modality_group_sizes"] = sizes;
+  if (r.logits.defined())
+    ops::observe_lazy(ctx, {"layers.{}.router.logits", i}, [&] { return packed(r.logits); });
+  ops::observe_lazy(ctx, {"layers.{}.router.topk_weights", i}, [&] { return packed(r.weights); });
+  ops::observe_lazy(ctx, {"layers.{}.router.topk_indices", i}, [&] { return packed(r.indices); });
+  return out;
+}
+
+// PostAdapter in fp32 (the stream cast to its fp32 norm weight's dtype): RMSNorm over all n*hidden
+// channels with the video / audio weight, then the modality's final linear; text rows stay 0.
+Tensor Magi2Model::post_adapter(const Magi2Plan& p, const Tensor& s) const {
+  ops::Context& ctx = ctx_;
+  const Magi2Config& c = config_;
+  const int64_t L = p.tokens(), width = c.out_channels;
+  const Tensor yn = ops::rms_norm(ctx, s, ops::RmsNormWeight{w_.final_norm, true, &p.group},
+                                  kNormEps, DType::F32);
+  Tensor out = ctx.zeros({L, width}, DType::F32);
+  const int64_t channels[2] = {c.video_in_channels, c.audio_in_channels};
+  for (int m = 0; m < 2; ++m) {
+    const int64_t b = p.layout.begin[m], n = p.layout.size[m];
+    if (n == 0) continue;
+    const Tensor y =
+        ops::linear(ctx, yn.slice_rows(b, b + n), w_.final_linear[m], nullptr, DType::F32);
+    Tensor rows = out.slice_rows(b, b + n);
+    ops::copy_columns(ctx, y, 0, rows, 0, channels[m]);
   }
-  return result;
+  return ops::gather_rows(ctx, out, p.inv);
+}
+
+Tensor Magi2Model::grouped_linear(const Magi2Plan& p, const Tensor& x, const Tensor& w,
+                                  int64_t groups) const {
+  ops::Context& ctx = ctx_;
+  AVDIT_CHECK(w.size(0) % groups == 0, "magi2: weight {} for {} groups", w.shape_str(), groups);
+  const int64_t L = x.size(0), N = w.size(0) / groups;
+  Tensor y = ctx.empty({L, N}, act_);
+  if (groups == 1) {
+    ops::linear_into(ctx, x, w, nullptr, y);
+    return y;
+  }
+  for (int64_t m = 0; m < groups; ++m) {
+    const int64_t b = p.layout.begin[m], n = p.layout.size[m];
+    if (n == 0) continue;
+    Tensor ym = y.slice_rows(b, b + n);
+    ops::linear_into(ctx, x.slice_rows(b, b + n), w.slice_rows(m * N, (m + 1) * N), nullptr, ym);
+  }
+  return y;
 }
 
 }  // namespace avdit::models::magi2

@@ -1,23 +1,94 @@
-// The MAGI-2 preview transformer forward on a packed sequence: embedding + time overwrite, the layers (mHC around
-// attention and dense MLP / MoE), final norms and linears. Optionally records every intermediate under the golden
-// fixture's names (per-token tensors in packed order).
+// Magi2Model: the MAGI-2 preview transformer forward, written once against the op set, for any
+// context: the CPU (float32 oracle, or bf16 activations with the reference's rounding points) and
+// the GPU (fp32 parity or bf16 production). Embedding + time overwrite, the layers (mHC around
+// attention and the dense MLP or the multi-head MoE), final norms and linears, on a packed
+// sequence. The residual stream lives in modality-sorted order (the reference's
+// ModalityDispatcher), so that each modality-specific weight applies to one contiguous row range;
+// the attention core runs in packed order. Named points (model.cpp) carry the fixture's names, in
+// packed order.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "core/tensor.h"
-#include "models/magi2/packing.h"
+#include "models/magi2/config.h"
+#include "models/magi2/token_layout.h"
 #include "models/magi2/weights.h"
+#include "ops/attention.h"
+#include "ops/context.h"
+
+namespace avdit {
+class Checkpoint;
+}
 
 namespace avdit::models::magi2 {
 
-struct ForwardOptions {
-  bool dump = false;  // record embed_pre_time, rope, embed, layers.{i}.* (outputs and intermediates)
-  // Emulated bf16 production precision (precision.h): activations rounded to bf16 where the reference's production
-  // dtypes hold them (residual stream, branch activations, FA3 q/k/v/out, mHC h_*, MoE atomic adds); embedders,
-  // router, norm arithmetic and the final norms/linears stay fp32. Off = the fp32 oracle.
-  bool bf16_activations = false;
+inline constexpr float kNormEps = 1e-6f;  // every RMSNorm of the reference
+
+// One packed layout on the context (built once per layout; a sampler keeps it across steps).
+struct Magi2Plan {
+  TokenLayout layout;      // host: the modality-sorted order
+  Tensor perm, inv;        // I32 [L]: permuted row -> packed token, packed token -> permuted row
+  Tensor group;            // I32 [L]: the modality of each permuted row
+  Tensor rope;             // F32 [L, 6B] = [sin | cos], packed order
+  ops::Segments segments;  // the items (attention documents), packed order
+  int64_t tokens() const { return layout.tokens(); }
 };
 
-// Returns "model_output" [L, max(C_v, C_a)] (+ the dumps), per-token rows in packed order.
-TensorMap forward_packed(const Magi2Weights& weights, const PackedSequence& packed, const ForwardOptions& options = {});
+class Magi2Model {
+ public:
+  // Weights from a checkpoint (config from its config.json unless given), on ctx for activations in
+  // `act` (F32 or BF16). On the CPU the weights stay mapped.
+  Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, DType act = DType::F32,
+             const LoadOptions& load = {});
+  Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, const Magi2Config& config, DType act,
+             const LoadOptions& load = {});
+  // Random weights made on ctx (full-width benchmarks without a checkpoint).
+  Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed);
+
+  const Magi2Config& config() const { return config_; }
+  const Magi2Weights& weights() const { return w_; }
+  ops::Context& ctx() const { return ctx_; }
+  DType act() const { return act_; }
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+  // modality [L] (0 video, 1 audio, 2 text, 3 time as text), coords [L, 9] (packed order, any
+  // context), cu_seqlens: the items' boundaries.
+  Magi2Plan plan(const std::vector<int32_t>& modality, const Tensor& coords,
+                 std::vector<int64_t> cu_seqlens) const;
+
+  // The time embedding of per-token diffusion times t [L] (any context) on ctx: F32 [L,
+  // time_channel_dim], with the reference's frequency table or the given one (freqs [dim / 2]).
+  Tensor time_embedding(const Tensor& per_token_t, const Tensor& freqs = {}) const;
+
+  // One forward on ctx: x [L, >= max_in_channels] F32 packed rows (each modality's first C_m
+  // columns), time [L, time_channel_dim] F32 (the time embedding, packed order; undefined when the
+  // dim is 0)
+  // -> model_output F32 [L, out_channels] in packed order (text rows 0). Enqueues only.
+  Tensor forward(const Magi2Plan& plan, const Tensor& x, const Tensor& time) const;
+
+  // The MoE MLP sub-layer of MoE layer `layer` on mlp_in [L, hidden] (activation dtype, permuted
+  // rows)
+  // -> [L, hidden]: what forward runs there (the benchmark times it through these calls).
+  Tensor moe_mlp(int64_t layer, const Magi2Plan& plan, const Tensor& mlp_in) const;
+
+ private:
+  Tensor embed(const Magi2Plan& p, const Tensor& x, const Tensor& time) const;
+  void layer(int64_t i, const Magi2Plan& p, Tensor& s) const;
+  Tensor attention(int64_t i, const Magi2Plan& p, const Tensor& attn_in) const;
+  Tensor dense_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const;
+  Tensor post_adapter(const Magi2Plan& p, const Tensor& s) const;
+  // y [L, N] (activation dtype unless said) = the layer's per-modality linear: one GEMM per group
+  // on that group's rows (weight rows stacked [video; audio; text]), or one for groups == 1.
+  Tensor grouped_linear(const Magi2Plan& p, const Tensor& x, const Tensor& w, int64_t groups) const;
+
+  ops::Context& ctx_;
+  Magi2Config config_;
+  DType act_;
+  Magi2Weights w_;
+  Tensor time_freqs_;
+  int64_t weight_bytes_ = 0;
+};
 
 }  // namespace avdit::models::magi2

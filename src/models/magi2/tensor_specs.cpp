@@ -1,6 +1,7 @@
-// The MAGI-2 preview checkpoint layout as TensorSpecs: names and shapes as Transformer(arch_config).state_dict()
-// of the reference; dtypes as the reference creates them (params_dtype for grouped linears and experts, bf16
-// hard-coded for split/merge and shared experts, fp32 for embedders, norms, router, sinks and mHC).
+// The MAGI-2 preview checkpoint layout as TensorSpecs: names and shapes as
+// Transformer(arch_config).state_dict() of the reference; dtypes as the reference creates them
+// (params_dtype for grouped linears and experts, bf16 hard-coded for split/merge and shared
+// experts, fp32 for embedders, norms, router, sinks and mHC).
 #include "models/magi2/tensor_specs.h"
 
 #include <fmt/format.h>
@@ -17,9 +18,11 @@ void add_layer(std::vector<TensorSpec>& out, const Magi2Config& c, int64_t i) {
   const int64_t n = c.mhc_num_stream, h = c.hidden_size, g = c.groups(i);
   const DType pd = c.params_dtype, f32 = DType::F32;
   for (const char* branch : {"attn", "mlp"})
-    for (const char* kind : {"pre", "post", "res"}) add(out, fmt::format("{}mhc_alpha_{}_{}", p, kind, branch), {1}, f32);
+    for (const char* kind : {"pre", "post", "res"})
+      add(out, fmt::format("{}mhc_alpha_{}_{}", p, kind, branch), {1}, f32);
   for (const char* branch : {"attn", "mlp"})
-    for (const char* kind : {"pre", "post"}) add(out, fmt::format("{}mhc_bias_{}_{}", p, kind, branch), {n}, f32);
+    for (const char* kind : {"pre", "post"})
+      add(out, fmt::format("{}mhc_bias_{}_{}", p, kind, branch), {n}, f32);
   add(out, p + "mhc_bias_res_attn", {n, n}, f32);
   add(out, p + "mhc_bias_res_mlp", {n, n}, f32);
   add(out, p + "mhc_phi_fused_attn", {n * h, 2 * n + n * n}, f32);
@@ -35,9 +38,12 @@ void add_layer(std::vector<TensorSpec>& out, const Magi2Config& c, int64_t i) {
   add(out, p + "attention.k_norm.weight", {g * d}, f32);
 
   if (c.is_moe_layer(i)) {
-    const int64_t he = c.moe.num_heads * c.moe.num_experts, dm = c.moe_head_dim, de = c.moe.expert_intermediate_size;
-    const int64_t is = c.moe.shared_expert_intermediate_size, im = c.moe.modality_specific_expert_intermediate_size;
-    const DType bf16 = DType::BF16;  // shared_expert_params_dtype is hard-coded bf16 in the reference
+    const int64_t he = c.moe.num_heads * c.moe.num_experts, dm = c.moe_head_dim,
+                  de = c.moe.expert_intermediate_size;
+    const int64_t is = c.moe.shared_expert_intermediate_size,
+                  im = c.moe.modality_specific_expert_intermediate_size;
+    const DType bf16 =
+        DType::BF16;  // shared_expert_params_dtype is hard-coded bf16 in the reference
     add(out, p + "mlp.moe_mlp.gate", {he, dm}, f32);
     add(out, p + "mlp.moe_mlp.W_gate", {he, dm, de}, pd);
     add(out, p + "mlp.moe_mlp.W_up", {he, dm, de}, pd);
@@ -46,7 +52,8 @@ void add_layer(std::vector<TensorSpec>& out, const Magi2Config& c, int64_t i) {
     add(out, p + "mlp.moe_mlp.router.expert_bias_ema", {he}, f32);
     add(out, p + "mlp.shared_expert_fc1.weight", {2 * is, h}, bf16);
     add(out, p + "mlp.shared_expert_fc2.weight", {h, is}, bf16);
-    add(out, p + "mlp.modality_specific_shared_expert_fc1.weight", {kNumModalities * 2 * im, h}, bf16);
+    add(out, p + "mlp.modality_specific_shared_expert_fc1.weight", {kNumModalities * 2 * im, h},
+        bf16);
     add(out, p + "mlp.modality_specific_shared_expert_fc2.weight", {kNumModalities * h, im}, bf16);
     add(out, p + "mlp.pre_norm.weight", {kNumModalities * h}, f32);
     add(out, p + "mlp.split_linear.weight", {c.moe_width, h}, bf16);
@@ -61,7 +68,8 @@ void add_layer(std::vector<TensorSpec>& out, const Magi2Config& c, int64_t i) {
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -87,12 +95,14 @@ std::vector<TensorSpec> magi2_tensor_specs(const Magi2Config& c) {
 
 Magi2ParamCounts magi2_param_counts(const Magi2Config& c) {
   Magi2ParamCounts counts;
-  const double expert_fraction =
-      c.moe.num_experts > 0 ? static_cast<double>(c.moe.top_k) / static_cast<double>(c.moe.num_experts) : 0.0;
+  const double expert_fraction = c.moe.num_experts > 0 ? static_cast<double>(c.moe.top_k) /
+                                                             static_cast<double>(c.moe.num_experts)
+                                                       : 0.0;
   double active = 0;
   for (const TensorSpec& s : magi2_tensor_specs(c)) {
     const int64_t n = numel(s);
-    // Every stored value counts (buffers included: rope bands, router biases), as the checkpoint holds them.
+    // Every stored value counts (buffers included: rope bands, router biases), as the checkpoint
+    // holds them.
     counts.total += n;
     const bool routed = ends_with(s.name, "moe_mlp.W_gate") || ends_with(s.name, "moe_mlp.W_up") ||
                         ends_with(s.name, "moe_mlp.W_down");
@@ -102,8 +112,8 @@ Magi2ParamCounts magi2_param_counts(const Magi2Config& c) {
       continue;
     }
     // A video token uses its own embedder / final layer and one modality block of grouped weights.
-    if (s.name.find("text_embedder") != std::string::npos || s.name.find("audio_embedder") != std::string::npos ||
-        ends_with(s.name, "_audio.weight"))
+    if (s.name.find("text_embedder") != std::string::npos ||
+        s.name.find("audio_embedder") != std::string::npos || ends_with(s.name, "_audio.weight"))
       continue;
     const bool modality_grouped =
         s.name.find("modality_specific_shared_expert") != std::string::npos ||
@@ -114,7 +124,8 @@ Magi2ParamCounts magi2_param_counts(const Magi2Config& c) {
           int64_t layer = -1;
           if (std::sscanf(s.name.c_str(), "block.layers.%ld.", &layer) != 1) return false;
           if (!c.is_mm_layer(layer)) return false;
-          return s.name.find(".attention.") != std::string::npos || s.name.find(".mlp.") != std::string::npos ||
+          return s.name.find(".attention.") != std::string::npos ||
+                 s.name.find(".mlp.") != std::string::npos ||
                  s.name.find("mhc_norm") != std::string::npos;
         }();
     active += modality_grouped ? static_cast<double>(n) / kNumModalities : static_cast<double>(n);
@@ -135,23 +146,29 @@ std::vector<std::pair<std::string, std::string>> magi2_config_report(const Magi2
   const Magi2ParamCounts counts = magi2_param_counts(c);
   std::vector<std::pair<std::string, std::string>> r;
   r.emplace_back("family", "magi2 (MAGI-2 preview DiT, multi-head MoE + mHC)");
-  r.emplace_back("parameters", fmt::format("{} ({} params)", format_param_count(counts.total), counts.total));
-  r.emplace_back("routed experts",
-                 fmt::format("{} params ({:.1f}% of total)", format_param_count(counts.routed_experts),
-                             counts.total > 0 ? 100.0 * counts.routed_experts / counts.total : 0.0));
-  r.emplace_back("active per token", fmt::format("{} params (video token, top-{} of {} experts per head)",
-                                                 format_param_count(counts.active_per_token), c.moe.top_k,
-                                                 c.moe.num_experts));
-  r.emplace_back("layers", fmt::format("{} ({} MoE, {} modality-specific)", c.num_layers, c.moe.moe_layers.size(),
-                                       c.mm_layers.size()));
-  r.emplace_back("hidden", fmt::format("{} x {} mHC streams = {}", c.hidden_size, c.mhc_num_stream, c.residual_width));
-  r.emplace_back("attention", fmt::format("{} q heads, {} kv heads, head_dim {}, RoPE on {} dims, sinks, gate",
-                                          c.num_heads_q, c.num_heads_kv, c.head_dim, c.rope_dim));
+  r.emplace_back("parameters",
+                 fmt::format("{} ({} params)", format_param_count(counts.total), counts.total));
+  r.emplace_back(
+      "routed experts",
+      fmt::format("{} params ({:.1f}% of total)", format_param_count(counts.routed_experts),
+                  counts.total > 0 ? 100.0 * counts.routed_experts / counts.total : 0.0));
+  r.emplace_back(
+      "active per token",
+      fmt::format("{} params (video token, top-{} of {} experts per head)",
+                  format_param_count(counts.active_per_token), c.moe.top_k, c.moe.num_experts));
+  r.emplace_back("layers", fmt::format("{} ({} MoE, {} modality-specific)", c.num_layers,
+                                       c.moe.moe_layers.size(), c.mm_layers.size()));
+  r.emplace_back("hidden", fmt::format("{} x {} mHC streams = {}", c.hidden_size, c.mhc_num_stream,
+                                       c.residual_width));
+  r.emplace_back("attention",
+                 fmt::format("{} q heads, {} kv heads, head_dim {}, RoPE on {} dims, sinks, gate",
+                             c.num_heads_q, c.num_heads_kv, c.head_dim, c.rope_dim));
   r.emplace_back("dense MLP", fmt::format("swiglu7, intermediate {}", c.dense_intermediate));
-  r.emplace_back("MoE", fmt::format("{} heads x {} experts (d_head {}, expert width {}), top-{}, {} scores, scale {}",
-                                    c.moe.num_heads, c.moe.num_experts, c.moe_head_dim,
-                                    c.moe.expert_intermediate_size, c.moe.top_k, c.moe.score_func,
-                                    c.moe.route_scale));
+  r.emplace_back(
+      "MoE", fmt::format(
+                 "{} heads x {} experts (d_head {}, expert width {}), top-{}, {} scores, scale {}",
+                 c.moe.num_heads, c.moe.num_experts, c.moe_head_dim, c.moe.expert_intermediate_size,
+                 c.moe.top_k, c.moe.score_func, c.moe.route_scale));
   r.emplace_back("inputs", fmt::format("video {} ch, audio {} ch, text {} ch, time embedding {} ch",
                                        c.video_in_channels, c.audio_in_channels, c.text_in_channels,
                                        c.data_proxy.time_channel_dim));

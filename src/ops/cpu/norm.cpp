@@ -1,5 +1,6 @@
 // RMSNorm on the CPU: the sum of squares in double, then x * inv * g in float32 (see ops/norm.h).
 #include <cmath>
+#include <utility>
 
 #include "ops/cpu/common.h"
 #include "ops/norm.h"
@@ -33,7 +34,7 @@ void rms_norm(const Tensor& x_in, const RmsNormWeight& w, float eps, Tensor& y) 
     if (wf.defined()) {
       const int64_t g = groups > 1 ? index_at(*w.group, r / rows_per_token) : 0;
       AVDIT_CHECK(g >= 0 && g < groups, "rms_norm: group {} outside [0, {})", g, groups);
-      pw = wf.f32() + g * d;
+      pw = std::as_const(wf).f32() + g * d;
     }
     double ss = 0;
     for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(a[i]) * a[i];

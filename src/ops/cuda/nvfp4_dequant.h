@@ -22,6 +22,7 @@ namespace avdit::cuda {
 void dequantize_nvfp4_bf16(Device& dev, const Tensor& packed /*U8 [G, N, K/2]*/,
                            const Tensor& scales /*F8_E4M3 [G, N, K/16]*/,
                            const Tensor& global_scale /*F32 [G]*/, int64_t g0, int64_t g1,
-                           Tensor& out /*BF16 [g1-g0, N * row_step, K]*/, int row_step = 1, int row_offset = 0);
+                           Tensor& out /*BF16 [g1-g0, N * row_step, K]*/, int row_step = 1,
+                           int row_offset = 0);
 
 }  // namespace avdit::cuda

@@ -1,48 +1,45 @@
-// The MAGI-2 multi-head MoE on the GPU (moe.h): the router's checks (its fused kernel is router.cu),
-// the permutation by (head, expert), the reference (SIMT) expert kernels and the combine. The
-// tensor-core expert path is grouped.h (CUTLASS sm90 grouped GEMMs). CPU oracle: src/models/magi2/moe.cpp
-// (route, run_experts).
+// The MAGI-2 multi-head MoE on the GPU (moe.h): the router's checks (its fused kernel is
+// router.cu), the permutation by (head, expert), the reference (SIMT) expert kernels and the
+// combine. The tensor-core expert path is grouped.h. CPU oracle: ops/cpu/moe.cpp.
 #include <cub/cub.cuh>
 
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <type_traits>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/moe/grouped.h"
 #include "ops/cuda/moe/moe.h"
 #include "ops/cuda/moe/moe_internal.h"
-#include "backend/cuda/ops_cuda.h"
 
 namespace avdit::cuda::moe {
 namespace {
 
 // ---- permutation -------------------------------------------------------------------------------
-// A stable counting sort of the slots by group g = h*E + e (the order LSD radix sort gave: by group,
-// then by slot s = (t*H + h)*K + k): per block 256 tokens of one head (a tile), counted, one exclusive
-// scan over [group][tile], then placed. Warp w of a tile owns tokens 32w .. 32w+31 (their indices staged
-// in shared memory); a slot's rank among its group's slots is the tile's base for that expert, plus the
-// slots of the warps before, plus its rank in the warp: the warp's tokens below it that chose the same
-// expert (a per-expert bit mask of the warp's tokens, lane i = token i, all K choices at once), or, in a
-// warp where a token holds an expert twice (permute() takes any indices; route() never gives that), a
-// walk over the tokens in order with lane k = choice k and __match_any_sync (k order for the repeats).
-// Why: the radix sort (keys + two 8-bit passes + offsets + inverse) took 0.45 ms at T = 65,536; this
-// with the walk for every warp 0.42, of which the walk ~0.2 and the one-block tile table ~0.2
-// (bench/NOTES.md, session 10).
-constexpr int kPermWarps = 8;                 // warps per block
-constexpr int kPermTile = 32 * kPermWarps;    // tokens per block (32 per warp)
+// A stable counting sort of the slots by group g = h*E + e (the order LSD radix sort gave: by
+// group, then by slot s = (t*H + h)*K + k): per block 256 tokens of one head (a tile), counted, one
+// exclusive scan over [group][tile], then placed. Warp w of a tile owns tokens 32w .. 32w+31 (their
+// indices staged in shared memory); a slot's rank among its group's slots is the tile's base for
+// that expert, plus the slots of the warps before, plus its rank in the warp: the warp's tokens
+// below it that chose the same expert (a per-expert bit mask of the warp's tokens, lane i = token
+// i, all K choices at once), or, in a warp where a token holds an expert twice (permute() takes any
+// indices; route() never gives that), a walk over the tokens in order with lane k = choice k and
+// __match_any_sync (k order for the repeats). Why: a radix sort (keys + two 8-bit passes + offsets
+// + inverse) costs more passes over the slots than one count, one scan and one placement.
+constexpr int kPermWarps = 8;               // warps per block
+constexpr int kPermTile = 32 * kPermWarps;  // tokens per block (32 per warp)
 
 struct PermTile {
-  int hist[kPermWarps][kMaxExperts];          // per warp: its slots per expert, then its running base
-  unsigned mask[kPermWarps][kMaxExperts];     // per warp (fast path): bit i = token i chose the expert
-  int e[kPermWarps][32 * kMaxTopK];           // the warp's tokens' choices, clamped (-1 past T)
+  int hist[kPermWarps][kMaxExperts];       // per warp: its slots per expert, then its running base
+  unsigned mask[kPermWarps][kMaxExperts];  // per warp (fast path): bit i = token i chose the expert
+  int e[kPermWarps][32 * kMaxTopK];        // the warp's tokens' choices, clamped (-1 past T)
 };
 
-// Stages warp w's 32 tokens' choices, zeroes hist[w], and says (warp-uniform) whether a token of the warp
-// holds an expert twice (route() never does so; permute() takes any indices): then the walk below ranks
-// the slots, else lane i (token i) does its K choices at once.
-__device__ __forceinline__ bool perm_stage(const int* idx, int64_t T, int H, int E, int K, int h, int64_t tile,
-                                           PermTile& sm) {
+// Stages warp w's 32 tokens' choices, zeroes hist[w], and says (warp-uniform) whether a token of
+// the warp holds an expert twice (route() never does so; permute() takes any indices): then the
+// walk below ranks the slots, else lane i (token i) does its K choices at once.
+__device__ __forceinline__ bool perm_stage(const int* idx, int64_t T, int H, int E, int K, int h,
+                                           int64_t tile, PermTile& sm) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int e = lane; e < E; e += 32) sm.hist[w][e] = 0;
   const int64_t t0 = tile * kPermTile + 32 * w;
@@ -51,7 +48,8 @@ __device__ __forceinline__ bool perm_stage(const int* idx, int64_t T, int H, int
     int e = -1;
     if (t < T) {
       e = idx[(t * H + h) * K + j % K];
-      e = e < 0 ? 0 : (e >= E ? E - 1 : e);  // indices come from route(); clamp, never out of bounds
+      e = e < 0 ? 0
+                : (e >= E ? E - 1 : e);  // indices come from route(); clamp, never out of bounds
     }
     sm.e[w][j] = e;
   }
@@ -63,8 +61,9 @@ __device__ __forceinline__ bool perm_stage(const int* idx, int64_t T, int H, int
   return __any_sync(0xffffffffu, dup);
 }
 
-// The walk for warps with repeated experts: tokens in order, lane k = choice k; place(e, rank, k, token)
-// for each slot, rank = hist[w][e] + the lanes below with the same expert; hist[w][e] then grows by them.
+// The walk for warps with repeated experts: tokens in order, lane k = choice k; place(e, rank, k,
+// token) for each slot, rank = hist[w][e] + the lanes below with the same expert; hist[w][e] then
+// grows by them.
 template <class Place>
 __device__ __forceinline__ void perm_walk(int64_t T, int K, int64_t t0, PermTile& sm, Place place) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -104,12 +103,12 @@ __global__ void __launch_bounds__(kPermWarps * 32)
   }
 }
 
-// base = the exclusive scan of counts. Each slot's sorted row = base of its (group, tile) + the slots of
-// the warps before + its rank in the warp: without repeated experts, the tokens below it holding the same
-// expert (a per-expert mask of the warp's tokens); with them, the walk.
+// base = the exclusive scan of counts. Each slot's sorted row = base of its (group, tile) + the
+// slots of the warps before + its rank in the warp: without repeated experts, the tokens below it
+// holding the same expert (a per-expert mask of the warp's tokens); with them, the walk.
 __global__ void __launch_bounds__(kPermWarps * 32)
-    perm_place_kernel(const int* idx, int64_t T, int H, int E, int K, int nt, const int* base, int* sorted_slot,
-                      int* slot_pos) {
+    perm_place_kernel(const int* idx, int64_t T, int H, int E, int K, int nt, const int* base,
+                      int* sorted_slot, int* slot_pos) {
   __shared__ PermTile sm;
   const int h = blockIdx.y, tile = blockIdx.x;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -129,7 +128,8 @@ __global__ void __launch_bounds__(kPermWarps * 32)
     }
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {  // hist[w][e] becomes warp w's first row for e
+  for (int e = threadIdx.x; e < E;
+       e += blockDim.x) {  // hist[w][e] becomes warp w's first row for e
     int run = base[(int64_t(h) * E + e) * nt + tile];
     for (int v = 0; v < kPermWarps; ++v) {
       const int c = sm.hist[v][e];
@@ -173,8 +173,8 @@ struct TileRows {
 
 // ---- reference expert kernels (SIMT, fp32 math) -----------------------------------------------
 // 64 x 64 output tile per block, 16-deep K steps, 4 x 4 outputs per thread. kGateUp: A rows are the
-// gathered x rows of the slots, B is W_gate and W_up (two accumulators), the epilogue is swiglu7 into
-// hbuf [S, De]. Else: A = hbuf rows, B = W_down, epilogue weight * y into rows [S, D].
+// gathered x rows of the slots, B is W_gate and W_up (two accumulators), the epilogue is swiglu7
+// into hbuf [S, De]. Else: A = hbuf rows, B = W_down, epilogue weight * y into rows [S, D].
 constexpr int kSimtBM = 64, kSimtBN = 64, kSimtBK = 16;
 
 struct SimtArgs {
@@ -195,7 +195,9 @@ struct SimtArgs {
   int H, K, D, De;
 };
 
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ float round_bf16(float v) {
+  return __bfloat162float(__float2bfloat16_rn(v));
+}
 
 template <bool kGateUp>
 __global__ void __launch_bounds__(256) simt_expert_kernel(SimtArgs a) {
@@ -229,7 +231,8 @@ __global__ void __launch_bounds__(256) simt_expert_kernel(SimtArgs a) {
       const int kk = i / kSimtBN, c = i % kSimtBN, k = k0 + kk, n = n0 + c;
       float v0 = 0.f, v1 = 0.f;
       if (k < Kd && n < N) {
-        const int64_t at = a.k_major ? (int64_t(g) * N + n) * Kd + k : (int64_t(g) * Kd + k) * N + n;
+        const int64_t at =
+            a.k_major ? (int64_t(g) * N + n) * Kd + k : (int64_t(g) * Kd + k) * N + n;
         v0 = load_elt(a.b0, a.bt, at);
         if (kGateUp) v1 = load_elt(a.b1, a.bt, at);
       }
@@ -275,13 +278,14 @@ __global__ void __launch_bounds__(256) simt_expert_kernel(SimtArgs a) {
 // ---- combine -----------------------------------------------------------------------------------
 // One warp per (token, head). Lanes 0..K-1 hold the pair's K (expert, sorted row) entries; a lane's
 // rank in ascending expert order (equal experts: the lower k first, a stable order) fixes the
-// summation order. Each lane then sums its columns over the K rows, the running sum in fp32 (F32 out)
-// or rounded to bf16 after each add (BF16 out): bit for bit the contract of moe.h. No atomics.
+// summation order. Each lane then sums its columns over the K rows, the running sum in fp32 (F32
+// out) or rounded to bf16 after each add (BF16 out): bit for bit the contract of moe.h. No atomics.
 constexpr int kCombineWarps = 8;
 
-// p[r] = sorted row of the pair's r-th entry in ascending expert order (r < K; the rest left as is).
-__device__ __forceinline__ void combine_order(const int* idx, const int* pos, int64_t th, int K, int lane,
-                                              int (&p)[kMaxTopK]) {
+// p[r] = sorted row of the pair's r-th entry in ascending expert order (r < K; the rest left as
+// is).
+__device__ __forceinline__ void combine_order(const int* idx, const int* pos, int64_t th, int K,
+                                              int lane, int (&p)[kMaxTopK]) {
   const unsigned full = 0xffffffffu;
   int e = INT_MAX, row = 0;
   if (lane < K) {
@@ -298,7 +302,8 @@ __device__ __forceinline__ void combine_order(const int* idx, const int* pos, in
 #pragma unroll
   for (int r = 0; r < kMaxTopK; ++r) {
     if (r >= K) break;
-    const unsigned b = __ballot_sync(full, lane < K && rank == r);  // exactly one lane: ranks are 0..K-1
+    const unsigned b =
+        __ballot_sync(full, lane < K && rank == r);  // exactly one lane: ranks are 0..K-1
     p[r] = __shfl_sync(full, row, __ffs(b) - 1);
   }
 }
@@ -307,7 +312,9 @@ __device__ __forceinline__ void combine_order(const int* idx, const int* pos, in
 template <class T>
 struct Vec8 {
   uint4 u;
-  __device__ __forceinline__ void load(const T* p) { u = __ldcs(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void load(const T* p) {
+    u = __ldcs(reinterpret_cast<const uint4*>(p));
+  }
   __device__ __forceinline__ void to_float(float (&f)[8]) const {
     const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
@@ -347,8 +354,9 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&f)[8]) {
   *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Where (token, head) th's D outputs start: token th / H's row of ld elements, head th % H's columns
-// (ld = H*D: the plain [T, H*D] output; larger: columns 0 .. H*D-1 of a wider buffer, combine's `into`).
+// Where (token, head) th's D outputs start: token th / H's row of ld elements, head th % H's
+// columns (ld = H*D: the plain [T, H*D] output; larger: columns 0 .. H*D-1 of a wider buffer,
+// combine's `into`).
 __device__ __forceinline__ int64_t out_row(int64_t th, int H, int D, int64_t ld) {
   return (th / H) * ld + (th % H) * int64_t(D);
 }
@@ -357,8 +365,8 @@ __device__ __forceinline__ int64_t out_row(int64_t th, int H, int D, int64_t ld)
 // issued together (in batches of 8 rows to bound the registers) before the ordered adds.
 template <class TIn, class TOut>
 __global__ void __launch_bounds__(kCombineWarps * 32)
-combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, int K, int D, int H, int64_t ld,
-                   TOut* out) {
+    combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, int K, int D,
+                       int H, int64_t ld, TOut* out) {
   constexpr bool kBf16Sum = std::is_same_v<TOut, __nv_bfloat16>;
   const int lane = threadIdx.x % 32;
   const int64_t th = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
@@ -366,11 +374,11 @@ combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, 
   int p[kMaxTopK];
   combine_order(idx, pos, th, K, lane, p);
   if constexpr (std::is_same_v<TIn, __nv_bfloat16> && kBf16Sum) {
-    // bf16 rows into a bf16 running sum: add.rn.bf16x2, two columns per instruction. The same bits as
-    // round_bf16(float(acc) + float(v)) below: the fp32 sum of two bf16 values is exact unless their
-    // exponents are more than 16 apart (then both forms give the larger one), so both are the correctly
-    // rounded bf16 sum; +0 start as there. Session 13: the float form's conversions kept the XU pipe
-    // 59% busy and the combine at 3.3 TB/s (bench/NOTES.md).
+    // bf16 rows into a bf16 running sum: add.rn.bf16x2, two columns per instruction. The same bits
+    // as round_bf16(float(acc) + float(v)) below: the fp32 sum of two bf16 values is exact unless
+    // their exponents are more than 16 apart (then both forms give the larger one), so both are the
+    // correctly rounded bf16 sum; +0 start as there. Why: the float form's conversions keep the XU
+    // pipe busy and bound the combine.
     for (int c = lane * 8; c < D; c += 32 * 8) {
       __nv_bfloat162 acc[4];
 #pragma unroll
@@ -381,13 +389,15 @@ combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, 
         uint4 v[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i)
-          if (b * 8 + i < K) v[i] = __ldcs(reinterpret_cast<const uint4*>(rows + int64_t(p[b * 8 + i]) * D + c));
+          if (b * 8 + i < K)
+            v[i] = __ldcs(reinterpret_cast<const uint4*>(rows + int64_t(p[b * 8 + i]) * D + c));
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           if (b * 8 + i >= K) break;
           const unsigned w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[j] = __hadd2_rn(acc[j], *reinterpret_cast<const __nv_bfloat162*>(&w[j]));
+          for (int j = 0; j < 4; ++j)
+            acc[j] = __hadd2_rn(acc[j], *reinterpret_cast<const __nv_bfloat162*>(&w[j]));
         }
       }
       uint4 o;
@@ -425,8 +435,8 @@ combine_vec_kernel(const TIn* rows, const int* idx, const int* pos, int64_t TH, 
 
 // Any D, dtype chosen at run time: one column per lane per step.
 __global__ void __launch_bounds__(kCombineWarps * 32)
-combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, int64_t TH, int K, int D, int H,
-                      int64_t ld, bool bf16_sum, void* out, Elt ot) {
+    combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, int64_t TH,
+                          int K, int D, int H, int64_t ld, bool bf16_sum, void* out, Elt ot) {
   const int lane = threadIdx.x % 32;
   const int64_t th = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
   if (th >= TH) return;
@@ -445,16 +455,16 @@ combine_scalar_kernel(const void* rows, Elt rt, const int* idx, const int* pos, 
 }
 
 template <class TIn, class TOut>
-void launch_combine_vec(const Tensor& rows, const int* idx, const int* pos, int64_t TH, int K, int D, int H,
-                        int64_t ld, Tensor& o, cudaStream_t st) {
+void launch_combine_vec(const Tensor& rows, const int* idx, const int* pos, int64_t TH, int K,
+                        int D, int H, int64_t ld, Tensor& o, cudaStream_t st) {
   const unsigned blocks = static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps);
   combine_vec_kernel<TIn, TOut><<<blocks, kCombineWarps * 32, 0, st>>>(
       cptr<TIn>(rows), idx, pos, TH, K, D, H, ld, static_cast<TOut*>(device_ptr(o)));
 }
 
 void check_shape(const Tensor& t, const Shape& want, const char* what) {
-  AVDIT_REQUIRE(t.shape() == want, "{}: expected shape {}, got {}", what, Tensor::empty(want, DType::U8).shape_str(),
-                t.shape_str());
+  AVDIT_REQUIRE(t.shape() == want, "{}: expected shape {}, got {}", what,
+                Tensor::empty(want, DType::U8).shape_str(), t.shape_str());
 }
 
 void check_routing(const Routing& r, const RouterConfig& cfg, int64_t T) {
@@ -491,32 +501,34 @@ __global__ void __launch_bounds__(kTileScanThreads)
 
 void check_config(const RouterConfig& cfg) {
   AVDIT_REQUIRE(cfg.heads > 0 && cfg.experts > 0 && cfg.top_k > 0 && cfg.head_dim > 0,
-                "moe config: heads {}, experts {}, top_k {}, head_dim {} must all be positive", cfg.heads,
-                cfg.experts, cfg.top_k, cfg.head_dim);
-  AVDIT_REQUIRE(cfg.experts <= kMaxExperts, "moe config: {} experts per head, the GPU router handles at most {}",
-                cfg.experts, kMaxExperts);
-  AVDIT_REQUIRE(cfg.top_k <= kMaxTopK && cfg.top_k <= cfg.experts, "moe config: top_k {} must be <= {} and <= experts {}",
-                cfg.top_k, kMaxTopK, cfg.experts);
-  AVDIT_REQUIRE(cfg.topk_version == 1 || cfg.topk_version == 2, "moe config: topk_version {} (1 or 2)",
-                cfg.topk_version);
+                "moe config: heads {}, experts {}, top_k {}, head_dim {} must all be positive",
+                cfg.heads, cfg.experts, cfg.top_k, cfg.head_dim);
+  AVDIT_REQUIRE(cfg.experts <= kMaxExperts,
+                "moe config: {} experts per head, the GPU router handles at most {}", cfg.experts,
+                kMaxExperts);
+  AVDIT_REQUIRE(cfg.top_k <= kMaxTopK && cfg.top_k <= cfg.experts,
+                "moe config: top_k {} must be <= {} and <= experts {}", cfg.top_k, kMaxTopK,
+                cfg.experts);
 }
 
-Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
-              bool keep_logits) {
+Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
+              const RouterConfig& cfg, bool keep_logits) {
   check_config(cfg);
   require_cuda(x, "moe route x");
   require_cuda(gate, "moe route gate");
   require_cuda(bias, "moe route bias");
   const Elt xt = elt_of(x, "moe route x");
   AVDIT_REQUIRE(xt != Elt::F16, "moe route x: F32 or BF16 expected, got F16");
-  AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe route x: expected [T, {}], got {}",
-                cfg.heads * cfg.head_dim, x.shape_str());
-  AVDIT_REQUIRE(gate.dtype() == DType::F32 && bias.dtype() == DType::F32, "moe route: gate and bias must be F32 ({}, {})",
-                dtype_name(gate.dtype()), dtype_name(bias.dtype()));
+  AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim,
+                "moe route x: expected [T, {}], got {}", cfg.heads * cfg.head_dim, x.shape_str());
+  AVDIT_REQUIRE(gate.dtype() == DType::F32 && bias.dtype() == DType::F32,
+                "moe route: gate and bias must be F32 ({}, {})", dtype_name(gate.dtype()),
+                dtype_name(bias.dtype()));
   check_shape(gate, {cfg.heads * cfg.experts, cfg.head_dim}, "moe route gate");
   check_shape(bias, {cfg.heads * cfg.experts}, "moe route bias");
   const int64_t T = x.size(0);
-  AVDIT_REQUIRE(T * cfg.heads * cfg.top_k < INT_MAX, "moe route: {} tokens give more slots than I32 indexes", T);
+  AVDIT_REQUIRE(T * cfg.heads * cfg.top_k < INT_MAX,
+                "moe route: {} tokens give more slots than I32 indexes", T);
   Routing r;
   r.indices = cuda_empty(dev, {T, cfg.heads, cfg.top_k}, DType::I32);
   r.weights = cuda_empty(dev, {T, cfg.heads, cfg.top_k}, DType::F32);
@@ -530,8 +542,10 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
 
 Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg, int tile_rows) {
   check_config(cfg);
-  AVDIT_REQUIRE(tile_rows >= 0, "moe permute: tile_rows {} must be >= 0 (0: no tile table)", tile_rows);
-  const int64_t T = routing.indices.defined() && routing.indices.ndim() == 3 ? routing.indices.size(0) : -1;
+  AVDIT_REQUIRE(tile_rows >= 0, "moe permute: tile_rows {} must be >= 0 (0: no tile table)",
+                tile_rows);
+  const int64_t T =
+      routing.indices.defined() && routing.indices.ndim() == 3 ? routing.indices.size(0) : -1;
   AVDIT_REQUIRE(T >= 0, "moe permute: routing.indices must be [T, heads, K]");
   check_routing(routing, cfg, T);
   const int64_t S = T * cfg.heads * cfg.top_k;
@@ -554,32 +568,40 @@ Permutation permute(Device& dev, const Routing& routing, const RouterConfig& cfg
   } else {
     const int nt = static_cast<int>((T + kPermTile - 1) / kPermTile);
     const int64_t n = int64_t(G) * nt;
-    AVDIT_REQUIRE(n < INT_MAX, "moe permute: {} tokens x {} groups are too many for one scan", T, G);
+    AVDIT_REQUIRE(n < INT_MAX, "moe permute: {} tokens x {} groups are too many for one scan", T,
+                  G);
     Tensor counts = cuda_empty(dev, {n}, DType::I32), base = cuda_empty(dev, {n}, DType::I32);
     const dim3 grid(static_cast<unsigned>(nt), static_cast<unsigned>(cfg.heads));
-    const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), K = static_cast<int>(cfg.top_k);
-    perm_count_kernel<<<grid, kPermWarps * 32, 0, st>>>(cptr<int32_t>(routing.indices), T, H, E, K, nt,
-                                                        static_cast<int*>(device_ptr(counts)));
+    const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts),
+              K = static_cast<int>(cfg.top_k);
+    perm_count_kernel<<<grid, kPermWarps * 32, 0, st>>>(cptr<int32_t>(routing.indices), T, H, E, K,
+                                                        nt, static_cast<int*>(device_ptr(counts)));
     AVDIT_CUDA_CHECK_LAUNCH();
     size_t temp_bytes = 0;
     AVDIT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, cptr<int32_t>(counts),
-                                                   static_cast<int*>(device_ptr(base)), static_cast<int>(n), st));
+                                                   static_cast<int*>(device_ptr(base)),
+                                                   static_cast<int>(n), st));
     Tensor temp = cuda_empty(dev, {static_cast<int64_t>(temp_bytes) + 1}, DType::U8);
-    AVDIT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(device_ptr(temp), temp_bytes, cptr<int32_t>(counts),
-                                                   static_cast<int*>(device_ptr(base)), static_cast<int>(n), st));
-    perm_place_kernel<<<grid, kPermWarps * 32, 0, st>>>(cptr<int32_t>(routing.indices), T, H, E, K, nt,
-                                                        cptr<int32_t>(base), static_cast<int*>(device_ptr(p.sorted_slot)),
-                                                        static_cast<int*>(device_ptr(p.slot_pos)));
+    AVDIT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(
+        device_ptr(temp), temp_bytes, cptr<int32_t>(counts), static_cast<int*>(device_ptr(base)),
+        static_cast<int>(n), st));
+    perm_place_kernel<<<grid, kPermWarps * 32, 0, st>>>(
+        cptr<int32_t>(routing.indices), T, H, E, K, nt, cptr<int32_t>(base),
+        static_cast<int*>(device_ptr(p.sorted_slot)), static_cast<int*>(device_ptr(p.slot_pos)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    perm_offsets_kernel<<<grid_for(G + 1), kThreads, 0, st>>>(cptr<int32_t>(base), G, nt, S, offsets);
+    perm_offsets_kernel<<<grid_for(G + 1), kThreads, 0, st>>>(cptr<int32_t>(base), G, nt, S,
+                                                              offsets);
     AVDIT_CUDA_CHECK_LAUNCH();
   }
-  if (tile_rows == 0) return p;  // no tile table (the grouped path reads only sorted_slot and offsets)
+  if (tile_rows == 0)
+    return p;  // no tile table (the grouped path reads only sorted_slot and offsets)
   Tensor tile_base = cuda_empty(dev, {G + 1}, DType::I32);
   int* tb = static_cast<int*>(device_ptr(tile_base));
-  tile_scan_kernel<<<1, kTileScanThreads, 0, st>>>(offsets, G, tile_rows, tb, static_cast<int*>(device_ptr(p.tile_count)));
+  tile_scan_kernel<<<1, kTileScanThreads, 0, st>>>(offsets, G, tile_rows, tb,
+                                                   static_cast<int*>(device_ptr(p.tile_count)));
   AVDIT_CUDA_CHECK_LAUNCH();
-  const TileRows out{tile_rows, offsets, static_cast<int*>(device_ptr(p.tile_group)), static_cast<int*>(device_ptr(p.tile_row))};
+  const TileRows out{tile_rows, offsets, static_cast<int*>(device_ptr(p.tile_group)),
+                     static_cast<int*>(device_ptr(p.tile_row))};
   tile_fill_kernel<<<grid_for(p.max_tiles), kThreads, 0, st>>>(offsets, tb, G, p.max_tiles, out);
   AVDIT_CUDA_CHECK_LAUNCH();
   return p;
@@ -589,7 +611,8 @@ void check_weights(const ExpertWeights& w, const RouterConfig& cfg) {
   require_cuda(w.gate, "moe experts gate");
   require_cuda(w.up, "moe experts up");
   require_cuda(w.down, "moe experts down");
-  AVDIT_REQUIRE(w.gate.ndim() == 3, "moe experts gate: expected 3 dims, got {}", w.gate.shape_str());
+  AVDIT_REQUIRE(w.gate.ndim() == 3, "moe experts gate: expected 3 dims, got {}",
+                w.gate.shape_str());
   const int64_t G = cfg.heads * cfg.experts, D = cfg.head_dim;
   const int64_t De = w.k_major ? w.gate.size(1) : w.gate.size(2);
   const Shape gu = w.k_major ? Shape{G, De, D} : Shape{G, D, De};
@@ -598,8 +621,8 @@ void check_weights(const ExpertWeights& w, const RouterConfig& cfg) {
   check_shape(w.up, gu, "moe experts up");
   check_shape(w.down, dn, "moe experts down");
   AVDIT_REQUIRE(w.gate.dtype() == w.up.dtype() && w.gate.dtype() == w.down.dtype(),
-                "moe experts: gate, up and down must share a dtype ({}, {}, {})", dtype_name(w.gate.dtype()),
-                dtype_name(w.up.dtype()), dtype_name(w.down.dtype()));
+                "moe experts: gate, up and down must share a dtype ({}, {}, {})",
+                dtype_name(w.gate.dtype()), dtype_name(w.up.dtype()), dtype_name(w.down.dtype()));
   elt_of(w.gate, "moe experts");
 }
 
@@ -610,25 +633,29 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
   check_config(cfg);
   require_cuda(x, "moe experts x");
   const Elt xt = elt_of(x, "moe experts x");
-  AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim, "moe experts x: expected [T, {}], got {}",
-                cfg.heads * cfg.head_dim, x.shape_str());
+  AVDIT_REQUIRE(x.ndim() == 2 && x.size(1) == cfg.heads * cfg.head_dim,
+                "moe experts x: expected [T, {}], got {}", cfg.heads * cfg.head_dim, x.shape_str());
   const int64_t T = x.size(0);
   check_routing(routing, cfg, T);
   check_weights(w, cfg);
-  AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16, "moe experts: out must be F32 or BF16, got {}",
-                dtype_name(out));
-  AVDIT_REQUIRE(perm.tile_rows == kSimtBM && perm.sorted_slot.defined() && perm.sorted_slot.numel() == T * cfg.heads * cfg.top_k,
-                "moe experts: the permutation does not match the routing (tile_rows {}, need {})", perm.tile_rows, kSimtBM);
+  AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16,
+                "moe experts: out must be F32 or BF16, got {}", dtype_name(out));
+  AVDIT_REQUIRE(perm.tile_rows == kSimtBM && perm.sorted_slot.defined() &&
+                    perm.sorted_slot.numel() == T * cfg.heads * cfg.top_k,
+                "moe experts: the permutation does not match the routing (tile_rows {}, need {})",
+                perm.tile_rows, kSimtBM);
   const int64_t S = T * cfg.heads * cfg.top_k, D = cfg.head_dim, De = expert_inter(w);
   if (S == 0) return cuda_empty(dev, {S, D}, out);
   const bool grouped_ok = grouped_supported(dev, x.dtype(), cfg, De, out);
   if (path == ExpertPath::Grouped)
     AVDIT_REQUIRE(grouped_ok,
-                  "moe experts: the grouped path needs CUTLASS in the build, an sm_90 GPU, BF16 x and out, head_dim "
-                  "{} and expert width {} multiples of 8", D, De);
+                  "moe experts: the grouped path needs CUTLASS in the build, an sm_90 GPU, BF16 x "
+                  "and out, head_dim "
+                  "{} and expert width {} multiples of 8",
+                  D, De);
   if (path == ExpertPath::Grouped || (path == ExpertPath::Auto && grouped_ok)) {
-    // Packs the weights for this call (a full pass over them): callers with fixed weights pack once and
-    // call routed_experts(.., GroupedWeights, ..) (grouped.h), as the MAGI-2 model does.
+    // Packs the weights for this call (a full pass over them): callers with fixed weights pack once
+    // and call routed_experts(.., GroupedWeights, ..) (grouped.h), as ops::prepare_experts does.
     return grouped_expert_rows(dev, x, routing, perm, w, cfg, out);
   }
   // Reference path: hbuf [S, De] holds swiglu7(gate, up) in the output precision (BF16: the
@@ -655,7 +682,9 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
   a.D = static_cast<int>(D);
   a.De = static_cast<int>(De);
   const unsigned tiles = static_cast<unsigned>(perm.max_tiles);
-  simt_expert_kernel<true><<<dim3(tiles, static_cast<unsigned>((De + kSimtBN - 1) / kSimtBN)), 256, 0, dev.stream()>>>(a);
+  simt_expert_kernel<true>
+      <<<dim3(tiles, static_cast<unsigned>((De + kSimtBN - 1) / kSimtBN)), 256, 0, dev.stream()>>>(
+          a);
   AVDIT_CUDA_CHECK_LAUNCH();
   a.x = hbuf.raw();
   a.xt = a.ot;
@@ -663,7 +692,9 @@ Tensor expert_rows(Device& dev, const Tensor& x, const Routing& routing, const P
   a.b1 = nullptr;
   a.out = device_ptr(rows);
   a.ot = elt_of(rows, "moe rows");
-  simt_expert_kernel<false><<<dim3(tiles, static_cast<unsigned>((D + kSimtBN - 1) / kSimtBN)), 256, 0, dev.stream()>>>(a);
+  simt_expert_kernel<false>
+      <<<dim3(tiles, static_cast<unsigned>((D + kSimtBN - 1) / kSimtBN)), 256, 0, dev.stream()>>>(
+          a);
   AVDIT_CUDA_CHECK_LAUNCH();
   return rows;
 }
@@ -676,36 +707,47 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   const int64_t T = routing.indices.defined() ? routing.indices.size(0) : 0;
   check_routing(routing, cfg, T);
   check_shape(rows, {T * cfg.heads * cfg.top_k, cfg.head_dim}, "moe combine rows");
-  AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16, "moe combine: out must be F32 or BF16, got {}", dtype_name(out));
+  AVDIT_REQUIRE(out == DType::F32 || out == DType::BF16,
+                "moe combine: out must be F32 or BF16, got {}", dtype_name(out));
   require_i32(perm.slot_pos, "moe combine perm.slot_pos");
   check_shape(perm.slot_pos, {T * cfg.heads * cfg.top_k}, "moe combine perm.slot_pos");
   const int64_t HD = cfg.heads * cfg.head_dim;
   if (into) {
     require_cuda(*into, "moe combine into");
-    AVDIT_REQUIRE(into->dtype() == out && into->ndim() == 2 && into->size(0) == T && into->size(1) >= HD,
-                  "moe combine into: expected {} [{}, >= {}], got {} {}", dtype_name(out), T, HD,
-                  dtype_name(into->dtype()), into->shape_str());
+    AVDIT_REQUIRE(
+        into->dtype() == out && into->ndim() == 2 && into->size(0) == T && into->size(1) >= HD,
+        "moe combine into: expected {} [{}, >= {}], got {} {}", dtype_name(out), T, HD,
+        dtype_name(into->dtype()), into->shape_str());
   }
   Tensor o = into ? *into : cuda_empty(dev, {T, HD}, out);
   if (T == 0 || HD == 0) return o;
   const int64_t TH = T * cfg.heads, ld = o.size(1);
-  const int K = static_cast<int>(cfg.top_k), D = static_cast<int>(cfg.head_dim), H = static_cast<int>(cfg.heads);
+  const int K = static_cast<int>(cfg.top_k), D = static_cast<int>(cfg.head_dim),
+            H = static_cast<int>(cfg.heads);
   const int* idx = cptr<int32_t>(routing.indices);
   const int* pos = cptr<int32_t>(perm.slot_pos);
   cudaStream_t st = dev.stream();
   const int esz = out == DType::F32 ? 4 : 2;
-  const bool aligned = reinterpret_cast<uintptr_t>(rows.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(o.raw()) % 16 == 0 &&
-                       (ld * esz) % 16 == 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(rows.raw()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(o.raw()) % 16 == 0 && (ld * esz) % 16 == 0;
   if (D % 8 == 0 && aligned) {
-    if (rt == Elt::BF16 && out == DType::BF16) launch_combine_vec<__nv_bfloat16, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
-    else if (rt == Elt::BF16) launch_combine_vec<__nv_bfloat16, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
-    else if (rt == Elt::F32 && out == DType::BF16) launch_combine_vec<float, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
-    else if (rt == Elt::F32) launch_combine_vec<float, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
-    else if (out == DType::BF16) launch_combine_vec<__half, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
-    else launch_combine_vec<__half, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    if (rt == Elt::BF16 && out == DType::BF16)
+      launch_combine_vec<__nv_bfloat16, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (rt == Elt::BF16)
+      launch_combine_vec<__nv_bfloat16, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (rt == Elt::F32 && out == DType::BF16)
+      launch_combine_vec<float, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (rt == Elt::F32)
+      launch_combine_vec<float, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else if (out == DType::BF16)
+      launch_combine_vec<__half, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
+    else
+      launch_combine_vec<__half, float>(rows, idx, pos, TH, K, D, H, ld, o, st);
   } else {
-    combine_scalar_kernel<<<static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, st>>>(
-        rows.raw(), rt, idx, pos, TH, K, D, H, ld, out == DType::BF16, device_ptr(o), elt_of(o, "moe combine out"));
+    combine_scalar_kernel<<<static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps),
+                            kCombineWarps * 32, 0, st>>>(rows.raw(), rt, idx, pos, TH, K, D, H, ld,
+                                                         out == DType::BF16, device_ptr(o),
+                                                         elt_of(o, "moe combine out"));
   }
   AVDIT_CUDA_CHECK_LAUNCH();
   return o;

@@ -1,44 +1,32 @@
 // The MAGI-2 router in one kernel (moe.h route()): per block 64 tokens of one head, the fp32 logits
-// x_h · gate_h^T, then the scores (sigmoid or softmax), score + bias, the top-K with the CPU's tie rule,
-// the weights. It replaces cuBLAS's strided-batched SGEMM, the bf16 -> fp32 cast of x before it and a
-// separate top-K kernel that read the [T, heads, E] logits back (at T = 65,536 the logits are 805 MB each
-// way; bench/NOTES.md, session 6). CPU oracle: src/models/magi2/moe.cpp route. Two kernels compute the
-// logits, and share the scoring and top-K code (select_top_k):
-// - router_mma_kernel, for BF16 x on sm_80+ (the model's path): bf16 tensor-core MMAs (mma.sync m16n8k16,
-//   fp32 accumulation) on an exact three-way bf16 split of the fp32 gate; logits staged in shared memory;
-// - router_kernel, for F32 x and older GPUs: fp32 FMA chains on the CUDA cores (x widened from bf16 in
+// x_h . gate_h^T, then the scores (sigmoid or softmax), score + bias, the top-K with the CPU's tie
+// rule, the weights - without writing the [T, heads, E] logits out and reading them back (unless
+// asked to). CPU oracle: ops/cpu/moe.cpp route. Two kernels compute the logits, and share the
+// scoring and top-K code (select_top_k):
+// - router_mma_kernel, for BF16 x on sm_80+ (the model's path): bf16 tensor-core MMAs (mma.sync
+// m16n8k16,
+//   fp32 accumulation) on an exact three-way bf16 split of the fp32 gate; logits staged in shared
+//   memory;
+// - router_kernel, for F32 x and older GPUs: fp32 FMA chains on the CUDA cores (x widened from bf16
+// in
 //   registers, exact), logits kept in registers.
 //
-// Arithmetic. router_kernel: each logit is one fp32 fma chain over k = 0 .. D-1 in order (no split), so
-// integer inputs give exact logits and the rest differs from the CPU only by fp32 rounding.
-// router_mma_kernel: the gate is split per call into hi = bf16(g), mid = bf16(g - hi), lo = bf16(g - hi - mid),
-// and g == hi + mid + lo exactly (24 significand bits = 3 x 8; each residual is exact in fp32 and the last
-// one fits bf16), for |g| in fp32's normal range. x is bf16, so every product x·hi, x·mid, x·lo is exact in
-// fp32; per 16 values of k the MMAs add x·lo, then x·mid, then x·hi (the smallest first) into one fp32
-// accumulator. Only the tensor cores' fp32 summation (16 products and the accumulator per MMA, truncating
-// rather than rounding to nearest) differs from an fma chain: integer inputs still give exact logits (every
-// partial sum is a small integer), equal gate rows give equal bits (every column goes through the same
-// sequence of MMAs), and the rest is ~1e-6 relative off the float64 logits, at most ~4e-6 at D 256 (a float64
-// model of one truncation per MMA; the fma chain measured 2.5e-6), inside the tests' 1e-5.
-//
-// Prediction for router_mma_kernel at T = 65,536 (12 heads x 256 experts, D 256, top-6) on an H200:
-// 12,288 blocks of 256 threads, 2 per SM (104 KB of shared memory and <= 128 registers each), 93 per SM.
-// - tensor pipe: 3 x 103.1 = 309 GFLOP of bf16 m16n8k16; mma.sync (not wgmma) at ~500-650 TFLOP/s (50-65%
-//   of the 989 TFLOP/s dense peak) -> 0.48-0.62 ms;
-// - L2 -> shared memory: per block the head's three gate planes (3 x 256 x 256 x 2 B = 384 KB) and its x tile
-//   (32 KB): 12,288 x 416 KB = 5.1 GB, 0.55-0.75 ms at 7-9 TB/s, beside the MMAs (cp.async double buffer);
-//   128-token blocks would halve it, but then one block per SM runs its top-K with the tensor cores idle;
-// - issue: per block the main loop (SASS: 240 instructions per warp and 32 k, of them 96 HMMA and 20 LDSM) is
-//   8 warps x 8 x 240 = 15.4k warp instructions, select_top_k ~600 per token (bench/NOTES.md, session 6) =
-//   38.4k: ~54k / 4 schedulers x 93 blocks = 1.26M cycles = 0.64 ms at 1.98 GHz; the top-K of one block
-//   runs beside the other block's MMAs;
-// total ~0.9 ms (0.75-1.1; all three near 0.6 ms and imperfectly overlapped), from 3.45-3.74 ms. Measured:
-// 1.7-2.2 ms (sessions 8-11), the top-K and the scoring before it ~64% of the stall samples (session 11).
+// Arithmetic. router_kernel: each logit is one fp32 fma chain over k = 0 .. D-1 in order (no
+// split), so integer inputs give exact logits and the rest differs from the CPU only by fp32
+// rounding. router_mma_kernel: the gate is split per call into hi = bf16(g), mid = bf16(g - hi), lo
+// = bf16(g - hi - mid), and g == hi + mid + lo exactly (24 significand bits = 3 x 8; each residual
+// is exact in fp32 and the last one fits bf16), for |g| in fp32's normal range. x is bf16, so every
+// product x.hi, x.mid, x.lo is exact in fp32; per 16 values of k the MMAs add x.lo, then x.mid,
+// then x.hi (the smallest first) into one fp32 accumulator. Only the tensor cores' fp32 summation
+// (16 products and the accumulator per MMA, truncating rather than rounding to nearest) differs
+// from an fma chain: integer inputs still give exact logits (every partial sum is a small integer),
+// equal gate rows give equal bits (every column goes through the same sequence of MMAs), and the
+// rest is ~1e-6 relative off the float64 logits, at most ~4e-6 at D 256, inside the tests' 1e-5.
 #include <cuda_bf16.h>
 
 #include <climits>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/moe/moe_internal.h"
@@ -46,31 +34,39 @@
 namespace avdit::cuda::moe {
 namespace {
 
-constexpr int kBT = 64;          // tokens per block
-constexpr int kBK = 32;          // head_dim per shared-memory stage
-constexpr int kEP = kMaxExperts; // experts computed per block (E <= 256; the rest are zero columns)
-constexpr int kRouterThreads = 256;    // 8 warps: warp w owns tokens 8w .. 8w+7 for the logits and the top-K
-constexpr int kSmemBytes = 2 * (kBK * kBT + kBK * kEP) * int(sizeof(float));  // two stages of A and B: 80 KB
+constexpr int kBT = 64;  // tokens per block
+constexpr int kBK = 32;  // head_dim per shared-memory stage
+constexpr int kEP =
+    kMaxExperts;  // experts computed per block (E <= 256; the rest are zero columns)
+constexpr int kRouterThreads =
+    256;  // 8 warps: warp w owns tokens 8w .. 8w+7 for the logits and the top-K
+constexpr int kSmemBytes =
+    2 * (kBK * kBT + kBK * kEP) * int(sizeof(float));  // two stages of A and B: 80 KB
 
-// router_mma_kernel's shared memory: kMmaStages stages of the x tile (64 tokens) and the three gate planes
-// (3 x 256 experts), each row kBK bf16 = 64 bytes, k contiguous. The 16-byte chunk c of row r sits at
-// chunk c ^ ((r / 2) % 4) of its row, so the 8 rows an ldmatrix reads (one chunk each) fall in 8 different
-// 16-byte bank groups. After the MMAs the same memory holds the fp32 logits tile [64][kLogitStride]: the
-// stride's 8 extra floats put the rows of a warp's float2 stores 8 banks apart.
+// router_mma_kernel's shared memory: kMmaStages stages of the x tile (64 tokens) and the three gate
+// planes (3 x 256 experts), each row kBK bf16 = 64 bytes, k contiguous. The 16-byte chunk c of row
+// r sits at chunk c ^ ((r / 2) % 4) of its row, so the 8 rows an ldmatrix reads (one chunk each)
+// fall in 8 different 16-byte bank groups. After the MMAs the same memory holds the fp32 logits
+// tile [64][kLogitStride]: the stride's 8 extra floats put the rows of a warp's float2 stores 8
+// banks apart.
 constexpr int kMmaStages = 2;
-constexpr int kPlanes = 3;                                   // hi, mid, lo
-constexpr int kRowBytes = kBK * 2;                           // 64
-constexpr int kXStageBytes = kBT * kRowBytes;                // 4 KB
+constexpr int kPlanes = 3;                                             // hi, mid, lo
+constexpr int kRowBytes = kBK * 2;                                     // 64
+constexpr int kXStageBytes = kBT * kRowBytes;                          // 4 KB
 constexpr int kStageBytes = kXStageBytes + kPlanes * kEP * kRowBytes;  // 52 KB
 constexpr int kLogitStride = kEP + 8;
-constexpr int kMmaSmemBytes = kMmaStages * kStageBytes;     // 104 KB
-static_assert(kBT * kLogitStride * int(sizeof(float)) <= kMmaSmemBytes, "the logits tile reuses the stages");
+constexpr int kMmaSmemBytes = kMmaStages * kStageBytes;  // 104 KB
+static_assert(kBT * kLogitStride * int(sizeof(float)) <= kMmaSmemBytes,
+              "the logits tile reuses the stages");
 static_assert(kBK % 16 == 0 && kRowBytes == 64, "the swizzle assumes four 16-byte chunks per row");
 
-// Lane l holds experts 4l .. 4l+3 (slots 0-3) and 128 + 4l .. 128 + 4l + 3 (slots 4-7): its shared-memory
-// reads of a B row are two 16-byte pieces, the warp's 512 contiguous bytes each, without bank conflicts.
-// Within a lane the slot order is the expert order, which the tie rule below relies on.
-__device__ __forceinline__ int expert_of(int lane, int j) { return (j < 4 ? 0 : 128) + 4 * lane + (j & 3); }
+// Lane l holds experts 4l .. 4l+3 (slots 0-3) and 128 + 4l .. 128 + 4l + 3 (slots 4-7): its
+// shared-memory reads of a B row are two 16-byte pieces, the warp's 512 contiguous bytes each,
+// without bank conflicts. Within a lane the slot order is the expert order, which the tie rule
+// below relies on.
+__device__ __forceinline__ int expert_of(int lane, int j) {
+  return (j < 4 ? 0 : 128) + 4 * lane + (j & 3);
+}
 
 // A uint32 with the order of the float (for non-NaN values); the caller folds -0 into +0 so that
 // equal floats give equal keys. Key 0 (a NaN pattern) marks "no candidate".
@@ -83,24 +79,31 @@ __device__ __forceinline__ unsigned order_key(float f) {
 // router's B stages are plain 16-byte copies with no bounds. 3 MB for the preview's 12 x 256 x 256.
 __global__ void transpose_gate_kernel(const float* gate, int H, int E, int D, int Dp, float* gt) {
   const int64_t n = int64_t(H) * Dp * kEP;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int e = static_cast<int>(i % kEP), k = static_cast<int>((i / kEP) % Dp), h = static_cast<int>(i / (int64_t(kEP) * Dp));
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int e = static_cast<int>(i % kEP), k = static_cast<int>((i / kEP) % Dp),
+              h = static_cast<int>(i / (int64_t(kEP) * Dp));
     gt[i] = (k < D && e < E) ? gate[(int64_t(h) * E + e) * D + k] : 0.f;
   }
 }
 
-// gate [H*E, D] fp32 -> gp [H, 3, 256, Dp] bf16, planes hi, mid, lo with g == hi + mid + lo exactly (see the
-// header), expert rows k-contiguous (the MMA's "col" B operand as it is), zero for k >= D and e >= E, so that
-// router_mma_kernel's stages are plain 16-byte copies with no bounds. 4.5 MB for the preview's 12 x 256 x 256.
-__global__ void split_gate_kernel(const float* gate, int H, int E, int D, int Dp, __nv_bfloat16* gp) {
+// gate [H*E, D] fp32 -> gp [H, 3, 256, Dp] bf16, planes hi, mid, lo with g == hi + mid + lo exactly
+// (see the header), expert rows k-contiguous (the MMA's "col" B operand as it is), zero for k >= D
+// and e >= E, so that router_mma_kernel's stages are plain 16-byte copies with no bounds. 4.5 MB
+// for the preview's 12 x 256 x 256.
+__global__ void split_gate_kernel(const float* gate, int H, int E, int D, int Dp,
+                                  __nv_bfloat16* gp) {
   const int64_t plane = int64_t(kEP) * Dp, n = int64_t(H) * plane;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int k = static_cast<int>(i % Dp), e = static_cast<int>((i / Dp) % kEP), h = static_cast<int>(i / plane);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int k = static_cast<int>(i % Dp), e = static_cast<int>((i / Dp) % kEP),
+              h = static_cast<int>(i / plane);
     const float g = (k < D && e < E) ? gate[(int64_t(h) * E + e) * D + k] : 0.f;
     const __nv_bfloat16 hi = __float2bfloat16_rn(g);
     const float r = g - __bfloat162float(hi);  // exact: the rounding error of a round to nearest
     const __nv_bfloat16 mid = __float2bfloat16_rn(r);
-    const __nv_bfloat16 lo = __float2bfloat16_rn(r - __bfloat162float(mid));  // exact: <= 8 significant bits left
+    const __nv_bfloat16 lo =
+        __float2bfloat16_rn(r - __bfloat162float(mid));  // exact: <= 8 significant bits left
     __nv_bfloat16* o = gp + int64_t(h) * kPlanes * plane + (i - int64_t(h) * plane);
     o[0] = hi;
     o[plane] = mid;
@@ -117,7 +120,8 @@ __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
 #endif
 }
 
-// 16-byte global -> shared copies that do not hold registers (sm_80+; a plain copy on the sm_75 build).
+// 16-byte global -> shared copies that do not hold registers (sm_80+; a plain copy on the sm_75
+// build).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 #if __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -138,21 +142,22 @@ __device__ __forceinline__ void cp_async_wait_all() {
 }
 
 struct RouterArgs {
-  const void* x;  // [T, H*D], F32 or BF16
-  const float* gt;  // transpose_gate_kernel's output (router_kernel)
+  const void* x;      // [T, H*D], F32 or BF16
+  const float* gt;    // transpose_gate_kernel's output (router_kernel)
   const float* bias;  // [H*E]
   int64_t T;
   int H, E, K, D, Dp;  // Dp: D rounded up to kBK (the k extent of gt / gp)
   bool softmax, norm;
   float scale;
-  int* idx;       // [T, H, K]
-  float* w;       // [T, H, K]
-  float* logits;  // [T, H, E] or null
+  int* idx;                 // [T, H, K]
+  float* w;                 // [T, H, K]
+  float* logits;            // [T, H, E] or null
   const __nv_bfloat16* gp;  // split_gate_kernel's output (router_mma_kernel)
 };
 
 // This lane's bias in the slot order of expert_of.
-__device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, float (&bias_v)[8]) {
+__device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane,
+                                          float (&bias_v)[8]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int e = expert_of(lane, j);
@@ -160,10 +165,11 @@ __device__ __forceinline__ void load_bias(const RouterArgs& a, int h, int lane, 
   }
 }
 
-// This lane's best two (key, slot) pairs among the slots not in `taken`, best first; among equal keys the
-// lower slot (= the lower expert) first, as the strict compares in slot order keep it. Key 0 = none.
-__device__ __forceinline__ void lane_top2(const unsigned (&key)[8], unsigned taken, unsigned& k1, int& j1,
-                                          unsigned& k2, int& j2) {
+// This lane's best two (key, slot) pairs among the slots not in `taken`, best first; among equal
+// keys the lower slot (= the lower expert) first, as the strict compares in slot order keep it. Key
+// 0 = none.
+__device__ __forceinline__ void lane_top2(const unsigned (&key)[8], unsigned taken, unsigned& k1,
+                                          int& j1, unsigned& k2, int& j2) {
   k1 = k2 = 0u;
   j1 = j2 = 0;
 #pragma unroll
@@ -177,21 +183,22 @@ __device__ __forceinline__ void lane_top2(const unsigned (&key)[8], unsigned tak
   }
 }
 
-// The round's winner lane among the lanes whose best key equals the warp max m: lane l's slots are experts
-// 4l .. 4l+3 and 128 + 4l .. 128 + 4l + 3, so the lowest expert is in the lowest such lane whose best is
-// below 128 (`low`), else in the lowest such lane (two ballots: shorter than a second warp reduction).
-// `any`: some lane still holds a candidate (key 0 = none).
+// The round's winner lane among the lanes whose best key equals the warp max m: lane l's slots are
+// experts 4l .. 4l+3 and 128 + 4l .. 128 + 4l + 3, so the lowest expert is in the lowest such lane
+// whose best is below 128 (`low`), else in the lowest such lane (two ballots: shorter than a second
+// warp reduction). `any`: some lane still holds a candidate (key 0 = none).
 __device__ __forceinline__ int winner_lane(unsigned best, unsigned m, bool low, bool& any) {
   const bool tied = best == m && best != 0u;
-  const unsigned lo = __ballot_sync(0xffffffffu, tied && low), all = __ballot_sync(0xffffffffu, tied);
+  const unsigned lo = __ballot_sync(0xffffffffu, tied && low),
+                 all = __ballot_sync(0xffffffffu, tied);
   any = all != 0u;
   return lo ? __ffs(lo) - 1 : (all ? __ffs(all) - 1 : 0);
 }
 
-// Lane k < K stores choice k of token slot p (expert e, unbiased score s) with the weight s / l1 (when
-// normalised) x route_scale; tokens past T (valid false) are not stored.
-__device__ __forceinline__ void store_choice(const RouterArgs& a, int64_t p, bool valid, int lane, int e, float s,
-                                             float l1) {
+// Lane k < K stores choice k of token slot p (expert e, unbiased score s) with the weight s / l1
+// (when normalised) x route_scale; tokens past T (valid false) are not stored.
+__device__ __forceinline__ void store_choice(const RouterArgs& a, int64_t p, bool valid, int lane,
+                                             int e, float s, float l1) {
   if (valid && lane < a.K) {
     const float denom = a.norm ? fmaxf(l1, 1e-12f) : 1.0f;
     a.idx[p * a.K + lane] = e;
@@ -199,77 +206,18 @@ __device__ __forceinline__ void store_choice(const RouterArgs& a, int64_t p, boo
   }
 }
 
-// Version 1 of the K rounds (RouterConfig::topk_version; kept to measure against): every round each lane
-// rescans its 8 slots for its best untaken (key, expert, slot, score); the winner's score is shuffled to
-// every lane and summed into l1 as the round goes.
-template <int NT>
-__device__ __forceinline__ void top_k_scan(const RouterArgs& a, int lane, const float (&sc)[NT][8],
-                                   unsigned (&key)[NT][8], const int64_t (&p)[NT], const bool (&valid)[NT]) {
-  const unsigned full = 0xffffffffu;
-  int my_e[NT];        // lane k keeps the k-th choice
-  float my_s[NT], l1[NT];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    my_e[n] = 0;
-    my_s[n] = 0.f;
-    l1[n] = 0.f;
-  }
-  for (int k = 0; k < a.K; ++k) {
-    unsigned kb[NT], m[NT];
-    int eb[NT], jb[NT];
-    float sb[NT];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      // This lane's best untaken key (a chosen slot's key is 0), the lowest slot (= lowest expert) among
-      // equal keys, and its score.
-      kb[n] = 0;
-      eb[n] = INT_MAX;
-      jb[n] = 0;
-      sb[n] = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (key[n][j] > kb[n]) {
-          kb[n] = key[n][j];
-          eb[n] = expert_of(lane, j);
-          jb[n] = j;
-          sb[n] = sc[n][j];
-        }
-    }
-#pragma unroll
-    for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(kb[n]);
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      bool all;
-      const int wl = winner_lane(kb[n], m[n], eb[n] < 128, all);
-      // No candidate left (unreachable for K <= E, checked on the host): expert 0, lane 0's slot 0.
-      const int w = all ? __shfl_sync(full, eb[n], wl) : 0;
-      const float s = __shfl_sync(full, all ? sb[n] : sc[n][0], wl);
-      const int jw = all ? jb[n] : 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (lane == wl && j == jw) key[n][j] = 0u;  // taken: key 0 never wins again
-      l1[n] += fabsf(s);  // the CPU's order: k = 0, 1, ...
-      if (lane == k) {
-        my_e[n] = w;
-        my_s[n] = s;
-      }
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < NT; ++n) store_choice(a, p[n], valid[n], lane, my_e[n], my_s[n], l1[n]);
-}
-
-// Version 2 (the default): each lane keeps its best two untaken (key, slot) pairs and a round pops the
-// winner's; the scores are fetched once after the rounds. Same choices, scores and l1 order as version 1
-// (the same bits; CudaMoe.RouterTopKVersionsAgree).
+// The K rounds: each lane keeps its best two untaken (key, slot) pairs and a round pops the
+// winner's; the scores are fetched once after the rounds, summed into l1 in the CPU's order k = 0,
+// 1, ...
 template <int NT>
 __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const float (&sc)[NT][8],
-                                   unsigned (&key)[NT][8], const int64_t (&p)[NT], const bool (&valid)[NT]) {
+                                            unsigned (&key)[NT][8], const int64_t (&p)[NT],
+                                            const bool (&valid)[NT]) {
   const unsigned full = 0xffffffffu;
-  // Each lane keeps its best two untaken (key, slot) pairs, made by one pass over its 8 slots; a round
-  // pops the winner lane's first pair. Only when a lane has popped both does every lane rescan its
-  // untaken slots (the taken ones are bits of `taken`) - for ~40% of tokens once, instead of a scan of
-  // all 8 slots in every round.
+  // Each lane keeps its best two untaken (key, slot) pairs, made by one pass over its 8 slots; a
+  // round pops the winner lane's first pair. Only when a lane has popped both does every lane
+  // rescan its untaken slots (the taken ones are bits of `taken`) - for ~40% of tokens once,
+  // instead of a scan of all 8 slots in every round.
   int my_e[NT];  // lane k keeps the k-th choice
   unsigned k1[NT], k2[NT], taken[NT];
   int j1[NT], j2[NT], popped[NT];
@@ -305,9 +253,10 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
       }
     }
   }
-  // The scores of the choices: lane k takes its expert's score from the lane holding it (8 shuffles and
-  // a select, once per token instead of once per round), then every lane sums |score| in the CPU's order
-  // k = 0, 1, ... - the same values in the same order as when each round fetched its winner's score.
+  // The scores of the choices: lane k takes its expert's score from the lane holding it (8 shuffles
+  // and a select, once per token instead of once per round), then every lane sums |score| in the
+  // CPU's order k = 0, 1, ... - the same values in the same order as when each round fetched its
+  // winner's score.
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const int owner = (my_e[n] & 127) >> 2, js = (my_e[n] >> 7) * 4 + (my_e[n] & 3);
@@ -324,17 +273,18 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
 }
 
 // NT tokens t[n] of head h, one warp: each token's logits in this lane's 8 slots (expert_of; sc[n],
-// overwritten with the scores) -> logits out (when kept), the scores, the top-K of score + bias: K rounds
-// of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes holding it
-// (the CPU's tie rule, lower expert index first); the weights. Tokens with t[n] >= T are computed (on the
-// zero rows the caller passes) and not stored. Both kernels call it, so both choose with the same code.
-// Why NT tokens at once: each round is a dependent chain (a warp max, then the tie among the lanes holding
-// it and the winner's score) whose latency the 16 warps of an SM did not hide - the top-K was 69% of
-// router_mma_kernel's stall samples (bench/NOTES.md, session 10); the NT chains interleave. Each token's
-// arithmetic is the same as alone (the same bits). V: the rounds' version (top_k_scan 1, top_k_pairs 2).
-template <int NT, int V>
-__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT], int lane,
-                                             float (&sc)[NT][8], const float (&bias_v)[8]) {
+// overwritten with the scores) -> logits out (when kept), the scores, the top-K of score + bias: K
+// rounds of a warp arg-max over (key, expert): the max key, then the lowest expert among the lanes
+// holding it (the CPU's tie rule, lower expert index first); the weights. Tokens with t[n] >= T are
+// computed (on the zero rows the caller passes) and not stored. Both kernels call it, so both
+// choose with the same code. Why NT tokens at once: each round is a dependent chain (a warp max,
+// then the tie among the lanes holding it and the winner's score) whose latency the 16 warps of an
+// SM did not hide; the NT chains interleave. Each token's arithmetic is the same as alone (the same
+// bits).
+template <int NT>
+__device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const int64_t (&t)[NT],
+                                             int lane, float (&sc)[NT][8],
+                                             const float (&bias_v)[8]) {
   const unsigned full = 0xffffffffu;
   int64_t p[NT];
   bool valid[NT];
@@ -348,7 +298,8 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        if (valid[n] && expert_of(lane, j) < a.E) a.logits[p[n] * a.E + expert_of(lane, j)] = sc[n][j];
+        if (valid[n] && expert_of(lane, j) < a.E)
+          a.logits[p[n] * a.E + expert_of(lane, j)] = sc[n][j];
   }
   float mx[NT], sum[NT];
 #pragma unroll
@@ -368,10 +319,10 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
 #pragma unroll
       for (int n = 0; n < NT; ++n) mx[n] = fmaxf(mx[n], __shfl_xor_sync(full, mx[n], o));
   }
-  // The scores, branch-free: every slot is computed and the slots past E are zeroed by a select (the
-  // branch per slot cost a BSSY/BSYNC pair each), and 1 / (1 + e) as __frcp_rn, which rounds the
-  // reciprocal as the IEEE division does (the same bits) without the division's slow-path check.
-  // The scoring was ~31% of the kernel's stall samples (bench/NOTES.md, session 11).
+  // The scores, branch-free: every slot is computed and the slots past E are zeroed by a select
+  // (the branch per slot cost a BSSY/BSYNC pair each), and 1 / (1 + e) as __frcp_rn, which rounds
+  // the reciprocal as the IEEE division does (the same bits) without the division's slow-path
+  // check.
   if (a.softmax) {
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -408,25 +359,25 @@ __device__ __forceinline__ void select_top_k(const RouterArgs& a, int h, const i
       b = b == 0.f ? 0.f : b;  // -0 == +0 on the CPU: one key for both
       key[n][j] = expert_of(lane, j) < a.E ? order_key(b) : 0u;
     }
-  if constexpr (V == 1)
-    top_k_scan<NT>(a, lane, sc, key, p, valid);
-  else
-    top_k_pairs<NT>(a, lane, sc, key, p, valid);
+  top_k_pairs<NT>(a, lane, sc, key, p, valid);
 }
 
-// ---- router_kernel: fp32 logits on the CUDA cores ------------------------------------------------------
+// ---- router_kernel: fp32 logits on the CUDA cores
+// ------------------------------------------------------
 
 // x tile rows t0 .. t0+63, columns k0 .. k0+31 of head h: thread i loads token i / 4, 8 values from
 // column (i % 4) * 8, into registers (the next stage is fetched while the current one computes).
 // kVec: BF16 x with D % 8 == 0, one 16-byte load; else element loads with bounds.
 template <bool kVec>
-__device__ __forceinline__ void load_x(const RouterArgs& a, int64_t t0, int h, int k0, Elt xt, float (&v)[8]) {
+__device__ __forceinline__ void load_x(const RouterArgs& a, int64_t t0, int h, int k0, Elt xt,
+                                       float (&v)[8]) {
   const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 8;
   const int64_t t = t0 + r;
   const int64_t HD = int64_t(a.H) * a.D;
   if constexpr (kVec) {
     if (t < a.T && k0 + c < a.D) {
-      const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + t * HD + int64_t(h) * a.D + k0 + c);
+      const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) +
+                                                      t * HD + int64_t(h) * a.D + k0 + c);
       const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&u);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -464,7 +415,7 @@ __device__ __forceinline__ void load_gate_async(const RouterArgs& a, int h, int 
   cp_async_commit();
 }
 
-template <bool kVec, int V>
+template <bool kVec>
 __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a, Elt xt) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -525,11 +476,12 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a,
     float sc[1][8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) sc[0][j] = acc[i][j];
-    select_top_k<1, V>(a, h, tt, lane, sc, bias_v);
+    select_top_k<1>(a, h, tt, lane, sc, bias_v);
   }
 }
 
-// ---- router_mma_kernel: bf16 tensor-core logits (sm_80+) -----------------------------------------------
+// ---- router_mma_kernel: bf16 tensor-core logits (sm_80+)
+// -----------------------------------------------
 
 #if __CUDA_ARCH__ >= 800
 // Byte offset of 16-byte chunk c of row r in a stage tile (the swizzle described at kMmaStages).
@@ -539,7 +491,8 @@ __device__ __forceinline__ unsigned swizzle(int r, int c) {
 
 // A 16-byte cp.async that writes zeros when !valid (src-size 0; gmem is then not read).
 __device__ __forceinline__ void cp_async16_zfill(unsigned smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(valid ? 16 : 0));
 }
 
 template <int kPending>
@@ -554,19 +507,22 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned smem, unsigned (&r)[4]) {
 }
 
 // d += a (16 x 16 bf16, row) · b (16 x 8 bf16, col), fp32 accumulation.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Stage `stage` <- k columns k0 .. k0+31: the x tile (64 tokens; thread i: token i / 4, chunk i % 4) and the
-// three gate planes' 768 expert rows (12 chunks per thread). kVec: 16-byte cp.async of x (zeros past T and D);
-// else element loads with bounds (D % 8 != 0 or x not 16-byte aligned), stored synchronously.
+// Stage `stage` <- k columns k0 .. k0+31: the x tile (64 tokens; thread i: token i / 4, chunk i %
+// 4) and the three gate planes' 768 expert rows (12 chunks per thread). kVec: 16-byte cp.async of x
+// (zeros past T and D); else element loads with bounds (D % 8 != 0 or x not 16-byte aligned),
+// stored synchronously.
 template <bool kVec>
-__device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64_t t0, int k0, unsigned char* smem,
-                                               int stage) {
+__device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64_t t0, int k0,
+                                               unsigned char* smem, int stage) {
   unsigned char* st = smem + stage * kStageBytes;
   const unsigned sst = static_cast<unsigned>(__cvta_generic_to_shared(st));
   const int r = threadIdx.x / 4, c = threadIdx.x % 4;
@@ -582,8 +538,8 @@ __device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64
     unsigned v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = (t < a.T && k + j < a.D) ? xu[xi + j] : 0u;
-    *reinterpret_cast<uint4*>(st + swizzle(r, c)) =
-        make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+    *reinterpret_cast<uint4*>(st + swizzle(r, c)) = make_uint4(
+        v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
   }
   const __nv_bfloat16* g = a.gp + int64_t(h) * kPlanes * kEP * a.Dp + k;  // + row * Dp
   const unsigned sg = sst + kXStageBytes;
@@ -595,11 +551,12 @@ __device__ __forceinline__ void load_mma_stage(const RouterArgs& a, int h, int64
 }
 #endif
 
-// Per block 64 tokens x 256 experts of head h; warp w computes the 64 x 32 logits of experts 32w .. 32w+31
-// (4 x 4 MMA tiles of 16 x 8, 64 accumulators per thread). Per 16 values of k a warp loads its A fragments
-// once (4 ldmatrix.x4) and, per plane, its B fragments (2 ldmatrix.x4) for 16 MMAs: 10 ldmatrix per 48 MMAs.
-// Then the logits go through shared memory into select_top_k's layout: warp w, tokens 8w .. 8w+7.
-template <bool kVec, int V>
+// Per block 64 tokens x 256 experts of head h; warp w computes the 64 x 32 logits of experts 32w ..
+// 32w+31 (4 x 4 MMA tiles of 16 x 8, 64 accumulators per thread). Per 16 values of k a warp loads
+// its A fragments once (4 ldmatrix.x4) and, per plane, its B fragments (2 ldmatrix.x4) for 16 MMAs:
+// 10 ldmatrix per 48 MMAs. Then the logits go through shared memory into select_top_k's layout:
+// warp w, tokens 8w .. 8w+7.
+template <bool kVec>
 __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArgs a) {
 #if __CUDA_ARCH__ >= 800
   extern __shared__ float4 smem4[];
@@ -616,9 +573,10 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[mt][nt][q] = 0.f;
 
-  // ldmatrix.x4 rows: lanes 8j .. 8j+7 address matrix j. A (16 x 16 of x): matrices (rows 0-7 | 8-15) x
-  // (k 0-7 | 8-15) in the order a0..a3. B (16 experts x 16 k): (experts 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7),
-  // (8-15, 8-15) = b0, b1 of expert tile 2np and of 2np+1. The swizzle of a row depends only on its low 3 bits.
+  // ldmatrix.x4 rows: lanes 8j .. 8j+7 address matrix j. A (16 x 16 of x): matrices (rows 0-7 |
+  // 8-15) x (k 0-7 | 8-15) in the order a0..a3. B (16 experts x 16 k): (experts 0-7, k 0-7), (0-7,
+  // 8-15), (8-15, 0-7), (8-15, 8-15) = b0, b1 of expert tile 2np and of 2np+1. The swizzle of a row
+  // depends only on its low 3 bits.
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_chunk = (lane >> 3) & 1;
   const int a_swz = (a_row >> 1) & 3, b_swz = (b_row >> 1) & 3;
@@ -632,7 +590,8 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
   }
   for (int kt = 0; kt < nk; ++kt) {
     cp_async_wait_group<kMmaStages - 2>();  // stage kt has landed (this thread's copies) ...
-    __syncthreads();  // ... everyone's, and every warp is done with the stage the next load overwrites
+    __syncthreads();  // ... everyone's, and every warp is done with the stage the next load
+                      // overwrites
     const int kn = kt + kMmaStages - 1;
     if (kn < nk) load_mma_stage<kVec>(a, h, t0, kn * kBK, smem, kn % kMmaStages);
     cp_async_commit();
@@ -643,19 +602,22 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
         unsigned af[4][4];
 #pragma unroll
         for (int mt = 0; mt < 4; ++mt)
-          ldmatrix_x4(sx + (16 * mt + a_row) * kRowBytes + (((2 * ks + a_chunk) ^ a_swz) << 4), af[mt]);
+          ldmatrix_x4(sx + (16 * mt + a_row) * kRowBytes + (((2 * ks + a_chunk) ^ a_swz) << 4),
+                      af[mt]);
 #pragma unroll
         for (int p = kPlanes - 1; p >= 0; --p) {  // lo, mid, hi: the smallest terms first
           unsigned bf[2][4];
 #pragma unroll
           for (int np = 0; np < 2; ++np)
-            ldmatrix_x4(sg + (p * kEP + 32 * warp + 16 * np + b_row) * kRowBytes + (((2 * ks + b_chunk) ^ b_swz) << 4),
+            ldmatrix_x4(sg + (p * kEP + 32 * warp + 16 * np + b_row) * kRowBytes +
+                            (((2 * ks + b_chunk) ^ b_swz) << 4),
                         bf[np]);
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt)
-              mma_bf16_16816(acc[mt][nt], af[mt], bf[nt / 2][2 * (nt % 2)], bf[nt / 2][2 * (nt % 2) + 1]);
+              mma_bf16_16816(acc[mt][nt], af[mt], bf[nt / 2][2 * (nt % 2)],
+                             bf[nt / 2][2 * (nt % 2) + 1]);
         }
       }
     }
@@ -663,8 +625,8 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
   cp_async_wait_group<0>();  // (only empty groups are left)
   __syncthreads();           // every warp is done with the stages: they become the logits tile
 
-  // Fragment (mt, nt): d0, d1 at token 16 mt + lane / 4, experts 32 warp + 8 nt + 2 (lane % 4) + {0, 1};
-  // d2, d3 eight tokens further.
+  // Fragment (mt, nt): d0, d1 at token 16 mt + lane / 4, experts 32 warp + 8 nt + 2 (lane % 4) +
+  // {0, 1}; d2, d3 eight tokens further.
   float* tile = reinterpret_cast<float*>(smem);
   const int fr = lane >> 2, fc = 2 * (lane & 3);
 #pragma unroll
@@ -673,54 +635,74 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_mma_kernel(RouterArg
     for (int nt = 0; nt < 4; ++nt) {
       float* o = tile + (16 * mt + fr) * kLogitStride + 32 * warp + 8 * nt + fc;
       *reinterpret_cast<float2*>(o) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-      *reinterpret_cast<float2*>(o + 8 * kLogitStride) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+      *reinterpret_cast<float2*>(o + 8 * kLogitStride) =
+          make_float2(acc[mt][nt][2], acc[mt][nt][3]);
     }
   __syncthreads();
 
-  // Tokens per select_top_k call (their chains interleave): 2. Version 1 spills with 4; version 2 fits 4
-  // in 128 registers but ran no faster (bench/NOTES.md, session 11).
+  // Tokens per select_top_k call (their chains interleave): 2 (4 fit in 128 registers, no faster).
   constexpr int kTopKTokens = 2;
   float bias_v[8];
   load_bias(a, h, lane, bias_v);
   for (int i = 0; i < 8; i += kTopKTokens) {
     const int r = 8 * warp + i;
-    if (t0 + r >= a.T) break;  // uniform across the warp (tokens past T in the group are not stored)
+    if (t0 + r >= a.T)
+      break;  // uniform across the warp (tokens past T in the group are not stored)
     int64_t tt[kTopKTokens];
     float logit[kTopKTokens][8];
 #pragma unroll
     for (int n = 0; n < kTopKTokens; ++n) {
       tt[n] = t0 + r + n;
       const float4 l0 = *reinterpret_cast<const float4*>(tile + (r + n) * kLogitStride + 4 * lane);
-      const float4 l1 = *reinterpret_cast<const float4*>(tile + (r + n) * kLogitStride + 128 + 4 * lane);
+      const float4 l1 =
+          *reinterpret_cast<const float4*>(tile + (r + n) * kLogitStride + 128 + 4 * lane);
       const float v[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
 #pragma unroll
       for (int q = 0; q < 8; ++q) logit[n][q] = v[q];
     }
-    select_top_k<kTopKTokens, V>(a, h, tt, lane, logit, bias_v);
+    select_top_k<kTopKTokens>(a, h, tt, lane, logit, bias_v);
   }
 #else
   __trap();  // launch_router only launches it where the device code was built for sm_80+
 #endif
 }
 
-// Whether router_mma_kernel can run here: an sm_80+ GPU, device code built for sm_80+ (not JIT-compiled from
-// older PTX, where the kernel is an empty trap) and room for its shared memory (not on sm_86 / sm_89: 99 KB).
+// Whether router_mma_kernel can run here: an sm_80+ GPU, device code built for sm_80+ (not
+// JIT-compiled from older PTX, where the kernel is an empty trap) and room for its shared memory
+// (not on sm_86 / sm_89: 99 KB).
 bool mma_router_available(Device& dev) {
-  if (dev.props().major < 8 || dev.props().sharedMemPerBlockOptin < size_t{kMmaSmemBytes}) return false;
+  if (dev.props().major < 8 || dev.props().sharedMemPerBlockOptin < size_t{kMmaSmemBytes})
+    return false;
   cudaFuncAttributes attr{};
-  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true, 2>));
+  AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, router_mma_kernel<true>));
   return attr.ptxVersion >= 80;
 }
 
 }  // namespace
 
-bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias, const RouterConfig& cfg,
-                   int64_t T, int* idx, float* w, float* logits, bool allow_tensor_cores) {
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
+                   const RouterConfig& cfg, int64_t T, int* idx, float* w, float* logits,
+                   bool allow_tensor_cores) {
   const Elt xt = elt_of(x, "moe route x");
-  const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts), D = static_cast<int>(cfg.head_dim);
+  const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts),
+            D = static_cast<int>(cfg.head_dim);
   const int Dp = (D + kBK - 1) / kBK * kBK;
-  RouterArgs a{x.raw(), nullptr, cptr<float>(bias), T, H, E, static_cast<int>(cfg.top_k), D, Dp,
-               cfg.softmax, cfg.route_norm, cfg.route_scale, idx, w, logits, nullptr};
+  RouterArgs a{x.raw(),
+               nullptr,
+               cptr<float>(bias),
+               T,
+               H,
+               E,
+               static_cast<int>(cfg.top_k),
+               D,
+               Dp,
+               cfg.softmax,
+               cfg.route_norm,
+               cfg.route_scale,
+               idx,
+               w,
+               logits,
+               nullptr};
   const bool vec = xt == Elt::BF16 && D % 8 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
   const dim3 grid(static_cast<unsigned>((T + kBT - 1) / kBT), static_cast<unsigned>(H));
   if (allow_tensor_cores && xt == Elt::BF16 && mma_router_available(dev)) {
@@ -729,23 +711,21 @@ bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tenso
     split_gate_kernel<<<grid_for(int64_t(H) * kEP * Dp), kRouterThreads, 0, dev.stream()>>>(
         cptr<float>(gate), H, E, D, Dp, static_cast<__nv_bfloat16*>(device_ptr(gp)));
     AVDIT_CUDA_CHECK_LAUNCH();
-    const bool v1 = cfg.topk_version == 1;
-    auto kernel = vec ? (v1 ? router_mma_kernel<true, 1> : router_mma_kernel<true, 2>)
-                      : (v1 ? router_mma_kernel<false, 1> : router_mma_kernel<false, 2>);
-    AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes));
+    auto kernel = vec ? router_mma_kernel<true> : router_mma_kernel<false>;
+    AVDIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes));
     kernel<<<grid, kRouterThreads, kMmaSmemBytes, dev.stream()>>>(a);
     AVDIT_CUDA_CHECK_LAUNCH();
     return true;
   }
   Tensor gt = cuda_empty(dev, {int64_t(H) * Dp * kEP}, DType::F32);
   a.gt = cptr<float>(gt);
-  transpose_gate_kernel<<<grid_for(gt.numel()), kRouterThreads, 0, dev.stream()>>>(cptr<float>(gate), H, E, D, Dp,
-                                                                             static_cast<float*>(device_ptr(gt)));
+  transpose_gate_kernel<<<grid_for(gt.numel()), kRouterThreads, 0, dev.stream()>>>(
+      cptr<float>(gate), H, E, D, Dp, static_cast<float*>(device_ptr(gt)));
   AVDIT_CUDA_CHECK_LAUNCH();
-  const bool v1 = cfg.topk_version == 1;
-  auto kernel = vec ? (v1 ? router_kernel<true, 1> : router_kernel<true, 2>)
-                    : (v1 ? router_kernel<false, 1> : router_kernel<false, 2>);
-  AVDIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  auto kernel = vec ? router_kernel<true> : router_kernel<false>;
+  AVDIT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   kernel<<<grid, kRouterThreads, kSmemBytes, dev.stream()>>>(a, xt);
   AVDIT_CUDA_CHECK_LAUNCH();
   return false;

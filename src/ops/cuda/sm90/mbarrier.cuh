@@ -1,8 +1,7 @@
-// What our own Hopper MoE kernels (grouped_gateup_sm90.cu: kernel 7's gate/up;
-// grouped_fused_sm90.cu: kernel 9) share: mbarrier waits and arrivals written so that ptxas keeps
-// the wgmmas around them asynchronous, and the bf16 TMA descriptors with the 128-byte swizzle that
-// GMMA's K-major layouts read. Included only by *_sm90.cu files (it needs the sm_90 PTX and the
-// driver's tensor-map API).
+// mbarrier waits and arrivals written so that ptxas keeps the wgmmas around them asynchronous, and
+// the bf16 TMA descriptors with the 128-byte swizzle that GMMA's K-major layouts read: for our own
+// Hopper kernels (moe_fused_experts.cu). Included only by files under ops/cuda/sm90/ (it needs the
+// sm_90 PTX and the driver's tensor-map API).
 #pragma once
 
 #include <cuda.h>
@@ -21,7 +20,7 @@ __device__ __forceinline__ void bar_init(uint64_t* b, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
 }
 // The spin loop is inside the PTX: a C++ branch around it would make ptxas treat the wgmmas after
-// it as being on a divergent path and serialise them (bench/NOTES.md, session 7).
+// it as being on a divergent path and serialise them.
 // On a shared-memory address (smem_u32): converting a pointer costs a generic-to-shared conversion
 // (the CTA's window in the cluster) at each call, which hot loops can hoist by keeping the address.
 __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
@@ -31,7 +30,9 @@ __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) { bar_wait(smem_u32(b), parity); }
+__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
+  bar_wait(smem_u32(b), parity);
+}
 __device__ __forceinline__ void bar_arrive(uint64_t* b) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
 }
@@ -43,7 +44,9 @@ __device__ __forceinline__ void bar_arrive_if(uint32_t b, bool pred) {
       "r"(uint32_t(pred))
       : "memory");
 }
-__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) { bar_arrive_if(smem_u32(b), pred); }
+__device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
+  bar_arrive_if(smem_u32(b), pred);
+}
 __device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
                "r"(bytes)

@@ -1,12 +1,10 @@
-// Kernels 9, 10, 20, 21 (grouped.h, GroupedOptions::kernel; 21 is the default): the routed experts
-// in one Hopper kernel, gate/up -> swiglu7 -> down, with h never leaving the registers. 9 reads
-// each unit's rows by TMA from the buffer the gather kernel filled; 10 gathers them from x itself,
-// one TMA load per row and k-block (gather_rows below), and needs neither the gather kernel nor the
-// 2.4 GB buffer (T = 65,536).
+// The routed experts in one Hopper kernel (moe/grouped.h): gate/up -> swiglu7 -> down, with h never
+// leaving the registers and each unit's rows gathered from x by the kernel itself (one TMA load per
+// row and k-block, gather_rows below), so there is no gather kernel and no row or h buffer.
 //
-// Why (bench/NOTES.md, sessions 4-8): the two-GEMM path writes h (T x 72 x 1280 bf16, 12 GB at
-// T = 65,536) and reads it back, and its gate/up kernel spends most of its instructions on the h
-// stores beside the swiglu7. Here a CTA owns one work unit: 128 rows of one (head, expert) group,
+// Why: the two-GEMM path (moe_grouped_gemm.cu) writes h (T x 72 x 1280 bf16, 12 GB at T = 65,536)
+// and reads it back, and its gate/up kernel spends most of its instructions on the h stores beside
+// the swiglu7. Here a CTA owns one work unit: 128 rows of one (head, expert) group,
 // and sweeps the expert's intermediate width in chunks of 48 h columns. Per chunk and consumer warp
 // group (64 rows):
 //   gate/up: acc_gu [64 x 96] (48 interleaved gate/up pairs) = A [64 x D] (resident in smem for the
@@ -14,7 +12,8 @@
 //   swiglu7 in place on acc_gu, rounded to bf16 and packed into the A fragment of the down GEMM;
 //   down:    acc_out [64 x 256] += h chunk [64 x 48] (registers: wgmma's RS form) x W_d chunk,
 //            3 wgmma m64n256k16.
-// At the end of the unit: out row = bf16(routing weight x acc_out), as kernel 6's down epilogue.
+// At the end of the unit: out row = bf16(routing weight x acc_out), as the two-GEMM path's down
+// epilogue.
 //
 // The register trick (as FlashAttention-3 feeds P to its second GEMM): wgmma's accumulator gives a
 // thread the column pairs (8i + 2q, 8i + 2q + 1) of rows r and r + 8 (q = lane % 4), which with
@@ -29,7 +28,7 @@
 //
 // The schedule: each consumer warp group's swiglu7 of chunk c+1 runs under its own down MMAs of
 // chunk c (a step: pack h -> issue gate/up c+1 and down c -> wait for gate/up c+1 -> swiglu7 ->
-// wait for down c). Two things make ptxas keep the wgmmas asynchronous (session 8):
+// wait for down c). Two things make ptxas keep the wgmmas asynchronous:
 // - the chunk loop's back edge sits where no wgmma is in flight; with the back edge crossing
 //   wgmmas in flight ptxas serialised every wgmma (C7511 / C7514);
 // - chunks of 48 columns: out 128 + gate/up 48 + h 12 registers held by wgmmas (64-column chunks
@@ -39,18 +38,16 @@
 // Shared memory (225 KB): A [4 k-blocks x 128 x 64] (64 KB, once per unit), a ring of 8 gate/up
 // slots (12 KB: one k-block of one chunk; two chunks of prefetch) and a ring of 2 down slots
 // (32 KB: W_d [256 x 64] from column 48c; its last 16 columns are unused, the 128-byte swizzle
-// wants 64), and kernel 10's UnitInfo (2 x 528 bytes). Warp roles: warp groups 0, 1 = consumers
-// (rows 0-63, 64-127), one thread of warp group 2 issues every weight load (and kernel 9's A
-// loads), its warps 1-3 gather kernel 10's rows. Units come from an atomic counter over a (group,
-// m-tile) table made by a one-block scan kernel, in group order, so CTAs on one expert read its
-// weights from L2 together.
+// wants 64), and two UnitInfo (2 x 528 bytes). Warp roles: warp groups 0, 1 = consumers (rows 0-63,
+// 64-127), one thread of warp group 2 issues every weight load, its warps 1-3 gather the rows.
+// Units come from an atomic counter over a (group, m-tile) table made by a one-block scan kernel,
+// in group order, so CTAs on one expert read its weights from L2 together.
 //
 // Limits: head_dim <= 256 (the gate/up K in four 64-wide k-blocks, the down N one 256-wide
 // wgmma; past D both are TMA's zero fill or rows never stored), head_dim and the expert width
-// multiples of 8, the expert width above 48 (two chunks at least); else the layer uses kernel 7.
-// Arithmetic: fp32 accumulation, h = bf16(swiglu7_lean_f(gate, up)), out = bf16(w * acc) - the
-// contract of kernels 5-7 (only the fp32 summation order differs). It replaced kernel 8 (64-column
-// chunks, each MMA step waited for: 17.10 against 16.01 ms in one call, session 8).
+// multiples of 8, the expert width above 48 (two chunks at least); elsewhere the two-GEMM path
+// runs. Arithmetic: fp32 accumulation, h = bf16(swiglu7_lean_f(gate, up)), out = bf16(w * acc) -
+// the contract of the two-GEMM path (only the fp32 summation order differs).
 #include "ops/cuda/moe/grouped_internal.h"
 
 #include "ops/cuda/common.cuh"
@@ -62,11 +59,11 @@
 #include <cstddef>
 #include <utility>
 
-#include "ops/cuda/moe/mbarrier_sm90.cuh"
-#include "ops/cuda/moe/moe_internal.h"
 #include "cute/arch/copy_sm90_tma.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/arch/reg_reconfig.h"
+#include "ops/cuda/moe/moe_internal.h"
+#include "ops/cuda/sm90/mbarrier.cuh"
 
 namespace avdit::cuda::moe {
 namespace {
@@ -74,16 +71,15 @@ namespace {
 using namespace sm90;  // mbarrier helpers, TMA maps
 using bf16 = __nv_bfloat16;
 constexpr int kBM = 128, kBK = 64, kMaxKB = 4;  // unit rows, k-block, k-blocks (head_dim <= 256)
-constexpr int kChunk = 48;              // h columns per chunk (gate/up N = 96)
-constexpr int kDN = 256;                // the down GEMM's N (head_dim <= 256)
-constexpr int kSlot = kBM * kBK * 2;    // A slot: 128 x 64 bf16, 16 KB
-constexpr int kGuSlot = 96 * kBK * 2;   // gate/up slot: 96 x 64 bf16, 12 KB
-constexpr int kWdSlot = kDN * kBK * 2;  // down slot: 256 x 64 bf16, 32 KB
+constexpr int kChunk = 48;                      // h columns per chunk (gate/up N = 96)
+constexpr int kDN = 256;                        // the down GEMM's N (head_dim <= 256)
+constexpr int kSlot = kBM * kBK * 2;            // A slot: 128 x 64 bf16, 16 KB
+constexpr int kGuSlot = 96 * kBK * 2;           // gate/up slot: 96 x 64 bf16, 12 KB
+constexpr int kWdSlot = kDN * kBK * 2;          // down slot: 256 x 64 bf16, 32 KB
 constexpr int kGuSlots = 8, kWdSlots = 2, kRing = 4;
 constexpr int kThreads = 384;  // two consumer warp groups (warps 0-7) + the producer warp group
 constexpr int kConsumerWarps = 8;
-// Kernel 10: producer warps 1-3 gather the unit's rows of x (a TMA load per row and k-block)
-// instead of kernel 9's TMA load from the gathered buffer.
+// Producer warps 1-3 gather the unit's rows of x (a TMA load per row and k-block).
 constexpr int kGatherWarps = 3, kGatherThreads = 32 * kGatherWarps;
 constexpr int kOffA = 0;
 constexpr int kOffGu = kOffA + kMaxKB * kSlot;
@@ -95,11 +91,9 @@ struct Bars {
       wd_full[kWdSlots], wd_empty[kWdSlots], r_full[kRing], r_empty[kRing];
 };
 constexpr int kOffRing = kOffBar + int(sizeof(Bars));
-// Kernel 10: a unit's out-row bookkeeping, written by the gather warps with its rows so that the
-// consumers' epilogue reads shared memory rather than a chain of four dependent global loads
-// (units -> offsets -> sorted_slot -> slot_weight, loaded twice: 3.4% of the consumers' stall
-// samples at its uses, session 14). Two of them: the gather of unit i + 1 overlaps unit i's
-// epilogue.
+// A unit's out-row bookkeeping, written by the gather warps with its rows so that the consumers'
+// epilogue reads shared memory rather than a chain of four dependent global loads (units -> offsets
+// -> sorted_slot -> slot_weight). Two of them: the gather of unit i + 1 overlaps unit i's epilogue.
 struct UnitInfo {
   int64_t row0;  // the unit's first sorted row
   int rows;      // its rows (<= 128)
@@ -114,14 +108,13 @@ static_assert(kOffInfo % 8 == 0, "UnitInfo holds an int64");
 static_assert(kOffGu % 1024 == 0 && kOffWd % 1024 == 0 && kSlot % 1024 == 0, "1024-byte slots");
 
 struct FusedParams {
-  const bf16* x;       // kernel 10: [T, H * D], the rows of slot s at token s / (H K), head (s / K) % H
+  const bf16* x;  // [T, H * D], the rows of slot s at token s / (H K), head (s / K) % H
   int H, K;
-  int x_rows;          // T * H: x seen as [T * H, D] (kernel 10's TMA map)
+  int x_rows;          // T * H: x seen as [T * H, D] (the TMA map)
   const int* offsets;  // Permutation::offsets at the chunk's first group
   const int2* units;   // (group in the chunk, m-tile) per unit, group order
   const int* total;    // number of units
   int* counter;        // next unit (zero before the launch)
-  int64_t chunk_row0;  // sorted row of the chunk's first row (A rows are chunk-local)
   int g0;              // global group of the chunk's first group (weight coordinates)
   int D, De, nc;       // head_dim, expert width, chunks of 48 h columns
   const int* sorted_slot;
@@ -135,9 +128,9 @@ constexpr uint64_t kHintX = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVIC
 
 using AtomGu =
     cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
-// Kernel 21's first chunk (32 h columns): the first 64 rows of the gate/up slot (smem rows 0-63 =
-// u 0-3 = the down's k16 slices 0, 1 under the permutation above) into gu(0..31), which are the
-// first 32 accumulators of the n96 layout.
+// The Lead kernel's first chunk (32 h columns): the first 64 rows of the gate/up slot (smem rows
+// 0-63 = u 0-3 = the down's k16 slices 0, 1 under the permutation above) into gu(0..31), which are
+// the first 32 accumulators of the n96 layout.
 using AtomGu64 =
     cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using AtomDn =
@@ -175,15 +168,14 @@ __device__ __forceinline__ void gu_fma(uint64_t da, uint64_t db, AccGu& acc,
   else
     AtomGu::fma(da, db, acc(I)..., scale);
 }
-__device__ __forceinline__ uint64_t desc_at(uint32_t hi, uint32_t lo) { return (uint64_t{hi} << 32) | lo; }
+__device__ __forceinline__ uint64_t desc_at(uint32_t hi, uint32_t lo) {
+  return (uint64_t{hi} << 32) | lo;
+}
 
 // The consumer warp groups' side of a unit. The wgmma descriptors are built once per thread (the
-// first k-block / slot / k16 step; the others add their byte offset / 16 to the low word, the 14-bit
-// start address field: no carry below 256 KB) and the barriers are addressed from one shared base.
-// Session 13 (bench/NOTES.md): cute rebuilt each k-block's descriptors and every barrier pointer went
-// through a generic-to-shared conversion; with signed slot arithmetic that was ~180 of the step loop's
-// 483 SASS instructions per chunk and warp. Now 388; the kernel went from 18.0 to 16.4 ms (Nsight
-// Compute, T = 65,536), same bits.
+// first k-block / slot / k16 step; the others add their byte offset / 16 to the low word, the
+// 14-bit start address field: no carry below 256 KB) and the barriers are addressed from one shared
+// base.
 struct Consumer {
   char* smem;
   Bars* bars;
@@ -202,15 +194,17 @@ struct Consumer {
     auto tg = mg.get_slice(wt);
     cute::Tensor sA = make_tensor(
         make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffA) + wg * 64 * kBK), LayoutA{});
-    cute::Tensor sB = make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu)), LayoutGu{});
+    cute::Tensor sB =
+        make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffGu)), LayoutGu{});
     const uint64_t da = tg.make_fragment_A(tg.partition_A(sA))(0, 0, 0).desc_;
     const uint64_t db = tg.make_fragment_B(tg.partition_B(sB))(0, 0, 0).desc_;
     MmaDn md;
     auto td = md.get_slice(wt);
-    cute::Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd)), LayoutWd{});
+    cute::Tensor sW =
+        make_tensor(make_smem_ptr(reinterpret_cast<bfloat16_t*>(smem + kOffWd)), LayoutWd{});
     const uint64_t dw = td.make_fragment_B(td.partition_B(sW))(0, 0, 0).desc_;
-    // Through a volatile move: ptxas would otherwise rematerialise the conversion (S2UR SR_CgaCtaId and
-    // six uniform ops) at every use rather than hold the result.
+    // Through a volatile move: ptxas would otherwise rematerialise the conversion (S2UR SR_CgaCtaId
+    // and six uniform ops) at every use rather than hold the result.
     asm volatile("mov.b32 %0, %1;\n" : "=r"(bar_s) : "r"(smem_u32(bars)));
     a_lo = uint32_t(da), a_hi = uint32_t(da >> 32);
     gu_lo = uint32_t(db), gu_hi = uint32_t(db >> 32);
@@ -219,8 +213,8 @@ struct Consumer {
 
   // Issues chunk n's gate/up MMAs on acc (16 wgmmas, one commit group). Chunk n's four k-blocks are
   // slots 4 (n & 1) + k of the 8-slot ring, all of phase (n >> 1) & 1. wait_a: only at a unit's
-  // first chunk (its rows then stay in A for the whole unit). Narrow: n64 wgmmas (kernel 21's chunk
-  // 0).
+  // first chunk (its rows then stay in A for the whole unit). Narrow: n64 wgmmas (the Lead kernel's
+  // chunk 0).
   template <bool Narrow = false>
   __device__ __forceinline__ void issue_gu(AccGu& acc, uint32_t a_phase, bool wait_a) {
     using namespace cute;
@@ -235,7 +229,8 @@ struct Consumer {
       warpgroup_arrive();
       const uint32_t b_lo = gu_lo + (s0 + k) * (kGuSlot >> 4);
       CUTE_UNROLL
-      for (int kk = 0; kk < kBK / 16; ++kk)  // a k16 step is 32 bytes further along the swizzled rows
+      for (int kk = 0; kk < kBK / 16;
+           ++kk)  // a k16 step is 32 bytes further along the swizzled rows
         gu_fma<Narrow>(desc_at(a_hi, a_lo + uint32_t((k * kSlot + kk * 32) >> 4)),
                        desc_at(gu_hi, b_lo + uint32_t(kk * 2)), acc,
                        (k == 0 && kk == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
@@ -246,8 +241,8 @@ struct Consumer {
   }
 
   // Issues chunk n's down MMAs: acc (+)= h [64 x 48] x W_d chunk (3 wgmmas, one commit group;
-  // Narrow: the first 2, h columns 0-31: kernel 20's last chunk, whose columns past De meet W_d's
-  // zero fill).
+  // Narrow: the first 2, h columns 0-31: the Narrow kernel's last chunk, whose columns past De meet
+  // W_d's zero fill).
   template <bool Narrow = false>
   __device__ __forceinline__ void issue_down(AccDn& acc, const uint32_t (&h)[12], bool first) {
     using namespace cute;
@@ -259,7 +254,8 @@ struct Consumer {
     CUTE_UNROLL
     for (int ks = 0; ks < (Narrow ? 2 : 3); ++ks)
       down_fma(h + 4 * ks, desc_at(wd_hi, w_lo + uint32_t(ks * 2)), acc,
-               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One, std::make_index_sequence<128>{});
+               (first && ks == 0) ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One,
+               std::make_index_sequence<128>{});
     warpgroup_commit_batch();
     warpgroup_fence_operand(acc);
   }
@@ -313,7 +309,7 @@ struct Consumer {
     cute::warpgroup_fence_operand(out);
     release_wd(uint32_t(n) - 1u);
   }
-  // Kernel 20, warp group 1 in a unit of <= 64 rows (its 64 rows all past the group): no MMAs, only
+  // Warp group 1 in a unit of <= 64 rows (its 64 rows all past the group): no MMAs, only
   // the barrier protocol, so that the rings stay in step. Every full phase is waited for before its
   // empty barrier is arrived at: an arrival ahead of the slot's load would count towards the phase
   // warp group 0 is still reading. Entered after a_full[0] (which releases the unit's UnitInfo and
@@ -334,22 +330,19 @@ struct Consumer {
   }
 };
 
-// Kernel 10's producer warps 1-3 (gw = 0..2): each unit's 128 rows of x into the A slots. Lane l of
+// The producer warps 1-3 (gw = 0..2): each unit's 128 rows of x into the A slots. Lane l of
 // warp gw owns rows gw + 3 l and gw + 3 (l + 32) (below 128), reads their x rows and routing
 // weights as soon as the unit is claimed (one unit ahead of the weights, see the producer), then,
 // once the unit before has freed A, issues one TMA load per row and k-block: a 64 x 1 box, which
 // TMA writes in the 128-byte swizzle of its shared-memory address, so row r lands where the wgmmas
 // read it. Rows past the group (x row T * H) and columns past D are TMA's zero fill (their products
 // meet zero-filled weights or are never stored).
-//
-// Session 14 (bench/NOTES.md): this replaced a cp.async gather (lane l copying 16-byte piece l of
-// one row per step, the row's x index passed by a shuffle). Its 43 steps per warp ran ~8 us per
-// unit, longer than the consumers' tail after freeing A, and the consumers waited for the rows at
-// every unit start (4-6% of their stall samples); Nsight Compute 16.65 -> 16.40 ms, same bits.
+
 struct GatherRows {
-  int64_t beg = 0;    // the unit's first sorted row
-  int rows = 0;       // its rows (<= 128)
-  int xr0 = 0, xr1 = 0;  // x rows (token * H + head) of this lane's rows gw + 3 lane, gw + 3 (lane + 32)
+  int64_t beg = 0;  // the unit's first sorted row
+  int rows = 0;     // its rows (<= 128)
+  int xr0 = 0,
+      xr1 = 0;  // x rows (token * H + head) of this lane's rows gw + 3 lane, gw + 3 (lane + 32)
   float w0 = 0.f, w1 = 0.f;  // their routing weights (0 past the group)
 };
 
@@ -412,22 +405,20 @@ __device__ __forceinline__ void gather_rows(const FusedParams& p, const CUtensor
   }
 }
 
-// Gather (kernel 10): the unit's rows come from x (producer warps 1-3; tma_a is the map over x),
-// not from the gathered buffer (kernel 9; tma_a is the map over that buffer).
-// Skip (kernel 20, with Gather): the MMAs on rows and columns that no output reads are skipped:
-// - warp group 1 sits out units of <= 64 rows (about half of every group's last unit: ~4% of the
-//   units at the bench's routing, T = 65,536) and keeps only the barrier protocol (skip_unit);
-// - Narrow (the last chunk holds <= 32 of the expert's h columns, as De = 1280 = 26 x 48 + 32):
-//   that chunk's down runs 2 of its 3 k16 steps. The skipped step multiplies h columns past De by
-//   W_d's TMA zero fill, so the sums are unchanged: 20 gives 10's bytes (moe_cuda_test.cpp checks
-//   it). Its gate/up stays n96: n64 wgmmas for it need the loop's last step peeled, and ptxas then
-//   serialises the wgmmas (C7511, insufficient registers; session 16).
-// Lead (kernel 21, with Skip; De % 48 == 32, as De = 1280): the 32-column chunk comes first instead
-// of last. Chunk 0's gate/up is outside the chunk loop already, so it runs as n64 wgmmas with no
-// peel (a third fewer gate/up MMAs for that chunk); its h columns 32-47 are set to zero, so its
-// third down k16 step (W_d columns 32-47, which chunk 1 multiplies by their real h) adds +0. Every
-// k16 slice of the down sum then comes in kernel 10's order: 21 gives 10's bytes too.
-template <bool Gather, bool Skip = false, bool Narrow = false, bool Lead = false>
+// The MMAs on rows and columns that no output reads are skipped:
+// - warp group 1 sits out units of <= 64 rows (about half of every group's last unit) and keeps
+//   only the barrier protocol (skip_unit);
+// - Narrow (the last chunk holds <= 32 of the expert's h columns): that chunk's down runs 2 of its
+// 3
+//   k16 steps. The skipped step multiplies h columns past De by W_d's TMA zero fill, so the sums
+//   are unchanged. Its gate/up stays n96: n64 wgmmas for it need the loop's last step peeled, and
+//   ptxas then serialises the wgmmas (C7511, insufficient registers).
+// Lead (De % 48 == 32, as De = 1280): the 32-column chunk comes first instead of last. Chunk 0's
+// gate/up is outside the chunk loop already, so it runs as n64 wgmmas with no peel (a third fewer
+// gate/up MMAs for that chunk); its h columns 32-47 are set to zero, so its third down k16 step
+// (W_d columns 32-47, which chunk 1 multiplies by their real h) adds +0. Every k16 slice of the
+// down sum then comes in the plain kernel's order: all three forms give the same bytes.
+template <bool Narrow = false, bool Lead = false>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_kernel(const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_gu,
@@ -440,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   UnitInfo* info = reinterpret_cast<UnitInfo*>(smem + kOffInfo);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kMaxKB; ++i) {
-      bar_init(&bars->a_full[i], Gather ? kGatherThreads : 1);
+      bar_init(&bars->a_full[i], kGatherThreads);
       bar_init(&bars->a_empty[i], kConsumerWarps);
     }
     for (int i = 0; i < kGuSlots; ++i) {
@@ -453,27 +444,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     for (int i = 0; i < kRing; ++i) {
       bar_init(&bars->r_full[i], 1);
-      bar_init(&bars->r_empty[i], kConsumerWarps + (Gather ? kGatherWarps : 0));
+      bar_init(&bars->r_empty[i], kConsumerWarps + kGatherWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   const int nc = p.nc;
   const int u_per_group = p.De / 8;  // 16-row units of the gate/up view per group (2 De / 16)
-  static_assert(!Lead || (Skip && !Narrow), "kernel 21: kernel 20 with the narrow chunk first");
+  static_assert(!(Lead && Narrow), "the narrow chunk is either first (Lead) or last (Narrow)");
   // Chunk c's first h column: 48 c, or with Lead 0, then 32 + 48 (c - 1).
   auto chunk_col = [](int c) { return Lead && c > 0 ? c * kChunk - 16 : c * kChunk; };
 
   if (threadIdx.x >= 256) {  // the producer warp group: one thread loads every weight
     cutlass::arch::warpgroup_reg_dealloc<40>();
     const int pw = (threadIdx.x - 256) / 32;
-    if (Gather && pw > 0) {
+    if (pw > 0) {
       gather_rows(p, &tma_a, smem, bars, ring, info, pw - 1);
       return;
     }
     if (threadIdx.x != 256) return;
     const int total = *p.total;
-    int n = 0, units = 0, sent = 0;
+    int n = 0, sent = 0;
     // Claims the next unit (-1: none left) and hands it to the consumers and the gather warps.
     auto claim = [&]() {
       int u = atomicAdd(p.counter, 1);
@@ -487,13 +478,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     // One unit ahead of the weights: the gather warps read unit i + 1's row indices and weights
     // (three dependent global loads) while unit i runs, off the path from unit i freeing A to unit
-    // i + 1's first gate/up. Session 14 measured it with the cp.async gather: 16.75 against
-    // 16.85 ms.
+    // i + 1's first gate/up.
     for (int u = claim(); u >= 0;) {
       const int next = claim();
       const int2 um = p.units[u];
       const int g = p.g0 + um.x;
-      const int a_row = static_cast<int>(p.offsets[um.x] - p.chunk_row0) + um.y * kBM;
       for (int c = 0; c < nc; ++c, ++n) {
         for (int k = 0; k < kMaxKB; ++k) {
           const int idx = 4 * n + k, s = idx % kGuSlots;
@@ -508,16 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         bar_expect(&bars->wd_full[s], kWdSlot);
         cute::SM90_TMA_LOAD_2D::copy(&tma_wd, &bars->wd_full[s], kHint, smem + kOffWd + s * kWdSlot,
                                      chunk_col(c), g * p.D);
-        if (!Gather && c == 0) {  // the unit's rows, after its first weights (which may load early)
-          for (int k = 0; k < kMaxKB; ++k) {
-            bar_wait(&bars->a_empty[k], (units & 1) ^ 1);
-            bar_expect(&bars->a_full[k], kSlot);
-            cute::SM90_TMA_LOAD_2D::copy(&tma_a, &bars->a_full[k], kHint, smem + kOffA + k * kSlot,
-                                         k * kBK, a_row);
-          }
-        }
       }
-      ++units;
       u = next;
     }
     return;
@@ -544,15 +524,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (cs.lane == 0) bar_arrive(&bars->r_empty[slot]);
     if (u < 0) break;
     const uint32_t a_phase = units & 1;
-    if constexpr (Skip) {
-      static_assert(Gather, "kernel 20 is kernel 10 with skips: its unit rows come from UnitInfo");
-      // Both warp groups wait (warp group 0's first gate/up would anyway): a branch around a wait
-      // makes ptxas serialise the wgmmas after it (mbarrier_sm90.cuh).
-      bar_wait(cs.bar_at(offsetof(Bars, a_full), 0), a_phase);  // acquires info[units & 1]
-      if (cs.wg == 1 && info[units & 1].rows <= 64) {
-        cs.skip_unit(nc);
-        continue;
-      }
+    // Both warp groups wait (warp group 0's first gate/up would anyway): a branch around a wait
+    // makes ptxas serialise the wgmmas after it (mbarrier.cuh).
+    bar_wait(cs.bar_at(offsetof(Bars, a_full), 0), a_phase);  // acquires info[units & 1]
+    if (cs.wg == 1 && info[units & 1].rows <= 64) {
+      cs.skip_unit(nc);
+      continue;
     }
     cs.template issue_gu<Lead>(gu, a_phase, true);
     cute::warpgroup_wait<0>();
@@ -571,34 +548,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     bar_arrive_if(&bars->wd_empty[cs.n & 1], cs.lane == 0);
     ++cs.n;
 
-    // out rows: bf16(weight x acc), columns < D, rows of the group only. Kernel 10 has the unit's
-    // rows and weights in shared memory (UnitInfo); 9 reads them from global memory.
-    int64_t row0;
-    int rows;
-    if constexpr (Gather) {
-      row0 = info[units & 1].row0;
-      rows = info[units & 1].rows;
-    } else {
-      const int2 um = p.units[u];
-      row0 = p.offsets[um.x] + int64_t(um.y) * kBM;
-      rows = static_cast<int>(min(int64_t{kBM}, p.offsets[um.x + 1] - row0));
-    }
+    // out rows: bf16(weight x acc), columns < D, rows of the group only; the unit's rows and
+    // weights from shared memory (UnitInfo).
+    const int64_t row0 = info[units & 1].row0;
+    const int rows = info[units & 1].rows;
     CUTE_UNROLL
     for (int half = 0; half < 2; ++half) {
       const int r = rt + 8 * half;
       const bool ok = r < rows;
       const int64_t row = row0 + (ok ? r : 0);
-      float w;
-      if constexpr (Gather)
-        w = info[units & 1].w[r];
-      else
-        w = ok ? p.slot_weight[p.sorted_slot[row]] : 0.f;
+      const float w = info[units & 1].w[r];
       bf16* dst = p.rows + row * p.D + 2 * q;
       CUTE_UNROLL
       for (int i = 0; i < kDN / 8; ++i) {
         const uint32_t v = pack_bf16(w * out(4 * i + 2 * half), w * out(4 * i + 2 * half + 1));
         asm volatile(  // predicated, not branched (see bar_wait)
-            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(dst + 8 * i),
+            "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.b32 [%0], %1;\n}\n" ::"l"(
+                dst + 8 * i),
             "r"(v), "r"(uint32_t(ok && 8 * i + 2 * q < p.D))
             : "memory");
       }
@@ -606,7 +572,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The unit table (moe_internal.h: scan, then fill): (group in the chunk, m-tile) per unit, group order.
+// The unit table (moe_internal.h: scan, then fill): (group in the chunk, m-tile) per unit, group
+// order.
 struct UnitOut {
   int2* units;
   __device__ void operator()(int64_t j, int g, int m) const { units[j] = make_int2(g, m); }
@@ -620,34 +587,16 @@ bool fused_experts_supported(int64_t D, int64_t De) {
 
 void fused_experts_sm90(Device& dev, const FusedRun& r) {
   AVDIT_REQUIRE(fused_experts_supported(r.D, r.De),
-                "moe fused experts (kernel {}): head_dim {} / expert width {} unsupported",
-                r.lead     ? 21
-                : r.skip   ? 20
-                : r.gather ? 10
-                           : 9,
-                r.D, r.De);
-  AVDIT_REQUIRE(!r.skip || r.gather,
-                "moe fused experts: kernel 20's skips need kernel 10's gather");
-  AVDIT_REQUIRE(!r.lead || r.skip,
-                "moe fused experts: kernel 21 is kernel 20 with the narrow chunk first");
+                "moe fused experts: head_dim {} / expert width {} unsupported", r.D, r.De);
   if (r.a_rows == 0 || r.groups == 0) return;
   const cuuint64_t D = static_cast<cuuint64_t>(r.D), De = static_cast<cuuint64_t>(r.De);
-  // A: the gathered rows [a_rows, D], 64 x 128 boxes (kernel 9; 10 reads x itself and leaves the
-  // map unused).
-  CUtensorMap ta{};
-  if (r.gather) {  // kernel 10: x as [T * H, D], one 64-column k-block of one row per load
-    AVDIT_REQUIRE(r.T * r.H < (int64_t{1} << 31),
-                  "moe fused experts: {} x {} token rows exceed the TMA row index", r.T, r.H);
-    const cuuint64_t x_dims[2] = {D, static_cast<cuuint64_t>(r.T * r.H)};
-    const cuuint64_t x_strides[1] = {D * 2};
-    const cuuint32_t x_box[2] = {kBK, 1};
-    ta = make_tma_map_bf16(r.x, 2, x_dims, x_strides, x_box, "the token rows x");
-  } else {
-    const cuuint64_t a_dims[2] = {D, static_cast<cuuint64_t>(r.a_rows)};
-    const cuuint64_t a_strides[1] = {D * 2};
-    const cuuint32_t a_box[2] = {kBK, kBM};
-    ta = make_tma_map_bf16(r.a, 2, a_dims, a_strides, a_box, "the gathered rows");
-  }
+  // x as [T * H, D], one 64-column k-block of one row per load.
+  AVDIT_REQUIRE(r.T * r.H < (int64_t{1} << 31),
+                "moe fused experts: {} x {} token rows exceed the TMA row index", r.T, r.H);
+  const cuuint64_t x_dims[2] = {D, static_cast<cuuint64_t>(r.T * r.H)};
+  const cuuint64_t x_strides[1] = {D * 2};
+  const cuuint32_t x_box[2] = {kBK, 1};
+  const CUtensorMap ta = make_tma_map_bf16(r.x, 2, x_dims, x_strides, x_box, "the token rows x");
   // gate/up: packed rows [G * 2 De, D] seen as (k, t, q, e0, u) with row = t + 4q + 2 e0 + 16u
   // (the permutation in the header comment); a box is 64 k x 96 rows in the smem order.
   const cuuint64_t row = D * 2;
@@ -663,7 +612,8 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   const CUtensorMap tw =
       make_tma_map_bf16(r.wd, 2, wd_dims, wd_strides, wd_box, "the down weights");
 
-  // The unit table: at most a_rows / 128 + groups units; the scan's tile bases [groups + 1] after it.
+  // The unit table: at most a_rows / 128 + groups units; the scan's tile bases [groups + 1] after
+  // it.
   const int64_t max_units = r.a_rows / kBM + r.groups + 1;
   Tensor scratch = cuda_empty(dev, {max_units * 8 + 256 + (int64_t(r.groups) + 1) * 4}, DType::U8);
   char* base = static_cast<char*>(device_ptr(scratch));
@@ -672,10 +622,11 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   int2* units = reinterpret_cast<int2*>(base + 256);
   int* unit_base = reinterpret_cast<int*>(base + 256 + max_units * 8);
   AVDIT_CUDA_CHECK(cudaMemsetAsync(counter, 0, 4, dev.stream()));
-  tile_scan_kernel<<<1, kTileScanThreads, 0, dev.stream()>>>(r.offsets, r.groups, kBM, unit_base, total);
+  tile_scan_kernel<<<1, kTileScanThreads, 0, dev.stream()>>>(r.offsets, r.groups, kBM, unit_base,
+                                                             total);
   AVDIT_CUDA_CHECK_LAUNCH();
-  tile_fill_kernel<<<grid_for(max_units), kThreads, 0, dev.stream()>>>(r.offsets, unit_base, r.groups, max_units,
-                                                                       UnitOut{units});
+  tile_fill_kernel<<<grid_for(max_units), kThreads, 0, dev.stream()>>>(
+      r.offsets, unit_base, r.groups, max_units, UnitOut{units});
   AVDIT_CUDA_CHECK_LAUNCH();
 
   FusedParams p{};
@@ -687,7 +638,6 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.units = units;
   p.total = total;
   p.counter = counter;
-  p.chunk_row0 = r.chunk_row0;
   p.g0 = r.g0;
   p.D = static_cast<int>(r.D);
   p.De = static_cast<int>(r.De);
@@ -695,15 +645,13 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
   p.sorted_slot = r.sorted_slot;
   p.slot_weight = r.slot_weight;
   p.rows = r.rows;
-  // Kernel 20's narrow last chunk: De - 48 (nc - 1) <= 32 h columns; kernel 21 puts a chunk of
-  // exactly 32 first instead.
+  // A chunk of exactly 32 h columns first where De % 48 == 32 (Lead); else a narrow last chunk
+  // where it holds <= 32 (Narrow).
+  const bool lead = r.De % kChunk == 32;
   const bool narrow = r.De - kChunk * (p.nc - 1) <= 32;
-  const bool lead = r.lead && r.De % kChunk == 32;
-  auto kernel = !r.gather ? fused_kernel<false>
-                : !r.skip ? fused_kernel<true>
-                : lead    ? fused_kernel<true, true, false, true>
-                : narrow  ? fused_kernel<true, true, true>
-                          : fused_kernel<true, true, false>;
+  auto kernel = lead     ? fused_kernel<false, true>
+                : narrow ? fused_kernel<true>
+                         : fused_kernel<false>;
   AVDIT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
   const int grid = static_cast<int>(std::min<int64_t>(dev.props().multiProcessorCount, max_units));
@@ -712,7 +660,7 @@ void fused_experts_sm90(Device& dev, const FusedRun& r) {
 }
 
 }  // namespace avdit::cuda::moe
-#else  // no CUTLASS headers in this build: no kernels 9, 10 (grouped.cu asks before sizing its scratch)
+#else  // no CUTLASS headers in this build (grouped.cu asks before sizing its scratch)
 
 namespace avdit::cuda::moe {
 bool fused_experts_supported(int64_t, int64_t) { return false; }
