@@ -10,7 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/cpu/gemm_fixed.h"
-#include "ops/ops.h"
+#include "ops/linear.h"
 
 namespace avdit::ops {
 namespace {
@@ -93,7 +93,8 @@ TEST(GemmFixed, LinearUsesItAndStaysCorrect) {
   // linear's BF16 path widens blocks of weight rows; both paths agree with matmul on the CPU pool.
   const auto xv = random(70 * 48, 5), wv = random(600 * 48, 6);
   const Tensor x = Tensor::from_floats(xv, {70, 48}), w = Tensor::from_floats(wv, {600, 48});
-  const Tensor y = linear(x, w), yb = linear(x, w.to(DType::BF16));
+  CpuContext ctx;
+  const Tensor y = linear(ctx, x, w), yb = linear(ctx, x, w.to(DType::BF16));
   for (int64_t i = 0; i < 70; ++i)
     for (int64_t j = 0; j < 600; ++j) {
       double ref = 0;
