@@ -12,12 +12,14 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <optional>
 #include <vector>
 
-#include "backend/cuda/attention_cudnn.h"
-#include "backend/cuda/attention_fused.h"
-#include "backend/cuda/ops_cuda.h"
-#include "ops/ops.h"
+#include "backend/cuda/context.h"
+#include "ops/attention.h"
+#include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/attention_portable.h"
+#include "ops/cuda/attention_sink_gate.h"
 
 namespace avdit::cuda {
 namespace {
@@ -51,6 +53,21 @@ struct Rng {
 Tensor up(Device& dev, const Tensor& host_f32, DType dtype) { return to_device(dev, host_f32.to(dtype)); }
 Tensor up_i32(Device& dev, const std::vector<int32_t>& v) {
   return to_device(dev, Tensor::from_data({static_cast<int64_t>(v.size())}, DType::I32, v.data()));
+}
+
+// ops::attention on a CUDA context over cu's documents (the plan the models use), output in `out`.
+Tensor op_attention(ops::CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                    const std::vector<int64_t>& cu, const Tensor* sinks, const Tensor* gate,
+                    std::optional<DType> out = {}) {
+  const ops::Segments seg = ops::plan_segments(c, cu, q.size(1), q.size(2), q.dtype());
+  return ops::attention(c, q, k, v, scale, seg, sinks, gate, out);
+}
+// The portable fp32 kernel alone, F32 output.
+Tensor portable(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Tensor& cu,
+                const Tensor* sinks, const Tensor* gate) {
+  Tensor y = cuda_empty(dev, q.shape(), DType::F32);
+  portable_attention(dev, q, k, v, scale, cu, sinks, gate, y);
+  return y;
 }
 
 double nmse(const Tensor& got, const Tensor& ref) {
@@ -159,6 +176,7 @@ class CudnnAttention : public ::testing::Test {
       GTEST_SKIP() << "this build or GPU has no cuDNN SDPA: only the portable kernel runs";
   }
   Device dev;
+  ops::CudaContext ctx{dev};
 };
 
 // cuDNN's O and LSE (natural log, scale included) against float64; then cuda::attention with sinks
@@ -205,15 +223,15 @@ TEST_F(CudnnAttention, SmallAgainstFloat64) {
       const Tensor yl = sink_gate(dev, r.o, r.lse, &sd, &gd);
       EXPECT_NMSE(to_host(dev, yl), as_tensor(full.o, {c.S, c.Hq, c.D}), tol(dt),
                   label("LSE correction + gate", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
-      // cuda::attention: cuDNN's sink token when it has one, else the LSE correction.
-      const Tensor y = attention(dev, qd, kd, vd, float(scale), cud, &sd, &gd);
+      // ops::attention: cuDNN's sink token when it has one, else the LSE correction.
+      const Tensor y = op_attention(ctx, qd, kd, vd, float(scale), cu, &sd, &gd);
       EXPECT_NMSE(to_host(dev, y), as_tensor(full.o, {c.S, c.Hq, c.D}), tol(dt),
                   label("attention sinks+gate", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
-      const Tensor yp = attention(dev, qd, kd, vd, float(scale), cud, &sd, &gd, DType::F32, /*portable=*/true);
+      const Tensor yp = portable(dev, qd, kd, vd, float(scale), up_i32(dev, i32(cu)), &sd, &gd);
       EXPECT_NMSE(to_host(dev, yp), as_tensor(full.o, {c.S, c.Hq, c.D}), 1e-10,
                   label("portable (fp32 out)", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
       // An fp32 output from the cuDNN path: O rounded once by cuDNN, the pass itself exact.
-      const Tensor y32 = attention(dev, qd, kd, vd, float(scale), cud, &sd, &gd, DType::F32);
+      const Tensor y32 = op_attention(ctx, qd, kd, vd, float(scale), cu, &sd, &gd, DType::F32);
       EXPECT_EQ(y32.dtype(), DType::F32);
       EXPECT_NMSE(to_host(dev, y32), as_tensor(full.o, {c.S, c.Hq, c.D}), tol(dt),
                   label("attention fp32 out", c.S, c.Hq, c.Hkv, c.D, dt, cu.size() - 1));
@@ -237,7 +255,10 @@ TEST_F(CudnnAttention, RealWidthsAgainstCpu) {
       const Tensor sinks = rng.host({c.Hq}, DType::F32, 2.f), gate = rng.host({c.S, c.Hq}, dt, 2.f);
       const auto cu = segments(rng.gen, c.S, c.segs);
       const float scale = 1.0f / std::sqrt(float(D));
-      Tensor ref = ops::attention(q, k, v, scale, c.segs > 1 ? cu : std::vector<int64_t>{}, c.sinks ? &sinks : nullptr);
+      Tensor ref = Tensor::empty(q.shape(), DType::F32);
+      ops::Segments cpu_seg;
+      cpu_seg.cu = cu;
+      ops::cpu::attention(q, k, v, scale, cpu_seg, c.sinks ? &sinks : nullptr, nullptr, ref);
       if (c.gate)
         for (int64_t s = 0; s < c.S; ++s)
           for (int64_t h = 0; h < c.Hq; ++h) {
@@ -249,7 +270,7 @@ TEST_F(CudnnAttention, RealWidthsAgainstCpu) {
       const Tensor qd = up(dev, q, dt), kd = up(dev, k, dt), vd = up(dev, v, dt);
       // The cuDNN path must run (not the fallback): cudnn_sdpa throws if cuDNN refuses the shape.
       (void)cudnn_sdpa(dev, qd, kd, vd, scale, cud);
-      const Tensor y = attention(dev, qd, kd, vd, scale, cud, c.sinks ? &sd : nullptr, c.gate ? &gd : nullptr);
+      const Tensor y = op_attention(ctx, qd, kd, vd, scale, cu, c.sinks ? &sd : nullptr, c.gate ? &gd : nullptr);
       EXPECT_NMSE(to_host(dev, y), ref, tol(dt),
                   label(c.sinks ? (c.gate ? "vs cpu sinks+gate" : "vs cpu sinks") : "vs cpu", c.S, c.Hq, c.Hkv, D,
                         dt, cu.size() - 1));
@@ -262,90 +283,10 @@ TEST_F(CudnnAttention, Deterministic) {
   const Tensor q = up(dev, rng.host({300, 24, 128}), DType::BF16), k = up(dev, rng.host({300, 24, 128}), DType::BF16),
                v = up(dev, rng.host({300, 24, 128}), DType::BF16);
   const Tensor sinks = to_device(dev, rng.host({24})), gate = up(dev, rng.host({300, 24}), DType::BF16);
-  const Tensor cu = up_i32(dev, {0, 100, 300});
-  const Tensor a = to_host(dev, attention(dev, q, k, v, 0.088f, cu, &sinks, &gate));
-  const Tensor b = to_host(dev, attention(dev, q, k, v, 0.088f, cu, &sinks, &gate));
+  const std::vector<int64_t> cu = {0, 100, 300};
+  const Tensor a = to_host(dev, op_attention(ctx, q, k, v, 0.088f, cu, &sinks, &gate));
+  const Tensor b = to_host(dev, op_attention(ctx, q, k, v, 0.088f, cu, &sinks, &gate));
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
-}
-
-// ---- the fused pre-pass -------------------------------------------------------------------------------
-
-TEST(QkvNormRope, AgainstCpuOps) {
-  Device dev;
-  Rng rng(104);
-  std::mt19937 gen(7);
-  struct Case { QkvLayout layout; int64_t S, Hq, Hkv, D, R, G; bool one_plus, permute, norm_k; };
-  const std::vector<Case> cases = {
-      {QkvLayout::kSplit, 37, 6, 2, 128, 64, 3, true, true, true},      // MAGI-2: (1+w) per modality, packed order
-      {QkvLayout::kSplit, 53, 24, 24, 128, 128, 1, true, false, true},  // MAGI-2 preview widths, full rotary
-      {QkvLayout::kPerHead, 29, 56, 56, 128, 128, 1, false, false, true},  // H3 [H, 3, D] rows, w
-      {QkvLayout::kPerHead, 19, 3, 3, 80, 32, 1, false, true, false},   // odd D, partial R, k not normed
-      {QkvLayout::kSplit, 11, 4, 2, 64, 0, 2, false, false, true}};     // no RoPE
-  for (const Case& c : cases)
-    for (DType dt : {DType::F32, DType::BF16}) {
-      const int64_t W = (c.Hq + 2 * c.Hkv) * c.D;
-      const Tensor qkv = rng.host({c.S, W}, dt);
-      const Tensor wq = rng.host({c.G, c.D}, DType::F32, 0.3f), wk = rng.host({c.G, c.D}, DType::F32, 0.3f);
-      std::vector<int32_t> group(c.S), rows(c.S);
-      for (int64_t i = 0; i < c.S; ++i) group[i] = static_cast<int32_t>(i * c.G / c.S);  // contiguous groups
-      for (int64_t i = 0; i < c.S; ++i) rows[i] = static_cast<int32_t>(i);
-      if (c.permute) std::shuffle(rows.begin(), rows.end(), gen);
-      const int64_t half = c.R / 2;
-      Tensor cos = Tensor::empty({c.S, std::max<int64_t>(half, 1)}, DType::F32), sin = cos.clone();
-      const Tensor ph = rng.host({c.S, std::max<int64_t>(half, 1)}, DType::F32, 3.f);
-      for (int64_t i = 0; i < ph.numel(); ++i) {
-        cos.f32()[i] = std::cos(std::as_const(ph).f32()[i]);
-        sin.f32()[i] = std::sin(std::as_const(ph).f32()[i]);
-      }
-      // CPU: split, gather, per-row norm with the row's group weight, RoPE.
-      Tensor q = Tensor::empty({c.S, c.Hq, c.D}, DType::F32), k = Tensor::empty({c.S, c.Hkv, c.D}, DType::F32),
-             v = Tensor::empty({c.S, c.Hkv, c.D}, DType::F32);
-      const float* px = std::as_const(qkv).f32();
-      for (int64_t r = 0; r < c.S; ++r) {
-        const int64_t src = rows[r];
-        for (int64_t j = 0; j < c.Hq + 2 * c.Hkv; ++j) {
-          const int kind = j < c.Hq ? 0 : j < c.Hq + c.Hkv ? 1 : 2;
-          const int64_t hh = kind == 0 ? j : kind == 1 ? j - c.Hq : j - c.Hq - c.Hkv;
-          const int64_t col = c.layout == QkvLayout::kPerHead ? (hh * 3 + kind) * c.D : j * c.D;
-          Tensor& dst = kind == 0 ? q : kind == 1 ? k : v;
-          const int64_t H = kind == 0 ? c.Hq : c.Hkv;
-          Tensor row = Tensor::from_data({1, 1, c.D}, DType::F32, px + src * W + col);
-          if (kind == 0 || (kind == 1 && c.norm_k)) {
-            const Tensor& w = kind == 0 ? wq : wk;
-            row = ops::rms_norm(row, w.select(group[src]), 1e-6f, c.one_plus);
-          }
-          std::copy_n(std::as_const(row).f32(), c.D, dst.f32() + (r * H + hh) * c.D);
-        }
-      }
-      if (c.R > 0) {
-        ops::rope_rotate_half_(q, cos, sin);
-        ops::rope_rotate_half_(k, cos, sin);
-      }
-      QkvPrepOptions o;
-      o.layout = c.layout;
-      o.heads_q = c.Hq;
-      o.heads_kv = c.Hkv;
-      o.head_dim = c.D;
-      const Tensor wqd = to_device(dev, c.G > 1 ? wq : wq.select(0)), wkd = to_device(dev, c.G > 1 ? wk : wk.select(0));
-      o.q_weight = &wqd;
-      o.k_weight = c.norm_k ? &wkd : nullptr;
-      o.one_plus_weight = c.one_plus;
-      const Tensor gd = up_i32(dev, group), rd = up_i32(dev, rows), cd = to_device(dev, cos), sd = to_device(dev, sin);
-      if (c.G > 1) o.group = &gd;
-      if (c.permute) o.rows = &rd;
-      if (c.R > 0) {
-        o.cos = &cd;
-        o.sin = &sd;
-      }
-      const Qkv out = qkv_norm_rope(dev, up(dev, qkv, dt), o);
-      const std::string what = std::string(c.layout == QkvLayout::kSplit ? "split" : "per-head") + " S=" +
-                               std::to_string(c.S) + " H=" + std::to_string(c.Hq) + "/" + std::to_string(c.Hkv) +
-                               " D=" + std::to_string(c.D) + " R=" + std::to_string(c.R) + " " +
-                               std::string(dtype_name(dt));
-      EXPECT_NMSE(to_host(dev, out.q), q, tol(dt), "prep q " + what);
-      EXPECT_NMSE(to_host(dev, out.k), k, tol(dt), "prep k " + what);
-      EXPECT_NMSE(to_host(dev, out.v), v, dt == DType::F32 ? 0.0 : tol(dt), "prep v " + what);
-    }
 }
 
 // The post-pass alone with a row gather (MAGI-2 writes packed -> modality-sorted order in it).

@@ -1,5 +1,5 @@
 // GpuActivityProbe (the launch counts of `generate -v`) against work whose launches we know: n
-// element-wise adds (one kernel each, ops_cuda.h), m memsets and c device-to-device copies enqueued
+// element-wise adds (one kernel each, ops::add_), m memsets and c device-to-device copies enqueued
 // between construction and take(), nothing else counted, and the probe's window ends at take().
 #include <gtest/gtest.h>
 
@@ -7,7 +7,8 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/gpu_activity.h"
-#include "backend/cuda/ops_cuda.h"
+#include "backend/cuda/context.h"
+#include "ops/activation.h"
 #include "core/error.h"
 
 namespace avdit::cuda {
@@ -16,16 +17,17 @@ namespace {
 TEST(GpuActivity, CountsKnownLaunches) {
   if (!GpuActivityProbe::available()) GTEST_SKIP() << "built without CUPTI";
   Device dev;
+  ops::CudaContext ctx(dev);
   Tensor a = cuda_empty(dev, {1 << 20}, DType::F32), b = cuda_empty(dev, {1 << 20}, DType::F32);
   AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(a), 0, size_t(a.nbytes()), dev.stream()));
   AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(b), 0, size_t(b.nbytes()), dev.stream()));
-  add_(dev, a, b);  // before the probe: must not be counted
+  ops::add_(ctx, a, b);  // before the probe: must not be counted
   dev.synchronize();
 
   for (int round = 0; round < 2; ++round) {  // take() starts a new window
     GpuActivityProbe probe;
     const int n = 7 + round, m = 3, c = 2;
-    for (int i = 0; i < n; ++i) add_(dev, a, b);
+    for (int i = 0; i < n; ++i) ops::add_(ctx, a, b);
     for (int i = 0; i < m; ++i)
       AVDIT_CUDA_CHECK(cudaMemsetAsync(device_ptr(b), 1, size_t(b.nbytes()), dev.stream()));
     for (int i = 0; i < c; ++i)
