@@ -82,7 +82,8 @@ ab() {
     i=$((i + 1))
     local tag; tag=$([ $bin = $NEW ] && echo new || echo base)
     echo "### $tag ($bin), round $(((i + 1) / 2))"
-    timeout 150 $bin bench moe --tokens 16384,65536,131072 --path grouped --json "$out/json/moe_${tag}_$i.json" |
+    timeout 150 $bin bench moe --tokens 16384,65536,131072 $([ $bin = $BASE ] && echo "--path grouped") \
+      --json "$out/json/moe_${tag}_$i.json" |
       grep -E "^\||routed|sub-layer|ROUTED|SUB-LAYER"
     timeout 200 $bin bench h3 --rows 19456,40128 --no-canvas --iters 2 --warmup 1 \
       $([ $bin = $BASE ] && echo "--attention cudnn") --json "$out/json/h3_${tag}_$i.json" | grep -E "^\|"

@@ -81,9 +81,9 @@ if has profile; then
 fi
 if has h3; then
   {
-    timeout 60 $A bench h3 --check /tmp/h3_check --attention cudnn &&
+    timeout 60 $A bench h3 --check /tmp/h3_check &&
       timeout 60 python3 bench/peers/h3_peer.py --check /tmp/h3_check --golden shared/golden/h3-tiny
-    timeout 150 $A bench h3 --rows 19456,40128 --iters 2 --warmup 1 --attention cudnn --json "$out/json/avdit_h3.json"
+    timeout 150 $A bench h3 --rows 19456,40128 --iters 2 --warmup 1 --json "$out/json/avdit_h3.json"
     timeout 120 python3 bench/peers/h3_peer.py --rows 19456,40128 --iters 2 --warmup 1 --json "$out/json/peer_h3.json"
   } >"$out/h3.md" 2>&1
 fi
