@@ -3,7 +3,8 @@
 # 10-minute calls (run from the repo root there, carrying .carry: deps.tar.xz from
 # scripts/device_pack.sh and base.tar.gz = `git archive --format=tar.gz -o .carry/base.tar.gz COMMIT`):
 #   bench/device_ab.sh build    this tree (avdit + gpu tests), the base tree (avdit) and this tree
-#                               without the observer (-DAVDIT_OBSERVER=OFF, avdit), in parallel
+#                               without the observer (-DAVDIT_OBSERVER=OFF, avdit), in parallel;
+#                               with TESTS_WITHIN=SECONDS also the gpu tests once this tree is built
 #   bench/device_ab.sh tests    every gpu test of this tree
 #   bench/device_ab.sh tiny     both tiny models end to end on the GPU, this tree and the base; the
 #                               observer's cost: step times with and without it compiled in
@@ -40,6 +41,14 @@ build() {
     >/dev/null 2>&1 &
   local noobs=$!
   wait $new; echo "new build: exit $? ($((SECONDS - t0)) s)"
+  grep -E "error|Error" -A3 /tmp/new/build.log | head -20
+  if [ -n "${TESTS_WITHIN:-}" ]; then  # the gpu tests beside the other builds, inside the call's time
+    local left=$((TESTS_WITHIN - (SECONDS - t0)))
+    echo "gpu tests (at most $left s):"
+    timeout $left ctest --test-dir build-dev -L gpu --timeout 240 --output-on-failure -j1 >"$out/tests.md" 2>&1
+    echo "ctest exit $?"
+    grep -E "tests passed|tests failed|Failed|Timeout|Not Run" "$out/tests.md" | head -30
+  fi
   wait $base; echo "base build: exit $? ($((SECONDS - t0)) s)"
   wait $noobs; echo "no-observer build: exit $? ($((SECONDS - t0)) s)"
   for b in new base noobs; do grep -E "error|Error" -A3 /tmp/$b/build.log | head -20; done
