@@ -87,7 +87,7 @@ tiny() {
 
 ab() {
   local i=0
-  for bin in $BASE $NEW $BASE $NEW; do
+  for bin in ${AB_ORDER:-$BASE $NEW $BASE $NEW}; do
     i=$((i + 1))
     local tag; tag=$([ $bin = $NEW ] && echo new || echo base)
     echo "### $tag ($bin), round $(((i + 1) / 2))"
@@ -103,9 +103,9 @@ ab() {
 
 case "${1:-}" in
   build) build 2>&1 | tee "$out/build.md" ;;
-  tests)
-    ctest --test-dir build-dev -L gpu --timeout 300 --output-on-failure -j1 2>&1 | tee "$out/tests.md" |
-      grep -E "tests passed|tests failed|Failed|Timeout" ;;
+  tests)  # TESTS: a ctest -R regex (default every gpu test)
+    ctest --test-dir build-dev -L gpu ${TESTS:+-R "$TESTS"} --timeout 300 --output-on-failure -V -j1 2>&1 |
+      tee "$out/tests.md" | grep -E "tests passed|tests failed|Failed|Timeout" ;;
   tiny) tiny >"$out/tiny.md" 2>&1; tail -n 60 "$out/tiny.md" ;;
   ab) ab >"$out/ab.md" 2>&1; tar -cf "$out/json.tar" -C "$out" json && rm -rf "$out/json"; tail -n 80 "$out/ab.md" ;;
   *) echo "usage: bench/device_ab.sh build|tests|tiny|ab" >&2; exit 2 ;;
