@@ -47,8 +47,14 @@ std::string memory_summary(ops::Context& ctx, int64_t weight_bytes) {
   if (!ctx.is_cuda()) return "";
   size_t free = 0, total = 0;
   cudaMemGetInfo(&free, &total);
-  return fmt::format("cuda: weights {}, device memory in use {} of {}", gib(weight_bytes),
-                     gib(static_cast<int64_t>(total - free)), gib(static_cast<int64_t>(total)));
+  std::string s =
+      fmt::format("cuda: weights {}, device memory in use {} of {}", gib(weight_bytes),
+                  gib(static_cast<int64_t>(total - free)), gib(static_cast<int64_t>(total)));
+  const auto& g = ctx.cuda().graph_stats();
+  if (g.captures > 0)
+    s += fmt::format("; forward replayed from a CUDA graph ({} nodes; {} captures, {} replays)",
+                     g.nodes, g.captures, g.replays);
+  return s;
 }
 
 namespace {

@@ -18,10 +18,12 @@ bool Point::is(const char* pattern) const { return std::strcmp(name, pattern) ==
 
 void Observer::attach(Probe* probe) {
   if (std::find(probes_.begin(), probes_.end(), probe) == probes_.end()) probes_.push_back(probe);
+  ++version_;
 }
 
 void Observer::detach(Probe* probe) {
   probes_.erase(std::remove(probes_.begin(), probes_.end(), probe), probes_.end());
+  ++version_;
 }
 
 bool Observer::wants(const Point& p) const {
@@ -31,6 +33,7 @@ bool Observer::wants(const Point& p) const {
 }
 
 void Observer::emit(ops::Context& ctx, const Point& p, Tensor& t) {
+  ++emits_;
   for (Probe* probe : probes_)
     if (probe->wants(p)) probe->on(ctx, p, t);
 }

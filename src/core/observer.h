@@ -45,9 +45,15 @@ class Observer {
   bool empty() const { return probes_.empty(); }
   bool wants(const Point& p) const;
   void emit(ops::Context& ctx, const Point& p, Tensor& t);
+  // Counters a replayed CUDA graph needs: `version` changes on every attach and detach, `emits`
+  // counts the points handed to probes (a body that emits none may be captured and replayed).
+  uint64_t version() const { return version_; }
+  uint64_t emits() const { return emits_; }
 
  private:
   std::vector<Probe*> probes_;
+  uint64_t version_ = 0;
+  uint64_t emits_ = 0;
 };
 
 // Attaches a probe for the lifetime of this object.

@@ -38,7 +38,8 @@ class Context {
   // Runs `body`, a fixed sequence of ops that reads its inputs from, and writes its outputs to,
   // tensors that keep their addresses for `key`, and releases everything else it allocates. The
   // CUDA context replays it from a CUDA graph from the second run of a key on (one launch instead
-  // of one per op); the CPU, and any context with a probe attached, just runs it.
+  // of one per op); the CPU just runs it, and so does the CUDA context while a probe attached
+  // wants a point inside the body (a replay would not show it).
   virtual void run_fixed(uint64_t key, const std::function<void()>& body) {
     (void)key;
     body();

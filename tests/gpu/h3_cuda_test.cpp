@@ -172,6 +172,61 @@ TEST(H3CudaStepper, AlternatingLayoutsMatchFreshSteppers) {
   }
 }
 
+// A probe that counts the points of one name it is shown.
+class CountingProbe final : public Probe {
+ public:
+  explicit CountingProbe(const char* name) : name_(name) {}
+  bool wants(const Point& p) const override { return p.is(name_); }
+  void on(ops::Context&, const Point&, Tensor&) override { ++seen; }
+  int seen = 0;
+
+ private:
+  const char* name_;
+};
+
+// The stepper's CUDA graph: a probe on a point outside the forward (the sampler's) leaves it
+// replayed; one on a point inside makes every call eager, so the probe sees every call; either
+// way the bytes are those of a context that never captures.
+TEST(H3CudaStepper, GraphsReplayUnlessAProbeLooksInside) {
+  const Checkpoint ckpt = Checkpoint::open(kFixture);
+  const TensorMap in = read_all(kFixture / inputs_file("t2va"));
+  ops::CudaContext graphs, eager;
+  eager.set_graphs(false);
+  const H3Model model(graphs, ckpt, DType::BF16);
+  const H3Model eager_model(eager, ckpt, DType::BF16);
+  VelocityRequest r;
+  r.video_latent = in.at("video_latent").to_f32();
+  r.audio_latent = in.at("audio_latent").to_f32();
+  r.sigma_video = 0.7f;
+  r.sigma_audio = 0.6f;
+  H3Stepper want_stepper(eager_model);
+  r.text_refined = eager_model.refine_text(in.at("text_embeds"));
+  const Velocity want = want_stepper.velocity(r);
+  r.text_refined = model.refine_text(in.at("text_embeds"));
+  H3Stepper stepper(model);
+  auto same = [&](const Velocity& got) {
+    return same_bytes(graphs.download(got.video), eager.download(want.video)) &&
+           same_bytes(graphs.download(got.audio), eager.download(want.audio));
+  };
+  {
+    CountingProbe outside("sample.step.output");
+    ProbeScope scope(graphs.observer(), &outside);
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(same(stepper.velocity(r))) << "call " << i;
+    EXPECT_EQ(outside.seen, 0);
+  }
+  const int64_t replays = graphs.graph_stats().replays;
+  EXPECT_GE(replays, 2) << "calls 3 and 4 replay the graph captured by call 2";
+  {
+    CountingProbe inside("block{}_attn_out");
+    ProbeScope scope(graphs.observer(), &inside);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(same(stepper.velocity(r))) << "probed call " << i;
+    EXPECT_EQ(inside.seen, 3 * model.config().num_layers);
+    EXPECT_EQ(graphs.graph_stats().replays, replays) << "a probed body must not be replayed";
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same(stepper.velocity(r))) << "unprobed call " << i;
+  EXPECT_GE(graphs.graph_stats().replays, replays + 2);
+}
+
 // Timed choices (GEMM algorithms, attention segment plans: what `avdit bench h3` opts into) change
 // the summation order only: within the bf16 bound of the default run on a model large enough to be
 // timed (the thresholds are 4,096 rows).

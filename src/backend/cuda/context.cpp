@@ -31,14 +31,23 @@ void CudaContext::forget_fixed() {
 }
 
 void CudaContext::run_fixed(uint64_t key, const std::function<void()>& body) {
-  if (!graphs_ || !observer().empty() || timed_segments_) return body();
+  if (!graphs_ || timed_segments_) return body();
   Fixed& f = fixed_[key];
+  // An eager run first (plans, cuDNN graphs, kernel loading), again whenever probes come or go:
+  // it tells whether a probe looks inside the body, which a replayed graph would not show it.
+  if (f.observer_version != observer().version()) {
+    f.observer_version = observer().version();
+    const uint64_t emits = observer().emits();
+    body();
+    f.observed = observer().emits() != emits;
+    return;
+  }
+  if (f.observed) return body();
   if (f.exec) {
     AVDIT_CUDA_CHECK(cudaGraphLaunch(f.exec, stream()));
     ++graph_stats_.replays;
     return;
   }
-  if (f.runs++ == 0) return body();  // the eager first run: plans, cuDNN graphs, kernel loading
   cudaGraph_t graph = nullptr;
   AVDIT_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
   set_capturing(true);

@@ -54,8 +54,9 @@ class CudaContext final : public Context {
 
   // Replays from a CUDA graph (see Context::run_fixed): the first run of a key enqueues the ops
   // (kernels load, GEMM and cuDNN plans are built), the second captures them, later runs launch the
-  // graph. A capture that fails turns graphs off for this context (said once) and the body runs
-  // eagerly.
+  // graph. When probes come or go the next run is eager again, and while one of them wants a point
+  // inside the body every run is. A capture that fails turns graphs off for this context (said
+  // once) and the body runs eagerly.
   void run_fixed(uint64_t key, const std::function<void()>& body) override;
   void forget_fixed() override;
   void set_graphs(bool on) { graphs_ = on; }
@@ -75,7 +76,8 @@ class CudaContext final : public Context {
   ::avdit::cuda::GemmPlanner gemm_;
   bool timed_segments_ = false, capturing_ = false, graphs_ = true;
   struct Fixed {
-    int runs = 0;
+    uint64_t observer_version = ~uint64_t{0};  // the probes the last eager run was checked with
+    bool observed = false;  // a probe wants a point inside the body: it runs eagerly every time
     cudaGraphExec_t exec = nullptr;
   };
   std::map<uint64_t, Fixed> fixed_;
