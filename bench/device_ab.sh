@@ -8,8 +8,8 @@
 #   bench/device_ab.sh tests    every gpu test of this tree
 #   bench/device_ab.sh tiny     both tiny models end to end on the GPU, this tree and the base; the
 #                               observer's cost: step times with and without it compiled in
-#   bench/device_ab.sh ab       bench moe, h3 and attention at RESULTS.md's sizes, base and new
-#                               alternating in one call (each figure twice)
+#   bench/device_ab.sh ab       bench moe, h3 and attention at RESULTS.md's sizes, each run by every
+#                               binary of AB_ORDER (default base new base new) before the next
 # Logs go to $OUT (ab.md, tiny.md, tests.md, build.md and json.tar).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -88,19 +88,26 @@ tiny() {
   done
 }
 
-ab() {
-  local i=0
-  for bin in ${AB_ORDER:-$BASE $NEW $BASE $NEW}; do
-    i=$((i + 1))
-    local tag; tag=$([ $bin = $NEW ] && echo new || echo base)
-    echo "### $tag ($bin), round $(((i + 1) / 2))"
+ab() {  # bench-major: each benchmark runs for every binary of AB_ORDER before the next one starts
+  local order=${AB_ORDER:-$BASE $NEW $BASE $NEW}
+  tag() { [ $1 = $NEW ] && echo new || echo base; }
+  local i=0 bin
+  for bin in $order; do
+    i=$((i + 1)); echo "### moe $(tag $bin) ($bin), run $i"
     timeout 150 $bin bench moe --tokens 16384,65536,131072 $([ $bin = $BASE ] && echo "--path grouped") \
-      --json "$out/json/moe_${tag}_$i.json" |
-      grep -E "^\||routed|sub-layer|ROUTED|SUB-LAYER"
+      --json "$out/json/moe_$(tag $bin)_$i.json" | grep -E "^\||routed|sub-layer|ROUTED|SUB-LAYER"
+  done
+  i=0
+  for bin in $order; do
+    i=$((i + 1)); echo "### h3 $(tag $bin) ($bin), run $i"
     timeout 200 $bin bench h3 --rows 19456,40128 --no-canvas --iters 2 --warmup 1 \
-      $([ $bin = $BASE ] && echo "--attention cudnn") --json "$out/json/h3_${tag}_$i.json" | grep -E "^\|"
-    timeout 150 $bin bench attention --len 16384,65536 --dtype bf16 --shapes preview,h3,refiner --iters 5 --warmup 1 \
-      --json "$out/json/attention_${tag}_$i.json" | grep -E "^\|"
+      $([ $bin = $BASE ] && echo "--attention cudnn") --json "$out/json/h3_$(tag $bin)_$i.json" | grep -E "^\|"
+  done
+  i=0
+  for bin in $order; do
+    i=$((i + 1)); echo "### attention $(tag $bin) ($bin), run $i"
+    timeout 150 $bin bench attention --len 16384,65536 --dtype bf16 --shapes preview,h3,refiner --iters 5 \
+      --warmup 1 --json "$out/json/attention_$(tag $bin)_$i.json" | grep -E "^\|"
   done
 }
 

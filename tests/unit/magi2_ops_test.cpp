@@ -88,7 +88,8 @@ TEST(Magi2Ops, QkvPrologueAgainstFloat64) {
       for (int i = 0; i < d; ++i) n[i] = a[i] * s * (1 + double(w[i]));
       double* o = h < hq ? &rq[(p * hq + h) * d] : &rk[(p * hkv + h - hq) * d];
       for (int i = 0; i < d; ++i) {
-        const double th = v(ang)[p * half + (i < half ? i : i - half)];
+        // Dims past 2 * half are not rotated and have no angle: read one only where it is used.
+        const double th = i < 2 * half ? v(ang)[p * half + (i < half ? i : i - half)] : 0.0;
         o[i] = i < half       ? n[i] * std::cos(th) - n[i + half] * std::sin(th)
                : i < 2 * half ? n[i] * std::cos(th) + n[i - half] * std::sin(th)
                               : n[i];

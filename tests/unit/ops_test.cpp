@@ -146,7 +146,8 @@ TEST(Ops, QkNormRopePerHeadAgainstFloat64) {
         std::vector<double> n(d);
         for (int i = 0; i < d; ++i) n[i] = a[i] * inv * w[i];
         for (int i = 0; i < d; ++i) {
-          const double th = std::as_const(ang).f32()[t * half + (i < half ? i : i - half)];
+          // Dims past 2 * half are not rotated and have no angle: read one only where it is used.
+          const double th = i < 2 * half ? std::as_const(ang).f32()[t * half + (i < half ? i : i - half)] : 0.0;
           ref[base + i] = i < half ? n[i] * std::cos(th) - n[i + half] * std::sin(th)
                           : i < 2 * half ? n[i] * std::cos(th) + n[i - half] * std::sin(th)
                                          : n[i];
