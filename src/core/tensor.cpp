@@ -2,6 +2,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -16,6 +17,14 @@ std::string shape_str(const Shape& shape) {
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
+
+namespace {
+std::atomic<int64_t> g_host_in_use{0}, g_host_peak{0};
+}  // namespace
+
+int64_t host_bytes_in_use() { return g_host_in_use.load(std::memory_order_relaxed); }
+int64_t host_bytes_peak() { return g_host_peak.load(std::memory_order_relaxed); }
+void reset_host_bytes_peak() { g_host_peak.store(host_bytes_in_use(), std::memory_order_relaxed); }
 
 int64_t shape_numel(const Shape& shape) {
   const std::optional<int64_t> n = checked::numel(shape);
@@ -34,10 +43,18 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   const int64_t bytes = dtype_nbytes(dtype, shape_numel(shape));
   // 64-byte alignment suits SIMD loops and BLAS; aligned_alloc needs a size that is a non-zero
   // multiple of the alignment.
-  void* p = std::aligned_alloc(64, static_cast<size_t>(std::max<int64_t>(64, (bytes + 63) / 64 * 64)));
+  const int64_t rounded = std::max<int64_t>(64, (bytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
   if (!p) throw RuntimeFailure(fmt::format("out of host memory allocating {} bytes", bytes));
+  const int64_t now = g_host_in_use.fetch_add(rounded, std::memory_order_relaxed) + rounded;
+  for (int64_t peak = g_host_peak.load(std::memory_order_relaxed);
+       now > peak && !g_host_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed);) {
+  }
   Tensor t;
-  t.storage_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  t.storage_ = std::shared_ptr<const void>(p, [rounded](const void* q) {
+    g_host_in_use.fetch_sub(rounded, std::memory_order_relaxed);
+    std::free(const_cast<void*>(q));
+  });
   t.base_ = p;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;

@@ -19,6 +19,12 @@ enum class Device : uint8_t { CPU, CUDA };
 std::string shape_str(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 
+// Bytes of host tensor storage (Tensor::empty) alive now, and the most alive since the last reset:
+// the CPU context's counterpart of the CUDA pool's statistics (a forward's peak activations).
+int64_t host_bytes_in_use();
+int64_t host_bytes_peak();
+void reset_host_bytes_peak();
+
 class Tensor {
  public:
   Tensor() = default;

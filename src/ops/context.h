@@ -34,6 +34,12 @@ class Context {
   virtual Tensor download(const Tensor& t) = 0;
   // Waits for the work enqueued so far (CPU: nothing to wait for).
   virtual void synchronize() {}
+  // Bytes of this context's tensors in use now, and the most in use since reset_pool_peak() (a
+  // forward's peak activations: the peak minus what was in use before). CPU: every host tensor of
+  // the process; CUDA: the device's memory pool.
+  virtual int64_t pool_in_use() const = 0;
+  virtual int64_t pool_peak() const = 0;
+  virtual void reset_pool_peak() = 0;
 
   // Runs `body`, a fixed sequence of ops that reads its inputs from, and writes its outputs to,
   // tensors that keep their addresses for `key`, and releases everything else it allocates. The
@@ -66,6 +72,9 @@ class CpuContext final : public Context {
   Tensor zeros(Shape shape, DType dtype) override;
   Tensor upload(const Tensor& host) override;
   Tensor download(const Tensor& t) override;
+  int64_t pool_in_use() const override { return host_bytes_in_use(); }
+  int64_t pool_peak() const override { return host_bytes_peak(); }
+  void reset_pool_peak() override { reset_host_bytes_peak(); }
 };
 
 // Model-side observer calls. `observe` hands the tensor to the probes that want the point;

@@ -167,6 +167,40 @@ TEST_F(H3Random, NoPadRowsWhenUsedLenIsAMultipleOf64) {
   expect_finite_and_realistic(out.at("audio_out_latent"), "audio_out_latent");
 }
 
+// The forward's peak activations are the residual stream and the norm output plus the larger of
+// the two stages (attention: qkv beside q/k/v; MLP: fc1's output beside the gated half), not the
+// sum of every temporary of a block: the bytes counted by the context, against that count made
+// from the config, with 20% for what lives beside them (the packed inputs, RoPE tables). Sizes
+// where keeping every temporary alive costs ~40%.
+TEST_F(H3Random, PeakActivationsAreOneStageNotTheBlock) {
+  const Checkpoint ckpt = Checkpoint::open(dir_);
+  ops::CpuContext ctx;
+  const H3Model model(ctx, ckpt);
+  TensorMap in = random_inputs(false);
+  in["video_latent"] = randn({1, 24, 4, 32, 32}, 8);  // 4 x 16 x 16 = 1,024 video rows
+  const TensorMap shapes = forward_from_inputs(model, in, /*dump=*/true);
+  const int64_t S = shapes.at("seq_len").data<int64_t>()[0];
+  ASSERT_GE(S, 1024);
+  const H3Config& c = model.config();
+  const int64_t H = c.hidden_size, I = c.num_attention_heads * c.attention_head_dim,
+                F = c.ffn_hidden_size, a = 4;  // CPU activations are F32
+  const int64_t residual_and_norm = S * H * 4 + S * H * a;
+  const int64_t attention_stage = 6 * S * I * a;       // qkv + q, k, v
+  const int64_t mlp_stage = (2 * F + F + H) * S * a;   // fc1 out + gated + fc2 out
+  const int64_t stages = std::max(attention_stage, mlp_stage);
+  const int64_t all_alive = residual_and_norm + S * H * 4 + attention_stage + S * I * a + 2 * S * H * a +
+                            3 * S * F * a;
+  const int64_t before = ctx.pool_in_use();
+  ctx.reset_pool_peak();
+  const TensorMap out = forward_from_inputs(model, in, /*dump=*/false);
+  const int64_t peak = ctx.pool_peak() - before;
+  EXPECT_GE(peak, residual_and_norm + stages);
+  EXPECT_LE(peak, (residual_and_norm + stages) * 6 / 5)
+      << "peak " << peak << " bytes; one stage " << residual_and_norm + stages << ", every temporary "
+      << all_alive;
+  EXPECT_LT((residual_and_norm + stages) * 6 / 5, all_alive);  // the bound can tell them apart
+}
+
 TEST(H3RandomCurve, CurveTableVariantIsDetectedAndRuns) {
   nlohmann::json config = small_config();
   config["adaln_curve_grid"] = 17;

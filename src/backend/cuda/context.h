@@ -45,12 +45,10 @@ class CudaContext final : public Context {
   std::map<std::vector<int64_t>, SegmentPlan>& segment_choices() { return segment_choices_; }
   std::vector<SegmentTiming>& segment_timings() { return segment_timings_; }
 
-  // Bytes of the device's memory pool (every tensor of this backend): in use now, and the most in
-  // use since reset_pool_peak() (a forward's peak activations: the peak minus what was in use
-  // before).
-  int64_t pool_in_use() const;
-  int64_t pool_peak() const;
-  void reset_pool_peak();
+  // The device's memory pool (every tensor of this backend).
+  int64_t pool_in_use() const override;
+  int64_t pool_peak() const override;
+  void reset_pool_peak() override;
 
   // Replays from a CUDA graph (see Context::run_fixed): the first run of a key enqueues the ops
   // (kernels load, GEMM and cuDNN plans are built), the second captures them, later runs launch the

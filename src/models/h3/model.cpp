@@ -235,8 +235,9 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const auto n_blocks = static_cast<int64_t>(w_.blocks.size());
   Tensor h = ctx.empty({S, H}, act_);
-  // The final layer's input: rounded to the activation dtype, stored F32 for the fp32 heads.
-  Tensor hf = ctx.empty({S, H}, DType::F32);
+  // The final layer's input: rounded to the activation dtype, stored F32 for the fp32 heads
+  // (allocated where the last block ends: it need not live beside the blocks' temporaries).
+  Tensor hf;
   const ops::ResidualNormModulate final_norm{nullptr,
                                              {},
                                              nullptr,
@@ -258,6 +259,7 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
                                  &mod_rows},
                                 &h);
   } else {
+    hf = ctx.empty({S, H}, DType::F32);
     ops::residual_norm_modulate(ctx, x, final_norm, &hf);
   }
   for (int64_t i = 0; i < n_blocks; ++i) {
@@ -270,37 +272,51 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       return n1;
     });
     ops::observe(ctx, {"block{}_attn_in", i}, h);
-    // Attention: the qkv GEMM (rows grouped per head, as stored), QK-norm + RoPE + split, the core,
-    // out_proj.
-    const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
-    ops::observe(ctx, {"block{}_qkv", i}, qkv);
-    Tensor q = ctx.empty({S, heads, dh}, act_), k = ctx.empty({S, heads, dh}, act_),
-           v = ctx.empty({S, heads, dh}, act_);
-    if (ops::observed(ctx, {"block{}_q_normed", i})) {
-      ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
-      ops::observe(ctx, {"block{}_q_normed", i}, ops::clone(ctx, q));
-      ops::observe(ctx, {"block{}_k_normed", i}, ops::clone(ctx, k));
+    // Each stage's temporaries die inside its scope, so the peak is the larger stage, not their
+    // sum (qkv and q/k/v at the core; fc1's output and the gated half at fc2).
+    {
+      // Attention: the qkv GEMM (rows grouped per head, as stored), QK-norm + RoPE + split, the
+      // core, out_proj.
+      Tensor q = ctx.empty({S, heads, dh}, act_), k = ctx.empty({S, heads, dh}, act_),
+             v = ctx.empty({S, heads, dh}, act_);
+      {
+        const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
+        ops::observe(ctx, {"block{}_qkv", i}, qkv);
+        if (ops::observed(ctx, {"block{}_q_normed", i})) {
+          ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
+          ops::observe(ctx, {"block{}_q_normed", i}, ops::clone(ctx, q));
+          ops::observe(ctx, {"block{}_k_normed", i}, ops::clone(ctx, k));
+        }
+        ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin, q,
+                                   k, v);
+      }
+      ops::observe(ctx, {"block{}_q_rope", i}, q);
+      ops::observe(ctx, {"block{}_k_rope", i}, k);
+      Tensor core = ops::attention(ctx, q, k, v, scale, p.segments).reshape({S, I});
+      q = k = v = Tensor();
+      ops::observe(ctx, {"block{}_attn_core", i}, core);
+      const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
+      core = Tensor();
+      ops::observe(ctx, {"block{}_attn_out", i}, attn);
+      // x += gate_msa * attn; h = norm2(x) * (1 + scale_mlp) + shift_mlp
+      ops::residual_norm_modulate(
+          ctx, x,
+          {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H), slice(t, 4, H), &mod_rows},
+          &h);
     }
-    ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin, q, k,
-                               v);
-    ops::observe(ctx, {"block{}_q_rope", i}, q);
-    ops::observe(ctx, {"block{}_k_rope", i}, k);
-    const Tensor core = ops::attention(ctx, q, k, v, scale, p.segments).reshape({S, I});
-    ops::observe(ctx, {"block{}_attn_core", i}, core);
-    const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
-    ops::observe(ctx, {"block{}_attn_out", i}, attn);
-    // x += gate_msa * attn; h = norm2(x) * (1 + scale_mlp) + shift_mlp
-    ops::residual_norm_modulate(
-        ctx, x,
-        {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H), slice(t, 4, H), &mod_rows},
-        &h);
     ops::observe(ctx, {"block{}_mlp_in", i}, h);
     // MLP: fc1 -> SwiGLU -> fc2.
-    const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
-    ops::observe(ctx, {"block{}_mlp_up", i}, u);
-    const Tensor g = ops::gated(ctx, ops::Gated::Swiglu, u);
-    ops::observe(ctx, {"block{}_mlp_act", i}, g);
-    const Tensor mlp = ops::linear(ctx, g, b.fc2, nullptr, act_);
+    Tensor mlp;
+    {
+      Tensor g;
+      {
+        const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
+        ops::observe(ctx, {"block{}_mlp_up", i}, u);
+        g = ops::gated(ctx, ops::Gated::Swiglu, u);
+      }
+      ops::observe(ctx, {"block{}_mlp_act", i}, g);
+      mlp = ops::linear(ctx, g, b.fc2, nullptr, act_);
+    }
     ops::observe(ctx, {"block{}_mlp_out", i}, mlp);
     // x += gate_mlp * mlp; then the next block's norm1 + modulation, or (6.) the final layer's:
     // no modality split (rows by timestep), final_norm_eps, fp32 out.
@@ -315,6 +331,8 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       a.f = &mlp;
       a.gate = slice(t, 5, H);
       a.row = &mod_rows;
+      h = Tensor();  // the last block's norm output is not needed beside hf
+      hf = ctx.empty({S, H}, DType::F32);
       ops::residual_norm_modulate(ctx, x, a, &hf);
     }
     ops::observe(ctx, {"hidden_block{}", i}, x);
