@@ -19,7 +19,7 @@ P=$PWD/.devdeps/root/usr
 L=$P/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$L:$L/openblas-pthread:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
-NEW=build-dev/avdit BASE=build-base/src/build-dev/avdit NOOBS=build-noobs/avdit
+NEW=build-dev/avdit BASE=build-base/src/build-dev/avdit NOOBS_BIN=build-noobs/avdit
 
 build() {
   local t0=$SECONDS
@@ -55,7 +55,7 @@ build() {
   wait $base; echo "base build: exit $? ($((SECONDS - t0)) s)"
   if [ -n "$noobs" ]; then wait $noobs; echo "no-observer build: exit $? ($((SECONDS - t0)) s)"; fi
   for b in new base noobs; do grep -sE "error|Error" -A3 /tmp/$b/build.log | head -20; done
-  ls -la $NEW $BASE ${noobs:+$NOOBS}
+  ls -la $NEW $BASE ${noobs:+$NOOBS_BIN}
 }
 
 tiny() {
@@ -73,7 +73,7 @@ tiny() {
   done
   echo "### the observer's cost: bf16 step times without CUPTI, 16 steps, with (new) and without it compiled in"
   for r in 1 2; do
-    for bin in $NEW $NOOBS; do
+    for bin in $NEW $NOOBS_BIN; do
       echo "# $bin"
       AVDIT_LAUNCH_COUNTS=0 timeout 60 $bin generate --model $h --text $h/inputs.safetensors \
         --noise $h/sampler.safetensors --steps 16 --device cuda --precision bf16 | grep -E "step time|sha256"
@@ -83,7 +83,7 @@ tiny() {
     done
   done
   echo "### full width, 8 blocks at 19,456 rows, with and without the observer compiled in"
-  for bin in $NEW $NOOBS $NEW $NOOBS; do
+  for bin in $NEW $NOOBS_BIN $NEW $NOOBS_BIN; do
     timeout 120 $bin bench h3 --rows 19456 --no-canvas --blocks 8 --iters 5 --warmup 1 | grep -E "^\|"
   done
 }
