@@ -1,5 +1,5 @@
-// Softmax attention over a packed sequence of documents (segments), with MAGI-2's per-head sink
-// logit and sigmoid output gate, and GQA. The CPU computes it exactly in fp32 (the oracle); the GPU
+// Softmax attention over a packed sequence of documents (segments), bidirectional or causal, with
+// MAGI-2's per-head sink logit and sigmoid output gate, and GQA. The CPU computes it exactly in fp32 (the oracle); the GPU
 // runs cuDNN's flash SDPA on bf16/f16 (one dense graph for the first document, one ragged graph for
 // the rest, or all ragged: Segments::dense_rows) plus one pass for the gate, and a portable fp32
 // kernel otherwise (the parity mode, and where cuDNN refuses a shape).
@@ -24,6 +24,8 @@ struct Segments {
   int64_t dense_rows = 0;
   Tensor tail_cu;
   int64_t tail_max = 0;
+  // Causal (the text encoders' decoders): row i of a document attends to the document's rows <= i.
+  bool causal = false;
   int64_t rows() const { return cu.empty() ? 0 : cu.back(); }
 };
 

@@ -30,27 +30,13 @@ using test_util::check_case;
 using test_util::OpCase;
 using test_util::random_tensor;
 
-constexpr double kExact = 0, kF32 = 1e-9, kBf16 = 1e-4;
-double tol_for(DType out) { return out == DType::F32 ? kF32 : kBf16; }
+using test_util::indices;
+using test_util::kBf16;
+using test_util::kExact;
+using test_util::kF32;
+using test_util::tol_for;
 
-class BackendOps : public ::testing::Test {
- protected:
-  static CpuContext& cpu() {
-    static CpuContext c;
-    return c;
-  }
-  static CudaContext& gpu() {
-    static CudaContext c;
-    return c;
-  }
-  void check(const OpCase& c) { check_case(cpu(), gpu(), c); }
-};
-
-Tensor indices(const std::vector<int64_t>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
-  for (size_t i = 0; i < v.size(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
-  return t;
-}
+class BackendOps : public test_util::BackendOpsTest {};
 
 // A permutation of [0, n) (fixed, not the identity).
 std::vector<int64_t> permutation(int64_t n, uint32_t seed) {

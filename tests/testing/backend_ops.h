@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/context.h"
 #include "core/tensor.h"
 #include "ops/context.h"
 
@@ -69,5 +70,30 @@ inline void check_case(ops::Context& cpu, ops::Context& gpu, const OpCase& c) {
     }
   }
 }
+
+// Tolerances of the op cases: bit-exact, F32 outputs, BF16 outputs (NMSE).
+constexpr double kExact = 0, kF32 = 1e-9, kBf16 = 1e-4;
+inline double tol_for(DType out) { return out == DType::F32 ? kF32 : kBf16; }
+
+// A host I32 index tensor.
+inline Tensor indices(const std::vector<int64_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  for (size_t i = 0; i < v.size(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+  return t;
+}
+
+// The fixture: one CPU and one CUDA context per process, a case checked across them.
+class BackendOpsTest : public ::testing::Test {
+ protected:
+  static ops::CpuContext& cpu() {
+    static ops::CpuContext c;
+    return c;
+  }
+  static ops::CudaContext& gpu() {
+    static ops::CudaContext c;
+    return c;
+  }
+  void check(const OpCase& c) { check_case(cpu(), gpu(), c); }
+};
 
 }  // namespace avdit::test_util

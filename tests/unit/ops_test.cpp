@@ -80,10 +80,11 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
     const Tensor q = random({s, hq, d}, rng), k = random({s, hkv, d}, rng), v = random({s, hkv, d}, rng);
     const Tensor sinks = random({hq}, rng, 2.f);
     const std::vector<int64_t> cu = s > 10 ? std::vector<int64_t>{0, s / 3, s} : std::vector<int64_t>{};
-    for (bool with_sinks : {false, true}) {
+    for (auto [with_sinks, causal] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
       const float scale = 1.f / std::sqrt(float(d));
       CpuContext ctx;
-      const Segments seg = plan_segments(ctx, cu.empty() ? std::vector<int64_t>{0, s} : cu);
+      Segments seg = plan_segments(ctx, cu.empty() ? std::vector<int64_t>{0, s} : cu);
+      seg.causal = causal;
       const Tensor o = attention(ctx, q, k, v, scale, seg, with_sinks ? &sinks : nullptr);
       std::vector<double> ref(static_cast<size_t>(s * hq * d));
       const std::vector<int64_t> segs = cu.empty() ? std::vector<int64_t>{0, s} : cu;
@@ -93,7 +94,7 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
           for (int h = 0; h < hq; ++h) {
             const int kh = h / (hq / hkv);
             std::vector<double> l;
-            for (int64_t j = segs[g]; j < segs[g + 1]; ++j) {
+            for (int64_t j = segs[g]; j < (causal ? i + 1 : segs[g + 1]); ++j) {
               double dot = 0;
               for (int c = 0; c < d; ++c) dot += double(pq[(i * hq + h) * d + c]) * pk[(j * hkv + kh) * d + c];
               l.push_back(dot * scale);
@@ -109,7 +110,7 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
               ref[static_cast<size_t>((i * hq + h) * d + c)] = acc;
             }
           }
-      EXPECT_LT(rel_err(o, ref), 2e-5) << "S=" << s << " sinks=" << with_sinks;
+      EXPECT_LT(rel_err(o, ref), 2e-5) << "S=" << s << " sinks=" << with_sinks << " causal=" << causal;
     }
   }
 }

@@ -280,15 +280,17 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       Tensor q = ctx.empty({S, heads, dh}, act_), k = ctx.empty({S, heads, dh}, act_),
              v = ctx.empty({S, heads, dh}, act_);
       {
-        const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
+        const Tensor qkv =
+            ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
         ops::observe(ctx, {"block{}_qkv", i}, qkv);
         if (ops::observed(ctx, {"block{}_q_normed", i})) {
-          ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
+          ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k,
+                                     v);
           ops::observe(ctx, {"block{}_q_normed", i}, ops::clone(ctx, q));
           ops::observe(ctx, {"block{}_k_normed", i}, ops::clone(ctx, k));
         }
-        ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin, q,
-                                   k, v);
+        ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, &p.rope_cos, &p.rope_sin,
+                                   q, k, v);
       }
       ops::observe(ctx, {"block{}_q_rope", i}, q);
       ops::observe(ctx, {"block{}_k_rope", i}, k);
@@ -299,10 +301,10 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       core = Tensor();
       ops::observe(ctx, {"block{}_attn_out", i}, attn);
       // x += gate_msa * attn; h = norm2(x) * (1 + scale_mlp) + shift_mlp
-      ops::residual_norm_modulate(
-          ctx, x,
-          {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H), slice(t, 4, H), &mod_rows},
-          &h);
+      ops::residual_norm_modulate(ctx, x,
+                                  {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H),
+                                   slice(t, 4, H), &mod_rows},
+                                  &h);
     }
     ops::observe(ctx, {"block{}_mlp_in", i}, h);
     // MLP: fc1 -> SwiGLU -> fc2.

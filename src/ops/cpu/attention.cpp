@@ -51,15 +51,18 @@ void attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float
                     pk + (b * hkv + kh) * d, hkv * d, 0.f, scores.data(), n);
         for (int64_t i = 0; i < m; ++i) {
           float* row = scores.data() + i * n;
-          float mx = *std::max_element(row, row + n);
+          // Causal: keys after the query get probability 0 (exactly, as a -inf logit would).
+          const int64_t keys = seg.causal ? q0 + i + 1 : n;
+          float mx = *std::max_element(row, row + keys);
           if (sink) mx = std::max(mx, sink[h]);
           double sum = sink ? std::exp(static_cast<double>(sink[h] - mx)) : 0.0;
-          for (int64_t j = 0; j < n; ++j) {
+          for (int64_t j = 0; j < keys; ++j) {
             row[j] = std::exp(row[j] - mx);
             sum += row[j];
           }
           const float inv = static_cast<float>(1.0 / sum);
-          for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+          for (int64_t j = 0; j < keys; ++j) row[j] *= inv;
+          std::fill(row + keys, row + n, 0.f);
         }
         sgemm_fixed(false, m, d, n, 1.f, scores.data(), n, pv + (b * hkv + kh) * d, hkv * d, 0.f,
                     po + ((b + q0) * hq + h) * d, hq * d);

@@ -152,6 +152,9 @@ void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
   if (gate)
     AVDIT_CHECK(gate->numel() == S * Hq, "attention: gate {} for {} x {}", gate->shape_str(), S,
                 Hq);
+  AVDIT_REQUIRE(!seg.causal,
+                "attention: causal attention is not implemented on CUDA yet (run the text "
+                "encoder with --device cpu)");
   if (S == 0) return;
   if (q.dtype() != DType::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
       via_cudnn(c, q, k, v, scale, seg, sinks, gate, out))

@@ -60,4 +60,12 @@ inline unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 20));
 }
 
+#ifdef __CUDACC__
+// The first index and the stride of a grid-stride loop.
+__device__ __forceinline__ int64_t first_of() {
+  return blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+}
+__device__ __forceinline__ int64_t stride_of() { return int64_t{gridDim.x} * blockDim.x; }
+#endif
+
 }  // namespace avdit::cuda

@@ -13,14 +13,11 @@ namespace {
 using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
 using ::avdit::cuda::elt_of;
+using ::avdit::cuda::first_of;
 using ::avdit::cuda::grid_for;
 using ::avdit::cuda::kThreads;
 using ::avdit::cuda::store_elt;
-
-__device__ __forceinline__ int64_t stride_of() { return int64_t{gridDim.x} * blockDim.x; }
-__device__ __forceinline__ int64_t first_of() {
-  return blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-}
+using ::avdit::cuda::stride_of;
 
 __global__ void embed_epilogue_kernel(const float* y, const float* bias, const int* group,
                                       const float* time, const int* perm, int64_t L, int64_t R,

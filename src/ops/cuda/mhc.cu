@@ -12,16 +12,13 @@ namespace {
 using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
 using ::avdit::cuda::elt_of;
+using ::avdit::cuda::first_of;
 using ::avdit::cuda::grid_for;
 using ::avdit::cuda::kThreads;
 using ::avdit::cuda::load_elt;
 using ::avdit::cuda::sigmoid_f;
 using ::avdit::cuda::store_elt;
-
-__device__ __forceinline__ int64_t stride_of() { return int64_t{gridDim.x} * blockDim.x; }
-__device__ __forceinline__ int64_t first_of() {
-  return blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-}
+using ::avdit::cuda::stride_of;
 
 // v rounded to the dtype `round` stands for (F32: unchanged), as an F32 value.
 __device__ __forceinline__ float rounded(float v, Elt round) {
