@@ -1,0 +1,31 @@
+// A text encoder as the pipelines use it: token ids in, the hidden state the DiT consumes out.
+// Two families implement it (MiniMax-H3: the Qwen3-VL text path, the raw residual after layer 49;
+// MAGI-2: the Qwen3.5 hybrid, hidden_states[-3]); each is one definition on the op set, so the same
+// object runs on the CPU or the GPU context it was opened on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace avdit::ops {
+class Context;
+}
+
+namespace avdit::models::text {
+
+class TextEncoder {
+ public:
+  virtual ~TextEncoder() = default;
+  // What runs, for messages and cache keys ("qwen3_vl text path, 50 of 64 layers").
+  virtual std::string describe() const = 0;
+  virtual int64_t hidden_size() const = 0;
+  // ids: T >= 1 token ids of one prompt (batch 1, attention mask all ones, positions 0..T-1).
+  // Returns the consumed state, F32 [T, hidden] on the host.
+  virtual Tensor encode(const std::vector<int32_t>& ids) const = 0;
+};
+
+}  // namespace avdit::models::text
