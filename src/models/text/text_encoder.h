@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,5 +28,16 @@ class TextEncoder {
   // Returns the consumed state, F32 [T, hidden] on the host.
   virtual Tensor encode(const std::vector<int32_t>& ids) const = 0;
 };
+
+struct TextEncoderOptions {
+  // Decoder layers to run, 0: the pipeline's constant (H3: 50). Fixtures of tiny models set it.
+  int selected_layers = 0;
+  DType act = DType::F32;  // activations: F32 (parity) or BF16 (the pipelines' precision)
+};
+
+// The encoder of a text encoder folder, by its config.json's model_type ("qwen3_vl": MiniMax-H3;
+// "qwen3_5": MAGI-2). BadInput for a folder without config.json or another model_type.
+std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
+                                               const TextEncoderOptions& options = {});
 
 }  // namespace avdit::models::text

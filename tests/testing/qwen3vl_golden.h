@@ -1,0 +1,64 @@
+// The te-h3-qwen3vl-tiny golden for the CPU and GPU tests of the Qwen3-VL text encoder: its cases,
+// the README's float32 bar and the comparison it states (max |err| / max |ref| per tensor).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/observer.h"
+#include "core/tensor.h"
+#include "ops/context.h"
+
+namespace avdit::testing {
+
+inline const std::filesystem::path kQwen3VLTiny =
+    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "te-h3-qwen3vl-tiny";
+inline constexpr int kQwen3VLCases = 6;
+inline constexpr int kQwen3VLTinySelected = 4;  // the README's K for this fixture
+// README "Suggested bars": an fp32 implementation within 2e-5 of max |ref| per case.
+inline constexpr double kQwen3VLFp32Bar = 2e-5;
+
+// case{c}.input_ids [1, T] (int64) as the encoder takes them.
+inline std::vector<int32_t> case_ids(const TensorMap& inputs, int c) {
+  const Tensor t = inputs.at("case" + std::to_string(c) + ".input_ids").to(DType::I64);
+  std::vector<int32_t> ids(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) ids[i] = static_cast<int32_t>(t.data<int64_t>()[i]);
+  return ids;
+}
+
+// max |got - want| / max |want| (max |got - want| when want is all zeros); the element counts must
+// agree.
+inline double rel_err(const Tensor& got, const Tensor& want) {
+  const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
+  EXPECT_EQ(g.numel(), w.numel());
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < std::min(g.numel(), w.numel()); ++i) {
+    diff = std::max(diff, std::fabs(g.data<double>()[i] - w.data<double>()[i]));
+    ref = std::max(ref, std::fabs(w.data<double>()[i]));
+  }
+  return ref > 0 ? diff / ref : diff;
+}
+
+// hidden_states[j] of a case: [L + 1, T, H] -> [T, H].
+inline Tensor hidden_state(const TensorMap& outputs, int c, int64_t j) {
+  return outputs.at("case" + std::to_string(c) + ".hidden_states").select(j);
+}
+
+// Every named point of a forward, copied to the host in F32 (the residual is updated in place
+// after its point, so each is cloned).
+class CaptureProbe final : public Probe {
+ public:
+  bool wants(const Point&) const override { return true; }
+  void on(ops::Context& ctx, const Point& p, Tensor& t) override {
+    got[p.str()] = ctx.download(t).to(DType::F32).clone();
+  }
+  TensorMap got;
+};
+
+}  // namespace avdit::testing
