@@ -19,5 +19,6 @@ Run add_bench(CLI::App& app);
 Run add_quantize(CLI::App& app);
 Run add_tokenize(CLI::App& app);
 Run add_enhance(CLI::App& app);
+Run add_encode(CLI::App& app);
 
 }  // namespace avdit::app

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_quantize);
   add(avdit::app::add_tokenize);
   add(avdit::app::add_enhance);
+  add(avdit::app::add_encode);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -47,7 +47,7 @@ Tensor embed_rows(const Tensor& table, const std::vector<int32_t>& ids) {
   for (size_t t = 0; t < ids.size(); ++t) {
     AVDIT_REQUIRE(ids[t] >= 0 && ids[t] < V,
                   "Qwen3-VL text encoder: token id {} at position {} is outside the vocabulary "
-                  "[0, {})",
+                  "[0, {}) (is the tokenizer this model's?)",
                   ids[t], t, V);
     std::memcpy(dst + t * row, src + static_cast<size_t>(ids[t]) * row, row);
   }
