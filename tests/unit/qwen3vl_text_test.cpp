@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -101,6 +102,26 @@ TEST(Qwen3VLText, OtherLayerCountsMatchTheirHiddenStates) {
                 testing::kQwen3VLFp32Bar)
           << "K=" << k << " case " << c;
     }
+  }
+}
+
+// bf16 activations (the pipelines' precision) against the reference run in bf16 on the GPU, at the
+// README's bf16 bar: 3e-2 of max |ref| and cosine >= 0.9995.
+TEST(Qwen3VLText, Bf16ActivationsMatchTheBf16Reference) {
+  ops::CpuContext ctx;
+  const auto enc = open_qwen3vl_text(ctx, kQwen3VLTiny, testing::kQwen3VLTinySelected, DType::BF16);
+  for (int c = 0; c < testing::kQwen3VLCases; ++c) {
+    const Tensor got = enc->encode(testing::case_ids(golden().inputs, c));
+    const Tensor& want = golden().outputs.at("case" + std::to_string(c) + ".text_states_bf16_gpu");
+    EXPECT_LE(testing::rel_err(got, want), 3e-2) << "case " << c;
+    const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
+    double gw = 0, gg = 0, ww = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      gw += g.data<double>()[i] * w.data<double>()[i];
+      gg += g.data<double>()[i] * g.data<double>()[i];
+      ww += w.data<double>()[i] * w.data<double>()[i];
+    }
+    EXPECT_GE(gw / std::sqrt(gg * ww), 0.9995) << "case " << c;
   }
 }
 
