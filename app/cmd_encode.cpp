@@ -23,7 +23,6 @@
 #include "models/text/text_encoder.h"
 #include "models/text/tokenizer.h"
 #include "models/text/unicode.h"
-#include "run_checks.h"
 
 namespace avdit::app {
 
@@ -41,6 +40,20 @@ struct EncodeArgs {
 void require_file(const std::string& path, const char* option) {
   std::error_code ec;
   AVDIT_REQUIRE(fs::is_regular_file(path, ec), "{} {}: no such file", option, path);
+}
+
+// The files of the --model folder, which no output may replace (the checkpoint is opened later, by
+// the encoder, with only the shards its layers need).
+std::vector<fs::path> folder_files(const std::string& dir) {
+  std::error_code ec;
+  AVDIT_REQUIRE(fs::is_directory(dir, ec),
+                "--model {}: no such folder (a text encoder folder: config.json + safetensors)",
+                dir);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec)) files.push_back(e.path());
+  AVDIT_REQUIRE(!ec, "--model {}: cannot list the folder: {}", dir, ec.message());
+  return files;
 }
 
 // The rows of one fixture case: T ids, with the mask and positions (when given) checked to be the
@@ -96,8 +109,7 @@ int run_encode(const EncodeArgs& a) {
   AVDIT_REQUIRE(a.layers >= 0, "--layers {}: expected a positive layer count", a.layers);
   const std::string tokenizer_dir = a.tokenizer.empty() ? a.model : a.tokenizer;
   // Every input is read and every check made before any output exists.
-  const Checkpoint ckpt = Checkpoint::open(a.model);
-  std::vector<fs::path> inputs = checkpoint_files(ckpt);
+  std::vector<fs::path> inputs = folder_files(a.model);
   std::optional<TensorMap> fixture;
   std::optional<text::h3::TaggedIds> prompt;
   if (!a.inputs.empty()) {

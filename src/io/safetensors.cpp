@@ -188,7 +188,7 @@ fs::path shard_path(const fs::path& index, const std::string& shard, const std::
 
 }  // namespace
 
-Checkpoint Checkpoint::open(const fs::path& path) {
+Checkpoint Checkpoint::open(const fs::path& path, const Wanted& wanted) {
   Checkpoint c;
   c.source_ = path;
   std::error_code ec;
@@ -237,7 +237,8 @@ Checkpoint Checkpoint::open(const fs::path& path) {
     std::vector<std::pair<std::string, std::string>> entries;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       AVDIT_REQUIRE(it.value().is_string(), "{}: weight_map['{}'] is not a file name", index.string(), it.key());
-      entries.emplace_back(it.key(), it.value().get<std::string>());
+      if (!wanted || wanted(it.key()))
+        entries.emplace_back(it.key(), it.value().get<std::string>());
     }
     for (const auto& [name, shard] : entries) {
       if (shard_ids.count(shard)) continue;
@@ -256,6 +257,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
       const size_t fi = c.files_.size();
       c.files_.push_back(SafetensorsFile::open(p));
       for (const auto& t : c.files_.back()->tensors()) {
+        if (wanted && !wanted(t.name)) continue;
         AVDIT_REQUIRE(!c.where_.count(t.name), "{}: tensor '{}' appears in two files", path.string(), t.name);
         c.where_[t.name] = fi;
       }

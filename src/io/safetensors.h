@@ -59,7 +59,12 @@ class SafetensorsFile {
 // holding either (and usually config.json).
 class Checkpoint {
  public:
-  static Checkpoint open(const std::filesystem::path& path);
+  // Which tensors a model reads, by name (empty: all).
+  using Wanted = std::function<bool(std::string_view name)>;
+  // With `wanted`, only wanted tensors are listed, and a sharded checkpoint maps only the shards
+  // that hold one (the rest of its index is not checked): a model that uses part of a larger
+  // checkpoint (a text encoder's first K layers) never opens the shards of the other layers.
+  static Checkpoint open(const std::filesystem::path& path, const Wanted& wanted = {});
 
   std::vector<std::string> names() const;
   bool contains(std::string_view name) const;

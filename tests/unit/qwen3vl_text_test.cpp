@@ -169,6 +169,22 @@ bool in_layer_at_least(const std::string& name, int k) {
   return std::stoi(name.substr(p.size())) >= k;
 }
 
+// The tensors the fixture's 4 layers read.
+bool is_needed_by_tiny(const std::string& name) {
+  return qwen3vl::is_needed(name, testing::kQwen3VLTinySelected);
+}
+
+TEST(Qwen3VLText, NeededTensorsAreTheEmbeddingAndTheSelectedLayers) {
+  EXPECT_TRUE(is_needed_by_tiny("model.language_model.embed_tokens.weight"));
+  EXPECT_TRUE(is_needed_by_tiny("model.language_model.layers.3.mlp.up_proj.weight"));
+  EXPECT_FALSE(is_needed_by_tiny("model.language_model.layers.4.mlp.up_proj.weight"));
+  EXPECT_FALSE(is_needed_by_tiny("model.language_model.layers.30.mlp.up_proj.weight"));
+  EXPECT_FALSE(is_needed_by_tiny("model.language_model.norm.weight"));
+  EXPECT_FALSE(is_needed_by_tiny("lm_head.weight"));
+  EXPECT_FALSE(is_needed_by_tiny("model.visual.blocks.0.attn.qkv.weight"));
+  EXPECT_FALSE(is_needed_by_tiny("model.language_model.layers.x.mlp.up_proj.weight"));
+}
+
 TEST(Qwen3VLText, MissingNeededLayerIsNamed) {
   const std::string missing = "model.language_model.layers.3.mlp.up_proj.weight";
   const fs::path dir = copy_without("missing", [&](const std::string& n) { return n == missing; });
@@ -195,6 +211,40 @@ TEST(Qwen3VLText, UnusedLayersNormAndHeadAreNeverRead) {
   const Tensor got = enc->encode(testing::case_ids(golden().inputs, 2));
   EXPECT_LE(testing::rel_err(got, golden().outputs.at("case2.text_states")),
             testing::kQwen3VLFp32Bar);
+  fs::remove_all(dir);
+}
+
+// The release is sharded: a shard holding only layers >= K is never opened (here it is deleted),
+// while a missing shard that a selected layer needs is named.
+TEST(Qwen3VLText, ShardsOfUnusedLayersAreNeverOpened) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("avdit_qwen3vl_shards_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kQwen3VLTiny / "config.json", dir / "config.json");
+  const Checkpoint ckpt = Checkpoint::open(kQwen3VLTiny);
+  std::vector<std::pair<std::string, Tensor>> early, late;
+  nlohmann::json map = nlohmann::json::object();
+  for (const std::string& n : ckpt.names()) {
+    const bool is_early = is_needed_by_tiny(n);
+    (is_early ? early : late).emplace_back(n, ckpt.get(n));
+    map[n] = is_early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_safetensors(dir / "model-00001-of-00002.safetensors", early);
+  std::ofstream(dir / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+  // Shard 2 (layers 4 and 5, norm, lm_head) is absent.
+  ops::CpuContext ctx;
+  const auto enc = open_qwen3vl_text(ctx, dir, testing::kQwen3VLTinySelected);
+  EXPECT_LE(testing::rel_err(enc->encode(testing::case_ids(golden().inputs, 3)),
+                             golden().outputs.at("case3.text_states")),
+            testing::kQwen3VLFp32Bar);
+  try {
+    open_qwen3vl_text(ctx, dir, 5);
+    ADD_FAILURE() << "layer 4 loaded from a missing shard";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("model-00002-of-00002.safetensors"), std::string::npos)
+        << e.what();
+  }
   fs::remove_all(dir);
 }
 

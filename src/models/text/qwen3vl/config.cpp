@@ -71,6 +71,14 @@ void read_rope(const json& t, Qwen3VLTextConfig& c) {
 
 }  // namespace
 
+int64_t Qwen3VLTextConfig::checked_selected_layers(int64_t selected) const {
+  AVDIT_REQUIRE(selected >= 1 && selected <= num_hidden_layers,
+                "Qwen3-VL text encoder: {} selected layers, but the config has {} "
+                "(num_hidden_layers); choose 1..{} (MiniMax-H3 uses {})",
+                selected, num_hidden_layers, num_hidden_layers, kH3SelectedLayers);
+  return selected;
+}
+
 Qwen3VLTextConfig Qwen3VLTextConfig::from_json(const json& j) {
   AVDIT_REQUIRE(j.is_object() && j.contains("text_config") && j["text_config"].is_object(),
                 "Qwen3-VL config: no text_config object (is this a Qwen3-VL config.json?)");

@@ -33,6 +33,9 @@ struct Qwen3VLTextConfig {
   int64_t q_width() const { return num_attention_heads * head_dim; }
   int64_t kv_width() const { return num_key_value_heads * head_dim; }
 
+  // selected_layers itself, or BadInput unless it lies in [1, num_hidden_layers].
+  int64_t checked_selected_layers(int64_t selected_layers) const;
+
   // Parses config.json (the whole file, with its text_config). BadInput naming the field when one
   // is missing, out of range or describes a model this forward does not compute (attention biases,
   // another activation or rope type).

@@ -27,15 +27,6 @@ DType checked_act(DType act) {
   return act;
 }
 
-int64_t checked_layers(const Qwen3VLTextConfig& c, int64_t selected, const Checkpoint& ckpt) {
-  AVDIT_REQUIRE(selected >= 1 && selected <= c.num_hidden_layers,
-                "Qwen3-VL text encoder {}: {} selected layers, but the config has {} "
-                "(num_hidden_layers); choose 1..{} (MiniMax-H3 uses {})",
-                ckpt.dir().string(), selected, c.num_hidden_layers, c.num_hidden_layers,
-                kH3SelectedLayers);
-  return selected;
-}
-
 // x_0 = E[ids]: the prompt's rows gathered from the host table (the table never moves to the
 // device), widened exactly to F32.
 Tensor embed_rows(const Tensor& table, const std::vector<int32_t>& ids) {
@@ -118,7 +109,7 @@ Qwen3VLTextEncoder::Qwen3VLTextEncoder(ops::Context& ctx, const Checkpoint& ckpt
                                        const Qwen3VLTextConfig& config, int64_t selected_layers,
                                        DType act)
     : ctx_(ctx), config_(config), act_(checked_act(act)) {
-  w_ = load_weights(ctx, ckpt, config_, checked_layers(config_, selected_layers, ckpt), act_,
+  w_ = load_weights(ctx, ckpt, config_, config_.checked_selected_layers(selected_layers), act_,
                     &weight_bytes_);
 }
 
@@ -157,12 +148,16 @@ namespace avdit::models::text {
 
 std::unique_ptr<TextEncoder> open_qwen3vl_text(ops::Context& ctx, const std::filesystem::path& dir,
                                                int selected_layers, DType act) {
-  const Checkpoint ckpt = Checkpoint::open(dir);
-  AVDIT_REQUIRE(ckpt.config() != nullptr,
-                "Qwen3-VL text encoder {}: no config.json beside the weights (the text encoder's "
-                "config.json is needed)",
+  std::error_code ec;
+  AVDIT_REQUIRE(std::filesystem::is_regular_file(dir / "config.json", ec),
+                "Qwen3-VL text encoder {}: no config.json (the text encoder's folder with its "
+                "config.json and safetensors is needed)",
                 dir.string());
-  const auto config = qwen3vl::Qwen3VLTextConfig::from_json(*ckpt.config());
+  const auto config = qwen3vl::Qwen3VLTextConfig::from_json(read_json(dir / "config.json"));
+  config.checked_selected_layers(selected_layers);
+  // Only the shards of the embedding and the selected layers are opened.
+  const Checkpoint ckpt = Checkpoint::open(
+      dir, [&](std::string_view name) { return qwen3vl::is_needed(name, selected_layers); });
   return std::make_unique<qwen3vl::Qwen3VLTextEncoder>(ctx, ckpt, config, selected_layers, act);
 }
 

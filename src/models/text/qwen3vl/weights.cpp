@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <functional>
 #include <utility>
 
@@ -64,6 +65,20 @@ void check(const Checkpoint& ckpt, const std::string& name, const Shape& shape, 
 }
 
 }  // namespace
+
+bool is_needed(std::string_view name, int64_t selected_layers) {
+  const std::string_view prefix = kPrefix;
+  if (!name.starts_with(prefix)) return false;
+  name.remove_prefix(prefix.size());
+  if (name == "embed_tokens.weight") return true;
+  constexpr std::string_view layers = "layers.";
+  if (!name.starts_with(layers)) return false;
+  name.remove_prefix(layers.size());
+  int64_t i = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), i);
+  return ec == std::errc() && end != name.data() + name.size() && *end == '.' && i >= 0 &&
+         i < selected_layers;
+}
 
 Qwen3VLTextWeights load_weights(ops::Context& ctx, const Checkpoint& ckpt,
                                 const Qwen3VLTextConfig& config, int64_t selected_layers, DType act,

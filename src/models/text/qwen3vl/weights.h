@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -41,6 +42,10 @@ struct Qwen3VLTextWeights {
   Tensor embed_tokens;  // [vocab, hidden], host
   std::vector<DecoderLayerWeights> layers;
 };
+
+// Whether the first `selected_layers` layers read the tensor `name` (the embedding and those
+// layers' tensors; not the later layers, the final norm, lm_head or the vision tower).
+bool is_needed(std::string_view name, int64_t selected_layers);
 
 // Validates every tensor the first `selected_layers` layers need (present, the config's shape, a
 // float dtype) before placing any, so a wrong or incomplete checkpoint fails with one message
