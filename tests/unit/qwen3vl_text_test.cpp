@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,45 @@ TEST(Qwen3VLText, Bf16ActivationsMatchTheBf16Reference) {
     }
     EXPECT_GE(gw / std::sqrt(gg * ww), 0.9995) << "case " << c;
   }
+}
+
+TEST(Qwen3VLTextConfig, ReadsBothRopeSchemasAndRefusesOtherModels) {
+  using qwen3vl::Qwen3VLTextConfig;
+  const nlohmann::json legacy = read_json(kQwen3VLTiny / "config.json");
+  const Qwen3VLTextConfig c = Qwen3VLTextConfig::from_json(legacy);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.num_attention_heads, 4);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.rope_theta, 5e6);
+  EXPECT_EQ(c.mrope_section, (std::array<int64_t, 3>{6, 5, 5}));
+  // transformers 5's schema: theta and the section inside rope_parameters.
+  nlohmann::json modern = legacy;
+  auto& t = modern["text_config"];
+  t["rope_parameters"] = t["rope_scaling"];
+  t["rope_parameters"]["rope_theta"] = 1e6;
+  t.erase("rope_scaling");
+  t.erase("rope_theta");
+  EXPECT_EQ(Qwen3VLTextConfig::from_json(modern).rope_theta, 1e6);
+  const auto refused = [&](const char* key, const nlohmann::json& value, const char* named) {
+    nlohmann::json j = legacy;
+    if (value.is_null())
+      j["text_config"].erase(key);
+    else
+      j["text_config"][key] = value;
+    try {
+      Qwen3VLTextConfig::from_json(j);
+      ADD_FAILURE() << key << " = " << value.dump() << " accepted";
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  refused("hidden_act", "gelu", "hidden_act");
+  refused("attention_bias", true, "attention_bias");
+  refused("num_key_value_heads", 3, "num_key_value_heads");
+  refused("hidden_size", nullptr, "hidden_size");
+  refused("head_dim", 30, "mrope_section");
+  EXPECT_THROW(Qwen3VLTextConfig::from_json(nlohmann::json{{"model_type", "qwen3_vl"}}), BadInput);
 }
 
 TEST(Qwen3VLText, LayerCountOutsideTheConfigIsNamed) {
