@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <functional>
 #include <utility>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "io/safetensors.h"
 #include "ops/context.h"
 
@@ -105,6 +107,34 @@ Qwen35TextWeights load_text_weights(ops::Context& ctx, const Checkpoint& ckpt,
     // values per layer).
     if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight"))
       t = t.to_f32().reshape({1, t.numel()});
+    return ctx.is_cuda() ? ctx.upload(t) : t;
+  });
+}
+
+Qwen35TextWeights random_text_weights(ops::Context& ctx, const Qwen35TextConfig& config,
+                                      int64_t layers, uint64_t seed) {
+  AVDIT_REQUIRE(layers >= 1 && layers <= config.num_hidden_layers,
+                "Qwen3.5: {} layers asked of a model with {}", layers, config.num_hidden_layers);
+  return assemble(config, layers, [&](const std::string& name, const Shape& shape) {
+    Tensor t = Tensor::empty(shape, DType::F32);
+    // Scales that keep activations finite and of order one through many layers: linears
+    // N(0, 1 / fan_in), zero-centred norms near 0, the gated norm near 1.
+    float mean = 0.f, std = 0.02f;
+    if (name.ends_with("linear_attn.norm.weight"))
+      mean = 1.f;
+    else if (name.ends_with("conv1d.weight"))
+      std = 0.5f;
+    else if (name.ends_with("A_log") || name.ends_with("dt_bias"))
+      std = 0.5f;
+    else if (name == "embed_tokens.weight")
+      std = 1.f;
+    else if (shape.size() == 2)
+      std = 1.f / std::sqrt(static_cast<float>(shape[1]));
+    fill_normal(t, seed, stream_id(name.c_str()), mean, std);
+    if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight"))
+      t = t.reshape({1, t.numel()});
+    else if (!name.ends_with("A_log"))
+      t = t.to(DType::BF16);
     return ctx.is_cuda() ? ctx.upload(t) : t;
   });
 }

@@ -56,4 +56,10 @@ std::string text_prefix(const Checkpoint& ckpt);
 Qwen35TextWeights load_text_weights(ops::Context& ctx, const Checkpoint& ckpt,
                                     const Qwen35TextConfig& config, int64_t layers);
 
+// Random BF16 weights of the same names and shapes (F32 A_log, as the released file), on ctx: for
+// timings at full width without the checkpoint. Seeded per tensor name, so the same seed gives the
+// same weights.
+Qwen35TextWeights random_text_weights(ops::Context& ctx, const Qwen35TextConfig& config,
+                                      int64_t layers, uint64_t seed);
+
 }  // namespace avdit::models::text::qwen35
