@@ -91,8 +91,21 @@ Tensor Qwen35TextEncoder::linear_attention(const LayerWeights& l, int64_t i,
   return ops::linear(ctx, o.reshape({T, nv * dv}), w.out_proj);
 }
 
+Qwen35TextEncoder::AttentionPlan Qwen35TextEncoder::plan_attention(int64_t tokens) const {
+  ops::Context& ctx = ctx_;
+  AttentionPlan p;
+  p.rope = ctx.upload(qwen35_rope_table(config_, tokens));
+  std::vector<int32_t> rows(static_cast<size_t>(tokens));
+  std::iota(rows.begin(), rows.end(), 0);
+  p.identity = ops::index_tensor(ctx, rows);
+  p.seg = ops::plan_segments(ctx, {0, tokens}, config_.num_attention_heads, config_.head_dim,
+                             DType::F32);
+  p.seg.causal = true;
+  return p;
+}
+
 Tensor Qwen35TextEncoder::full_attention(const LayerWeights& l, int64_t i, const Tensor& y,
-                                         const Tensor& rope, const Tensor& identity) const {
+                                         const AttentionPlan& plan) const {
   ops::Context& ctx = ctx_;
   const Qwen35TextConfig& c = config_;
   const FullAttentionWeights& w = l.full;
@@ -117,12 +130,10 @@ Tensor Qwen35TextEncoder::full_attention(const LayerWeights& l, int64_t i, const
   ops::copy_columns(ctx, v, 0, qkv, (Hq + Hkv) * D, Hkv * D);
   Tensor qr = ctx.empty({T, Hq, D}, DType::F32), kr = ctx.empty({T, Hkv, D}, DType::F32),
          vr = ctx.empty({T, Hkv, D}, DType::F32);
-  ops::qkv_prologue(ctx, qkv, w.q_norm, w.k_norm, nullptr, identity, rope, c.rotary_dims() / 2, qr,
-                    kr, vr);
-  ops::Segments seg = ops::plan_segments(ctx, {0, T}, Hq, D, DType::F32);
-  seg.causal = true;
+  ops::qkv_prologue(ctx, qkv, w.q_norm, w.k_norm, nullptr, plan.identity, plan.rope,
+                    c.rotary_dims() / 2, qr, kr, vr);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const Tensor a = ops::attention(ctx, qr, kr, vr, scale, seg);
+  const Tensor a = ops::attention(ctx, qr, kr, vr, scale, plan.seg);
   // The output gate is element-wise (one per head and dim), unlike the op's per-head gate.
   const Tensor gated = ops::mul(ctx, a, ops::sigmoid(ctx, gate));
   return ops::linear(ctx, gated.reshape({T, Hq * D}), w.o_proj);
@@ -150,18 +161,14 @@ Tensor Qwen35TextEncoder::encode(const std::vector<int32_t>& ids) const {
                        DType::F32);
   if (x.raw() == w_.embed_tokens.raw()) x = ops::clone(ctx, x);
   ops::observe(ctx, {"embed"}, x);
-  const Tensor rope = ctx.upload(qwen35_rope_table(c, T));
-  ops::observe(ctx, {"rope"}, rope);
-  std::vector<int32_t> rows(static_cast<size_t>(T));
-  std::iota(rows.begin(), rows.end(), 0);
-  const Tensor identity = ops::index_tensor(ctx, rows);
+  const AttentionPlan plan = plan_attention(T);
+  ops::observe(ctx, {"rope"}, plan.rope);
   for (int64_t i = 0; i < layers_run(); ++i) {
     const LayerWeights& l = w_.layers[static_cast<size_t>(i)];
     const bool linear = l.type == LayerType::LinearAttention;
     Tensor y = ops::rms_norm(ctx, x, l.input_layernorm, eps, true);
     ops::observe(ctx, {"layer{}.input_layernorm.out", i}, y);
-    const Tensor mixed =
-        linear ? linear_attention(l, i, y) : full_attention(l, i, y, rope, identity);
+    const Tensor mixed = linear ? linear_attention(l, i, y) : full_attention(l, i, y, plan);
     ops::observe(ctx, {linear ? "layer{}.linear_attn.out" : "layer{}.self_attn.out", i}, mixed);
     ops::add_(ctx, x, mixed);
     y = ops::rms_norm(ctx, x, l.post_attention_layernorm, eps, true);

@@ -10,6 +10,7 @@
 #include "models/text/qwen35/config.h"
 #include "models/text/qwen35/weights.h"
 #include "models/text/text_encoder.h"
+#include "ops/attention.h"
 
 namespace avdit::models::text::qwen35 {
 
@@ -32,8 +33,15 @@ class Qwen35TextEncoder final : public TextEncoder {
 
  private:
   Tensor linear_attention(const LayerWeights& l, int64_t i, const Tensor& y) const;
-  Tensor full_attention(const LayerWeights& l, int64_t i, const Tensor& y, const Tensor& rope,
-                        const Tensor& identity) const;
+  // What every gated attention layer of one encode shares: the RoPE table, the identity row order
+  // of the prologue and the causal plan of the one document.
+  struct AttentionPlan {
+    Tensor rope, identity;
+    ops::Segments seg;
+  };
+  AttentionPlan plan_attention(int64_t tokens) const;
+  Tensor full_attention(const LayerWeights& l, int64_t i, const Tensor& y,
+                        const AttentionPlan& plan) const;
   Tensor mlp(const LayerWeights& l, const Tensor& y) const;
 
   ops::Context& ctx_;
