@@ -20,6 +20,8 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/text/prompt_h3.h"
+#include "models/text/prompt_magi2.h"
+#include "models/text/qwen35/cond_uncond.h"
 #include "models/text/text_encoder.h"
 #include "models/text/tokenizer.h"
 #include "models/text/unicode.h"
@@ -32,8 +34,8 @@ namespace text = models::text;
 namespace {
 
 struct EncodeArgs {
-  std::string model, inputs, prompt, tokenizer, out, device = "cpu", precision = "fp32",
-                                                     dtype = "bf16";
+  std::string model, inputs, prompt, negative, tokenizer, out, device = "cpu", precision = "fp32",
+                                                               dtype = "bf16";
   int layers = 0;
 };
 
@@ -112,10 +114,31 @@ int run_encode(const EncodeArgs& a) {
   std::vector<fs::path> inputs = folder_files(a.model);
   std::optional<TensorMap> fixture;
   std::optional<text::h3::TaggedIds> prompt;
+  std::optional<std::vector<int32_t>> magi2_prompt, magi2_negative;
+  const bool magi2 = text::text_encoder_family(a.model) == "qwen3_5";
+  AVDIT_REQUIRE(a.negative.empty() || (magi2 && a.inputs.empty()),
+                "encode: --negative applies to MAGI-2's encoder (model_type qwen3_5) in prompt "
+                "mode; MiniMax-H3 is CFG-distilled and encodes no negative prompt");
   if (!a.inputs.empty()) {
     require_file(a.inputs, "--inputs");
     inputs.push_back(a.inputs);
     fixture = read_all(a.inputs);
+  } else if (magi2) {
+    // MAGI-2: strip, JSON -> markdown, <Figure N> suffix, the 7,000-token limit (truncated as the
+    // reference does, with a warning).
+    const auto u = text::utf8_to_u32(a.prompt, "--prompt");
+    const auto un = text::utf8_to_u32(a.negative, "--negative");
+    const text::Tokenizer tok = text::Tokenizer::load(tokenizer_dir, text::Pipeline::kMagi2);
+    auto ids_of = [&](const std::u32string& p, const char* what) {
+      const text::magi2::PromptEncoding e = text::magi2::encode_prompt(tok, p);
+      if (e.truncated())
+        log::warn("{}: {} tokens, truncated to {} as the reference does", what,
+                  e.untruncated_tokens, text::magi2::kMaxTokens);
+      AVDIT_REQUIRE(!e.encoding.ids.empty(), "encode: {} gives no tokens", what);
+      return e.encoding.ids;
+    };
+    magi2_prompt = ids_of(u, "--prompt");
+    if (!a.negative.empty()) magi2_negative = ids_of(un, "--negative");
   } else {
     text::utf8_to_u32(a.prompt, "--prompt");  // invalid UTF-8 named before the tokenizer loads
     const text::Tokenizer tok = text::Tokenizer::load(tokenizer_dir, text::Pipeline::kH3);
@@ -141,6 +164,23 @@ int run_encode(const EncodeArgs& a) {
       const Tensor states = encoder->encode(ids);
       tokens += static_cast<int64_t>(ids.size());
       tensors.emplace_back(c + ".text_states", states.reshape({1, states.size(0), states.size(1)}));
+    }
+  } else if (magi2_prompt) {
+    // What MAGI-2's sampler receives: bf16-rounded states, cond and uncond zero-padded to one
+    // length, their true lengths beside them. generate reads txt_feat for --text and
+    // null_txt_feat for --negative, so one file serves both options.
+    const text::CondUncond cu = text::encode_cond_uncond(
+        *encoder, *magi2_prompt, magi2_negative ? &*magi2_negative : nullptr);
+    tokens = cu.cond_len + cu.uncond_len;
+    auto batch = [&](const Tensor& t) {
+      const Tensor b = t.reshape({1, t.size(0), t.size(1)});
+      return a.dtype == "bf16" ? b.to(DType::BF16) : b;
+    };
+    tensors.emplace_back("txt_feat", batch(cu.cond));
+    tensors.emplace_back("txt_len", Tensor::from_data({1}, DType::I64, &cu.cond_len));
+    if (magi2_negative) {
+      tensors.emplace_back("null_txt_feat", batch(cu.uncond));
+      tensors.emplace_back("null_txt_len", Tensor::from_data({1}, DType::I64, &cu.uncond_len));
     }
   } else {
     const Tensor states = encoder->encode(prompt->ids);
@@ -170,8 +210,9 @@ Run add_encode(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "encode",
       "Encode a prompt with a text encoder folder (config.json model_type: qwen3_vl for "
-      "MiniMax-H3)\n"
-      "into the text states `avdit generate --text` reads (text_embeds, text_token_tags), and "
+      "MiniMax-H3,\n"
+      "qwen3_5 for MAGI-2) into the text states `avdit generate --text/--negative` reads (H3:\n"
+      "text_embeds, text_token_tags; MAGI-2: txt_feat, null_txt_feat and their lengths), and "
       "print\n"
       "their SHA-256. Fixture mode (--inputs) writes case{i}.text_states (float32) for every case\n"
       "of a text encoder golden's inputs.safetensors.\n"
@@ -183,7 +224,13 @@ Run add_encode(CLI::App& app) {
       ->required();
   auto* inputs = cmd->add_option("--inputs", a->inputs,
                                  "Fixture mode: a golden's inputs.safetensors (case{i}.input_ids)");
-  auto* prompt = cmd->add_option("--prompt", a->prompt, "The prompt, used verbatim (H3 T2VA)");
+  auto* prompt = cmd->add_option("--prompt", a->prompt,
+                                 "The prompt (H3 T2VA: verbatim; MAGI-2: the reference's prompt "
+                                 "handling)");
+  cmd->add_option("--negative", a->negative,
+                  "MAGI-2: the negative prompt, encoded into null_txt_feat beside txt_feat "
+                  "(padded to one length)")
+      ->excludes(inputs);
   inputs->excludes(prompt);
   cmd->add_option("--tokenizer", a->tokenizer,
                   "Tokenizer folder for --prompt (default: the --model folder)")

@@ -298,13 +298,23 @@ TEST(TextEncoderFactory, PicksTheFamilyFromModelType) {
   EXPECT_THROW(open_text_encoder(ctx, kQwen3VLTiny), BadInput);
 
   const auto keep = [](const std::string&) { return false; };
-  const fs::path qwen35 = copy_without("qwen35", keep, "qwen3_5");
-  try {
-    open_text_encoder(ctx, qwen35);
-    ADD_FAILURE() << "qwen3_5 opened";
-  } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("not built yet"), std::string::npos) << e.what();
+  // qwen3_5 opens MAGI-2's encoder: the consumed state (hidden_states[-3]) of its golden within
+  // that README's float32 bar (1e-4 of max |ref|), and the same state when the layer count is
+  // given (8 layers, all but the last two).
+  const fs::path magi2 = fs::path(AVDIT_SHARED_DIR) / "golden" / "te-magi2-qwen35-tiny";
+  EXPECT_EQ(text_encoder_family(magi2), "qwen3_5");
+  EXPECT_EQ(text_encoder_family(kQwen3VLTiny), "qwen3_vl");
+  const TensorMap m_in = read_all(magi2 / "inputs.safetensors"),
+                  m_out = read_all(magi2 / "outputs.safetensors");
+  for (int layers : {0, 6}) {
+    const auto m = open_text_encoder(ctx, magi2, {layers});
+    const Tensor states = m->encode(testing::case_ids(m_in, 2));
+    EXPECT_LE(testing::rel_err(states, m_out.at("case2.text_states")), 1e-4) << layers;
   }
+  EXPECT_THROW(open_text_encoder(ctx, magi2, {8}), BadInput);  // nothing left to skip
+  EXPECT_THROW(open_text_encoder(ctx, magi2, {0, DType::BF16}), BadInput);
+  const fs::path qwen35 = copy_without("qwen35", keep, "qwen3_5");
+  EXPECT_THROW(open_text_encoder(ctx, qwen35), BadInput);  // no tensors
   const fs::path other = copy_without("other", keep, "llama");
   EXPECT_THROW(open_text_encoder(ctx, other), BadInput);
   EXPECT_THROW(open_text_encoder(ctx, fs::temp_directory_path() / "avdit_no_such_encoder"),

@@ -5,12 +5,12 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "models/text/qwen35/encoder.h"
 #include "models/text/qwen3vl/encoder.h"
 
 namespace avdit::models::text {
 
-std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
-                                               const TextEncoderOptions& options) {
+std::string text_encoder_family(const std::filesystem::path& dir) {
   const std::filesystem::path config = dir / "config.json";
   std::error_code ec;
   AVDIT_REQUIRE(std::filesystem::is_regular_file(config, ec),
@@ -21,20 +21,39 @@ std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::fil
   const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                ? j["model_type"].get<std::string>()
                                : std::string();
+  AVDIT_REQUIRE(type == "qwen3_vl" || type == "qwen3_5",
+                "{}: model_type '{}' is not a text encoder avdit knows (qwen3_vl for MiniMax-H3, "
+                "qwen3_5 for MAGI-2)",
+                config.string(), type);
+  return type;
+}
+
+std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
+                                               const TextEncoderOptions& options) {
+  const std::string type = text_encoder_family(dir);
   if (type == "qwen3_vl")
     return open_qwen3vl_text(
         ctx, dir,
         options.selected_layers > 0 ? options.selected_layers : qwen3vl::kH3SelectedLayers,
         options.act);
-  // MAGI-2's Qwen3.5 hybrid plugs in here (its own folder beside qwen3vl/).
-  AVDIT_REQUIRE(type != "qwen3_5",
-                "{}: the Qwen3.5 text encoder (MAGI-2) is not built yet; only qwen3_vl "
-                "(MiniMax-H3) encodes for now",
-                config.string());
-  throw BadInput(fmt::format(
-      "{}: model_type '{}' is not a text encoder avdit knows (qwen3_vl for MiniMax-H3, qwen3_5 "
-      "for MAGI-2)",
-      config.string(), type));
+  // MAGI-2 consumes hidden_states[-3]: every layer but the last two. A layer count, when given,
+  // is turned into the layers skipped at the end.
+  AVDIT_REQUIRE(options.act == DType::F32,
+                "{}: the Qwen3.5 text encoder (MAGI-2) runs float32 activations only for now "
+                "(use --precision fp32)",
+                dir.string());
+  int skip = 2;
+  if (options.selected_layers > 0) {
+    const nlohmann::json j = read_json(dir / "config.json");
+    const nlohmann::json& t = j.contains("text_config") ? j["text_config"] : j;
+    const int64_t layers = t.value("num_hidden_layers", int64_t{0});
+    AVDIT_REQUIRE(options.selected_layers < layers,
+                  "{}: {} layers requested, the model has {} (MAGI-2 runs all but at least the "
+                  "last one)",
+                  dir.string(), options.selected_layers, layers);
+    skip = static_cast<int>(layers - options.selected_layers);
+  }
+  return open_qwen35_text(ctx, dir, skip);
 }
 
 }  // namespace avdit::models::text

@@ -35,6 +35,10 @@ struct TextEncoderOptions {
   DType act = DType::F32;  // activations: F32 (parity) or BF16 (the pipelines' precision)
 };
 
+// The family of a text encoder folder: its config.json's model_type, "qwen3_vl" or "qwen3_5"
+// (BadInput otherwise, or without config.json).
+std::string text_encoder_family(const std::filesystem::path& dir);
+
 // The encoder of a text encoder folder, by its config.json's model_type ("qwen3_vl": MiniMax-H3;
 // "qwen3_5": MAGI-2). BadInput for a folder without config.json or another model_type.
 std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
