@@ -33,6 +33,15 @@ Tensor& FeatureCache::slot() {
   return slots[next++];
 }
 
+void ChunkPoints::add(const Point& p, const Tensor& t) {
+  if (ops::observed(ctx_, p)) parts_[p.str()].push_back(ops::clone(ctx_, t));
+}
+
+void ChunkPoints::emit() {
+  for (auto& [name, parts] : parts_)
+    ops::observe(ctx_, {name.c_str()}, ops::concat_rows(ctx_, parts));
+}
+
 Conv load_conv(const Checkpoint& ckpt, const std::string& name, int64_t out, int64_t in) {
   const std::string wn = name + ".weight", bn = name + ".bias";
   const Shape& s = ckpt.info(wn).shape;

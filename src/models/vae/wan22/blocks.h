@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "core/observer.h"
 #include "core/tensor.h"
 #include "ops/conv3d.h"
 
@@ -39,6 +41,19 @@ struct FeatureCache {
   std::vector<Tensor> slots;
   size_t next = 0;
   Tensor& slot();
+};
+
+// Intermediates of a chunked run, gathered over the chunks only while a probe wants them and
+// reported once for the whole clip (the goldens store whole-clip tensors).
+class ChunkPoints {
+ public:
+  explicit ChunkPoints(ops::Context& ctx) : ctx_(ctx) {}
+  void add(const Point& p, const Tensor& t);
+  void emit();
+
+ private:
+  ops::Context& ctx_;
+  std::map<std::string, std::vector<Tensor>> parts_;
 };
 
 struct ResidualBlockWeights {

@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <map>
-
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/vae/wan22/latent_stats.h"
@@ -17,24 +15,6 @@
 
 namespace avdit::models::vae::wan22 {
 namespace {
-
-// Intermediates of a chunked run, gathered over the chunks only while a probe wants them and
-// reported once for the whole clip (the golden stores whole-clip tensors).
-class ChunkPoints {
- public:
-  explicit ChunkPoints(ops::Context& ctx) : ctx_(ctx) {}
-  void add(const Point& p, const Tensor& t) {
-    if (ops::observed(ctx_, p)) parts_[p.str()].push_back(ops::clone(ctx_, t));
-  }
-  void emit() {
-    for (auto& [name, parts] : parts_)
-      ops::observe(ctx_, {name.c_str()}, ops::concat_rows(ctx_, parts));
-  }
-
- private:
-  ops::Context& ctx_;
-  std::map<std::string, std::vector<Tensor>> parts_;
-};
 
 // DupUp3D(in, out, f_t, f_s = 2): channels repeated, then spread over f_t frames and 2x2 pixels;
 // the first chunk drops its first f_t - 1 frames.
