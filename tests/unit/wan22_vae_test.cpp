@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -78,6 +79,28 @@ TEST(Wan22Vae, SeveralFramesPerCallAgree) {
     const wan22::Wan22Decoder dec(ctx, ckpt, per_call);
     EXPECT_LE(rel_max_diff(dec.decode(inputs().at("latent")), outputs().at("video"),
                            "video, " + std::to_string(per_call) + " frames per call"),
+              kVideoVaeFp32Bar);
+  }
+}
+
+// Held-out sizes from the same golden: the decoder is causal in time, so the first k latent frames
+// decode to the golden's first 1 + 4(k-1) frames (k = 1 is the single-image case: no time_conv
+// ever runs).
+TEST(Wan22Vae, ShorterLatentsDecodeToThePrefix) {
+  ops::CpuContext ctx;
+  const auto dec = open_wan22_decoder(ctx, dir());
+  const Tensor z = inputs().at("latent").to_f32(), video = outputs().at("video").to_f32();
+  for (int64_t k : {1, 2, 3}) {
+    Tensor prefix = Tensor::empty({1, 48, k, 3, 4}, DType::F32);
+    for (int64_t c = 0; c < 48; ++c)
+      std::copy_n(z.f32() + c * 4 * 12, k * 12, prefix.f32() + c * k * 12);
+    const int64_t frames = 1 + 4 * (k - 1), plane = 48 * 64;
+    Tensor want = Tensor::empty({3, frames, 48, 64}, DType::F32);
+    for (int64_t c = 0; c < 3; ++c)
+      std::copy_n(video.f32() + c * 13 * plane, frames * plane, want.f32() + c * frames * plane);
+    const Tensor got = dec->decode(prefix);
+    ASSERT_EQ(got.shape(), want.shape()) << k;
+    EXPECT_LE(rel_max_diff(got, want, "first " + std::to_string(k) + " latent frames"),
               kVideoVaeFp32Bar);
   }
 }
