@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "ops/conv3d.h"
 #include "ops/cpu/common.h"
 #include "ops/cpu/gemm_fixed.h"
@@ -14,6 +15,7 @@ namespace {
 
 // About 64 MiB of im2col rows per block, at least 64 voxels.
 constexpr int64_t kColFloats = int64_t{1} << 24;
+constexpr int64_t kRowsPerTask = 64;
 
 // The input frame a padded frame index reads: -1 for a zero frame.
 int64_t source_frame(int64_t padded, int64_t frames, const Conv3dGeometry& g) {
@@ -21,6 +23,28 @@ int64_t source_frame(int64_t padded, int64_t frames, const Conv3dGeometry& g) {
   if (t >= 0 && t < frames) return t;
   if (g.time_pad == TimePad::Zeros || frames == 0) return -1;
   return t < 0 ? 0 : frames - 1;
+}
+
+// One im2col row: the taps of output voxel v, each a contiguous run of Ci (zeros outside).
+void im2col_row(const float* px, int64_t T, int64_t H, int64_t W, int64_t Ci, int64_t kt,
+                int64_t kh, int64_t kw, const Conv3dGeometry& g, int64_t v, int64_t Ho, int64_t Wo,
+                float* row) {
+  const int64_t wo = v % Wo, ho = (v / Wo) % Ho, to = v / (Wo * Ho);
+  for (int64_t a = 0; a < kt; ++a) {
+    const int64_t t = source_frame(to * g.stride_t + a, T, g);
+    for (int64_t i = 0; i < kh; ++i) {
+      const int64_t h = ho * g.stride_h + i - g.pad_top;
+      for (int64_t j = 0; j < kw; ++j, row += Ci) {
+        const int64_t w = wo * g.stride_w + j - g.pad_left;
+        if (t < 0 || h < 0 || h >= H || w < 0 || w >= W) {
+          std::fill(row, row + Ci, 0.f);
+        } else {
+          const float* src = px + ((t * H + h) * W + w) * Ci;
+          std::copy(src, src + Ci, row);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -59,32 +83,25 @@ void conv3d(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_in, const
     std::vector<float> col(static_cast<size_t>(block * K));
     for (int64_t v0 = 0; v0 < voxels; v0 += block) {
       const int64_t n = std::min(block, voxels - v0);
-      for (int64_t r = 0; r < n; ++r) {
-        const int64_t v = v0 + r, wo = v % Wo, ho = (v / Wo) % Ho, to = v / (Wo * Ho);
-        float* row = col.data() + r * K;
-        for (int64_t a = 0; a < kt; ++a) {
-          const int64_t t = source_frame(to * g.stride_t + a, T, g);
-          for (int64_t i = 0; i < kh; ++i) {
-            const int64_t h = ho * g.stride_h + i - g.pad_top;
-            for (int64_t j = 0; j < kw; ++j, row += Ci) {
-              const int64_t ww = wo * g.stride_w + j - g.pad_left;
-              if (t < 0 || h < 0 || h >= H || ww < 0 || ww >= W) {
-                std::fill(row, row + Ci, 0.f);
-              } else {
-                const float* src = px + ((t * H + h) * W + ww) * Ci;
-                std::copy(src, src + Ci, row);
-              }
-            }
-          }
-        }
-      }
+      // The rows are independent copies: filled in parallel groups (the bits do not depend on
+      // the split), then one GEMM for the block.
+      const int64_t groups = (n + kRowsPerTask - 1) / kRowsPerTask;
+      cpu_pool().run(groups, [&](int64_t grp) {
+        const int64_t r1 = std::min(n, (grp + 1) * kRowsPerTask);
+        for (int64_t r = grp * kRowsPerTask; r < r1; ++r)
+          im2col_row(px, T, H, W, Ci, kt, kh, kw, g, v0 + r, Ho, Wo, col.data() + r * K);
+      });
       sgemm_fixed(true, n, Co, K, 1.f, col.data(), K, w.f32(), K, 0.f, py + v0 * Co, Co);
     }
   }
   if (bias.defined()) {
     const float* pb = bias.f32();
-    for (int64_t v = 0; v < voxels; ++v)
-      for (int64_t o = 0; o < Co; ++o) py[v * Co + o] += pb[o];
+    const int64_t groups = (voxels + kRowsPerTask - 1) / kRowsPerTask;
+    cpu_pool().run(groups, [&](int64_t grp) {
+      const int64_t v1 = std::min(voxels, (grp + 1) * kRowsPerTask);
+      for (int64_t v = grp * kRowsPerTask; v < v1; ++v)
+        for (int64_t o = 0; o < Co; ++o) py[v * Co + o] += pb[o];
+    });
   }
   if (y32.raw() != y.raw()) store(y, py);
 }
