@@ -5,8 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/vae/wan22/latent_stats.h"
@@ -72,22 +70,6 @@ void point(ops::Context& ctx, const std::string& name, const Tensor& t) {
   ops::observe(ctx, {name.c_str()}, t);
 }
 
-// Frames [begin, end) of host tensors stacked along dim 0 (the kept parts of the windows).
-Tensor host_rows(const std::vector<Tensor>& parts, int64_t frames) {
-  Shape shape = parts.at(0).shape();
-  shape[0] = frames;
-  Tensor out = Tensor::empty(shape, DType::F32);
-  const int64_t row = out.numel() / std::max<int64_t>(frames, 1);
-  int64_t r = 0;
-  for (const Tensor& p : parts) {
-    const int64_t n = std::min(p.size(0), frames - r);
-    if (n <= 0) break;
-    std::memcpy(out.f32() + r * row, p.f32(), static_cast<size_t>(n * row) * sizeof(float));
-    r += n;
-  }
-  return out;
-}
-
 }  // namespace
 
 TurboVaed::TurboVaed(ops::Context& ctx, const Checkpoint& ckpt, const TurboVaedConfig& config)
@@ -131,12 +113,12 @@ Tensor TurboVaed::decode(const Tensor& latents) const {
   const int64_t pad = T < f ? f - T : (s - (T - f) % s) % s, n = T + pad;
   std::vector<Tensor> frames = {z};
   for (int64_t k = 0; k < pad; ++k) frames.push_back(z.slice_rows(T - 1, T));
-  const Tensor zp = ctx.upload(host_rows(frames, n));
+  const Tensor zp = ctx.upload(wan22::concat_frames(frames, n));
   // Each window's kept frames come to the host at once, so the device holds one window.
   std::vector<Tensor> kept;
   auto keep = [&](const Tensor& out, int64_t drop_front, int64_t drop_back) {
     kept.push_back(
-        ctx.download(out.slice_rows(drop_front, out.size(0) - drop_back)).to(DType::F32).clone());
+        ctx.download(out.slice_rows(drop_front, out.size(0) - drop_back)).to(DType::F32));
   };
   if (n == f) {
     keep(decode_window(zp, true, 0), 0, 0);
@@ -152,7 +134,7 @@ Tensor TurboVaed::decode(const Tensor& latents) const {
   }
   int64_t total = 0;
   for (const Tensor& k : kept) total += k.size(0);
-  return wan22::unpatchify(host_rows(kept, total - tc * pad));
+  return wan22::unpatchify(wan22::concat_frames(kept, total - tc * pad));
 }
 
 }  // namespace avdit::models::vae::turbo

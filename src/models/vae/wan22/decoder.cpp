@@ -93,16 +93,19 @@ Tensor Wan22Decoder::decode(const Tensor& latents) const {
   // it); later calls carry frames_per_call frames with the cache of everything before.
   FeatureCache cache;
   ChunkPoints points(ctx);
-  std::vector<Tensor> outs;
+  std::vector<Tensor> outs;  // on the host: the device holds one call's frames
+  int64_t frames = 0;
   const int64_t T = x.size(0);
   for (int64_t t0 = 0; t0 < T;) {
     const int64_t t1 = t0 == 0 ? 1 : std::min(T, t0 + frames_per_call_);
     cache.next = 0;
-    outs.push_back(decoder3d(ctx, w_, x.slice_rows(t0, t1), cache, t0 == 0, points));
+    const Tensor out = decoder3d(ctx, w_, x.slice_rows(t0, t1), cache, t0 == 0, points);
+    outs.push_back(ctx.download(out).to(DType::F32));
+    frames += out.size(0);
     t0 = t1;
   }
   points.emit();
-  return unpatchify(ctx.download(ops::concat_rows(ctx, outs)).to(DType::F32));
+  return unpatchify(concat_frames(outs, frames));
 }
 
 }  // namespace avdit::models::vae::wan22

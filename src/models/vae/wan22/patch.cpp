@@ -1,6 +1,9 @@
 // Patch-2 moves (see patch.h): video[c, t, 2h+q, 2w+r] <-> patches[t, h, w, 4c + 2r + q].
 #include "models/vae/wan22/patch.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/error.h"
 
 namespace avdit::models::vae::wan22 {
@@ -42,6 +45,25 @@ Tensor patchify(const Tensor& v) {
               dst[((t * h + y) * w + x) * C * P * P + c * P * P + r * P + q] =
                   src[((c * T + t) * h * P + y * P + q) * w * P + x * P + r];
   return p;
+}
+
+Tensor concat_frames(const std::vector<Tensor>& parts, int64_t frames) {
+  AVDIT_CHECK(!parts.empty() && frames >= 0, "concat_frames: nothing to stack");
+  Shape shape = parts[0].shape();
+  shape[0] = frames;
+  Tensor out = Tensor::empty(shape, DType::F32);
+  const int64_t row = frames > 0 ? out.numel() / frames : 0;
+  int64_t r = 0;
+  for (const Tensor& p : parts) {
+    AVDIT_CHECK(p.dtype() == DType::F32 && p.numel() == p.size(0) * row,
+                "concat_frames: part {} for frames of {} values", p.shape_str(), row);
+    const int64_t n = std::min(p.size(0), frames - r);
+    if (n <= 0) break;
+    std::memcpy(out.f32() + r * row, p.f32(), static_cast<size_t>(n * row) * sizeof(float));
+    r += n;
+  }
+  AVDIT_CHECK(r == frames, "concat_frames: {} of {} frames", r, frames);
+  return out;
 }
 
 }  // namespace avdit::models::vae::wan22
