@@ -28,6 +28,12 @@ UpStageWeights load_stage(const Checkpoint& ckpt, int64_t i, int64_t in) {
     s.resample = ckpt.contains(r + ".time_conv.weight") ? Resample::Up3d : Resample::Up2d;
     s.resample_conv = load_conv(ckpt, r + ".resample.1", c, c);
     if (s.resample == Resample::Up3d) s.time_conv = load_conv(ckpt, r + ".time_conv", 2 * c, c);
+    // The DupUp3D shortcut spreads `in` channels over out x f_t x 2 x 2 values.
+    const int64_t spread = c * (s.resample == Resample::Up3d ? 2 : 1) * 4;
+    AVDIT_REQUIRE(spread % in == 0,
+                  "{}: decoder.upsamples.{} goes from {} to {} channels, which its DupUp3D "
+                  "shortcut cannot spread ({} values per voxel)",
+                  ckpt.source().string(), i, in, c, spread);
   }
   return s;
 }
