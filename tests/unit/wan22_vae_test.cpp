@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <string>
 
@@ -155,6 +156,26 @@ TEST(Wan22Vae, AMissingTensorIsNamed) {
   } catch (const BadInput& e) {
     EXPECT_NE(std::string(e.what()).find("decoder.middle.1.proj.weight"), std::string::npos)
         << e.what();
+  }
+  std::filesystem::remove_all(tmp);
+}
+
+// config.json's WanVAE_kwargs must describe the checkpoint (the architecture is read from the
+// tensors, so a config for another width is a mix-up worth stopping at).
+TEST(Wan22Vae, AConfigThatDisagreesIsRefused) {
+  ops::CpuContext ctx;
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("wan22_config_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  std::filesystem::copy_file(dir() / "model.safetensors", tmp / "model.safetensors");
+  nlohmann::json config = read_json(dir() / "config.json");
+  config["WanVAE_kwargs"]["dec_dim"] = 8;
+  std::ofstream(tmp / "config.json") << config.dump();
+  try {
+    open_wan22_decoder(ctx, tmp);
+    ADD_FAILURE() << "a config with dec_dim 8 was accepted for a width-16 checkpoint";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(tmp);
 }
