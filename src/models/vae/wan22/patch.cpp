@@ -1,0 +1,69 @@
+// Patch-2 moves (see patch.h): video[c, t, 2h+q, 2w+r] <-> patches[t, h, w, 4c + 2r + q].
+#include "models/vae/wan22/patch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace avdit::models::vae::wan22 {
+
+Tensor unpatchify(const Tensor& p) {
+  const int64_t C = 3, P = kPatch;
+  AVDIT_CHECK(p.ndim() == 4 && p.size(3) == C * P * P && p.dtype() == DType::F32, "unpatchify: {}",
+              p.shape_str());
+  const int64_t T = p.size(0), h = p.size(1), w = p.size(2);
+  Tensor v = Tensor::empty({C, T, h * P, w * P}, DType::F32);
+  const float* src = p.f32();
+  float* dst = v.f32();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < P; ++r)
+            for (int64_t q = 0; q < P; ++q)
+              dst[((c * T + t) * h * P + y * P + q) * w * P + x * P + r] =
+                  src[((t * h + y) * w + x) * C * P * P + c * P * P + r * P + q];
+  return v;
+}
+
+Tensor patchify(const Tensor& v) {
+  const int64_t C = 3, P = kPatch;
+  AVDIT_CHECK(v.ndim() == 4 && v.size(0) == C && v.size(2) % P == 0 && v.size(3) % P == 0 &&
+                  v.dtype() == DType::F32,
+              "patchify: {}", v.shape_str());
+  const int64_t T = v.size(1), h = v.size(2) / P, w = v.size(3) / P;
+  Tensor p = Tensor::empty({T, h, w, C * P * P}, DType::F32);
+  const float* src = v.f32();
+  float* dst = p.f32();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < P; ++r)
+            for (int64_t q = 0; q < P; ++q)
+              dst[((t * h + y) * w + x) * C * P * P + c * P * P + r * P + q] =
+                  src[((c * T + t) * h * P + y * P + q) * w * P + x * P + r];
+  return p;
+}
+
+Tensor concat_frames(const std::vector<Tensor>& parts, int64_t frames) {
+  AVDIT_CHECK(!parts.empty() && frames >= 0, "concat_frames: nothing to stack");
+  Shape shape = parts[0].shape();
+  shape[0] = frames;
+  Tensor out = Tensor::empty(shape, DType::F32);
+  const int64_t row = frames > 0 ? out.numel() / frames : 0;
+  int64_t r = 0;
+  for (const Tensor& p : parts) {
+    AVDIT_CHECK(p.dtype() == DType::F32 && p.numel() == p.size(0) * row,
+                "concat_frames: part {} for frames of {} values", p.shape_str(), row);
+    const int64_t n = std::min(p.size(0), frames - r);
+    if (n <= 0) break;
+    std::memcpy(out.f32() + r * row, p.f32(), static_cast<size_t>(n * row) * sizeof(float));
+    r += n;
+  }
+  AVDIT_CHECK(r == frames, "concat_frames: {} of {} frames", r, frames);
+  return out;
+}
+
+}  // namespace avdit::models::vae::wan22
