@@ -4,7 +4,9 @@
 // at the release's sizes, and latents the decoder must refuse by name.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -45,7 +47,10 @@ TEST(H3VideoVae, VideoMatchesTheGolden) {
   EXPECT_EQ(dec->media(), Media::Video);
   EXPECT_EQ(dec->output_name(), "video");
   EXPECT_NE(dec->describe().find("D 32, 2 blocks"), std::string::npos) << dec->describe();
+  const auto t0 = std::chrono::steady_clock::now();
   const Tensor got = dec->decode(golden().inputs.at("latent"));
+  std::printf("  decode of the golden: %.2f ms\n",
+              1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   ASSERT_EQ(got.shape(), (Shape{3, 26, 32, 48}));
   EXPECT_LE(rel_max_diff(got, golden().outputs.at("video"), "video"), kH3VideoFp32Bar);
   // The bar separates the output from its neighbours: chunk 0's undecoded tail is far away.
