@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -99,6 +101,81 @@ TEST(H3VideoVae, TiledMatchesTheGoldenAndDiffersFromUntiledAsStated) {
   EXPECT_THROW(as_h3(dec).set_tiling(40, 16), BadInput);
 }
 
+// Tiles are blended per frame with weights that do not depend on time, and chunks per pixel with
+// weights that do not depend on space, so a tiled decode equals the spatial assembly of untiled
+// decodes of each tile's latent. The assembly is redone here on the host in float64 for a 3 x 4
+// grid (the golden's tiled variant has a single row of tiles): vertical and horizontal seams,
+// corners.
+Tensor assemble(const std::vector<std::vector<Tensor>>& tiles, const AxisTiles& ys,
+                const AxisTiles& xs, int64_t H, int64_t W) {
+  const int64_t P = tiles[0][0].numel() / (ys.len * xs.len), th = ys.len, tw = xs.len;
+  std::vector<double> out(static_cast<size_t>(P * H * W), std::nan(""));
+  auto at = [](const Tensor& t, int64_t p, int64_t y, int64_t x, int64_t h, int64_t w) {
+    return static_cast<double>(t.f32()[(p * h + y) * w + x]);
+  };
+  for (size_t i = 0; i < ys.start.size(); ++i)
+    for (size_t j = 0; j < xs.start.size(); ++j) {
+      std::vector<double> cur(static_cast<size_t>(P * th * tw));
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t y = 0; y < th; ++y)
+          for (int64_t x = 0; x < tw; ++x) {
+            double v = at(tiles[i][j], p, y, x, th, tw);
+            if (i > 0 && y < ys.overlap[i - 1]) {
+              const double e = static_cast<double>(ys.overlap[i - 1]), wb = y / e;
+              v = at(tiles[i - 1][j], p, th - ys.overlap[i - 1] + y, x, th, tw) * (1 - wb) + v * wb;
+            }
+            cur[static_cast<size_t>((p * th + y) * tw + x)] = v;
+          }
+      // The horizontal fade reads this tile after its vertical fade, the left tile unblended.
+      if (j > 0)
+        for (int64_t p = 0; p < P; ++p)
+          for (int64_t y = 0; y < th; ++y)
+            for (int64_t x = 0; x < xs.overlap[j - 1]; ++x) {
+              const double e = static_cast<double>(xs.overlap[j - 1]), wb = x / e;
+              double& v = cur[static_cast<size_t>((p * th + y) * tw + x)];
+              v = at(tiles[i][j - 1], p, y, tw - xs.overlap[j - 1] + x, th, tw) * (1 - wb) + v * wb;
+            }
+      const int64_t kh = i + 1 < ys.start.size() ? th - ys.overlap[i] : th;
+      const int64_t kw = j + 1 < xs.start.size() ? tw - xs.overlap[j] : tw;
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t y = 0; y < kh; ++y)
+          for (int64_t x = 0; x < kw; ++x)
+            out[static_cast<size_t>((p * H + ys.start[i] + y) * W + xs.start[j] + x)] =
+                cur[static_cast<size_t>((p * th + y) * tw + x)];
+    }
+  std::vector<float> f(out.begin(), out.end());
+  return Tensor::from_floats(std::move(f), {3, P / 3, H, W});
+}
+
+TEST(H3VideoVae, TiledGridEqualsTheAssemblyOfUntiledTiles) {
+  ops::CpuContext ctx;
+  auto dec = open_h3_video_decoder(ctx, kH3VideoTiny);
+  const int64_t T = 8, h = 4, w = 5;  // 64 x 80 px: 32 px tiles overlapping 16 px, 3 x 4 of them
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Tensor latent = Tensor::empty({24, T, h, w}, DType::F32);
+  for (int64_t i = 0; i < latent.numel(); ++i) latent.f32()[i] = nd(rng);
+  const AxisTiles ys = split_tiles(h * 16, 32, 16, 16), xs = split_tiles(w * 16, 32, 16, 16);
+  ASSERT_EQ(ys.start.size(), 3u);
+  ASSERT_EQ(xs.start.size(), 4u);
+  std::vector<std::vector<Tensor>> tiles(ys.start.size());
+  for (size_t i = 0; i < ys.start.size(); ++i)
+    for (size_t j = 0; j < xs.start.size(); ++j) {
+      Tensor sub = Tensor::empty({24, T, 2, 2}, DType::F32);
+      for (int64_t z = 0; z < 24 * T; ++z)
+        for (int64_t y = 0; y < 2; ++y)
+          for (int64_t x = 0; x < 2; ++x)
+            sub.f32()[(z * 2 + y) * 2 + x] =
+                latent.f32()[(z * h + ys.start[i] / 16 + y) * w + xs.start[j] / 16 + x];
+      tiles[i].push_back(dec->decode(sub));
+    }
+  const Tensor want = assemble(tiles, ys, xs, h * 16, w * 16);
+  as_h3(dec).set_tiling(32, 16);
+  const Tensor got = dec->decode(latent);
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LE(rel_max_diff(got, want, "3 x 4 tiles vs assembly"), 1e-5);
+}
+
 TEST(H3VideoVae, TemporalPlanAtTheReleaseKnobs) {
   H3VideoConfig c;                             // clip_length 17, token_drop 3, ratio_t 4
   const TemporalPlan g = plan_temporal(c, 8);  // the golden
@@ -163,6 +240,22 @@ TEST(H3VideoVae, BadLatentsAreRefusedByName) {
   EXPECT_LE(rel_max_diff(dec->decode(good.reshape({24, 8, 2, 3})), golden().outputs.at("video"),
                          "unbatched"),
             kH3VideoFp32Bar);
+}
+
+TEST(H3VideoVae, ImagenetToUnitRevertsTheProcessorNormalisation) {
+  // x = (p - m) / s per channel is the processor's forward; the revert maps it back to p, clamped.
+  const float m[3] = {0.485f, 0.456f, 0.406f}, s[3] = {0.229f, 0.224f, 0.225f};
+  Tensor x = Tensor::empty({3, 1, 1, 4}, DType::F32);
+  const float p[4] = {0.f, 0.25f, 1.f, 0.5f};
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 4; ++i) x.f32()[c * 4 + i] = (p[i] - m[c]) / s[c];
+  x.f32()[3] = 100.f, x.f32()[7] = -100.f;  // out of range: clamped
+  const Tensor u = imagenet_to_unit(x);
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(u.f32()[c * 4 + i], p[i], 1e-6) << c << " " << i;
+  EXPECT_EQ(u.f32()[3], 1.f);
+  EXPECT_EQ(u.f32()[7], 0.f);
+  EXPECT_THROW(imagenet_to_unit(Tensor::zeros({4, 1, 1, 1}, DType::F32)), BadInput);
 }
 
 }  // namespace
