@@ -1,7 +1,7 @@
 // The MiniMax-H3 video VAE decoder on the GPU against ../shared/golden/vae-h3video-tiny: the same
 // one definition on a CUDA context in fp32, the video, chunk 0's intermediates and the tiled
-// variant at the README's float32 bar. If an op refuses on CUDA the test reports a skip naming it,
-// never a silent pass.
+// variant at the README's float32 bar, and the bf16 blocks within 3x the README's bf16 spread. If
+// an op refuses on CUDA the test reports a skip naming it, never a silent pass.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -67,6 +67,16 @@ TEST(H3VideoVaeCuda, Fp32Tiled) {
   Tensor got;
   DECODE_OR_SKIP(got, *dec, inputs.at("latent"));
   EXPECT_LE(rel_max_diff(got, outputs.at("video_tiled"), "video_tiled"), kH3VideoFp32Bar);
+}
+
+// bf16 blocks (cuDNN attention, bf16 GEMMs): within 3x the README's GPU bf16 spread (0.00447).
+TEST(H3VideoVaeCuda, Bf16Blocks) {
+  const TensorMap inputs = read_all(kH3VideoTiny / "inputs.safetensors");
+  const TensorMap outputs = read_all(kH3VideoTiny / "outputs.safetensors");
+  auto dec = open_h3_video_decoder(gpu(), kH3VideoTiny, DType::BF16);
+  Tensor got;
+  DECODE_OR_SKIP(got, *dec, inputs.at("latent"));
+  EXPECT_LE(rel_max_diff(got, outputs.at("video"), "video (bf16 blocks)"), 3 * 0.00447);
 }
 
 }  // namespace

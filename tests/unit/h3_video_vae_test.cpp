@@ -1,7 +1,8 @@
 // The MiniMax-H3 video VAE decoder on the CPU against ../shared/golden/vae-h3video-tiny: the
 // decoded video and every intermediate the README lists at its float32 bar, the tiled variant
-// (32 px tiles, 16 px overlap) and how far tiling moves the result, the chunk and tile arithmetic
-// at the release's sizes, and latents the decoder must refuse by name.
+// (32 px tiles, 16 px overlap) and how far tiling moves the result, a 3 x 4 tile grid against a
+// float64 assembly of untiled tiles, the bf16 blocks, the chunk and tile arithmetic at the
+// release's sizes, and latents the decoder must refuse by name.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -174,6 +175,21 @@ TEST(H3VideoVae, TiledGridEqualsTheAssemblyOfUntiledTiles) {
   const Tensor got = dec->decode(latent);
   ASSERT_EQ(got.shape(), want.shape());
   EXPECT_LE(rel_max_diff(got, want, "3 x 4 tiles vs assembly"), 1e-5);
+}
+
+// The blocks in bf16 (weights and linear outputs; the reference's autocast region) on the CPU's
+// rounding emulation: the README measures the GPU's bf16 run at max abs / max ref 0.00447 of the
+// fp32 video; the bar is 3x that, and the result must not be the fp32 one (bf16 really ran).
+TEST(H3VideoVae, Bf16BlocksStayWithinThreeTimesTheReferencesBf16Spread) {
+  ops::CpuContext ctx;
+  auto dec = open_h3_video_decoder(ctx, kH3VideoTiny, DType::BF16);
+  EXPECT_NE(dec->describe().find("BF16"), std::string::npos) << dec->describe();
+  const Tensor got = dec->decode(golden().inputs.at("latent"));
+  const double err = rel_max_diff(got, golden().outputs.at("video"), "video (bf16 blocks)");
+  EXPECT_LE(err, 3 * 0.00447);
+  EXPECT_GT(err, 1e-5);
+  ops::CpuContext ctx2;
+  EXPECT_THROW(open_h3_video_decoder(ctx2, kH3VideoTiny, DType::F16), BadInput);
 }
 
 TEST(H3VideoVae, TemporalPlanAtTheReleaseKnobs) {

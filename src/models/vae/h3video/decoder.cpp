@@ -67,14 +67,17 @@ Tensor cell_rows(int64_t T, int64_t h, int64_t w, int64_t t0, int64_t t1, int64_
 }  // namespace
 
 H3VideoDecoder::H3VideoDecoder(ops::Context& ctx, const Checkpoint& ckpt,
-                               const H3VideoConfig& config)
-    : ctx_(ctx), config_(config) {
-  w_ = load_weights(ctx, ckpt, config_, &weight_bytes_);
+                               const H3VideoConfig& config, DType act)
+    : ctx_(ctx), config_(config), act_(act) {
+  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
+                "H3 video VAE: activations in {} are not supported (F32 or BF16)", dtype_name(act));
+  w_ = load_weights(ctx, ckpt, config_, act_, &weight_bytes_);
 }
 
 std::string H3VideoDecoder::describe() const {
-  return fmt::format("MiniMax-H3 video ViT VAE decoder, z{} (D {}, {} blocks, {})",
-                     config_.z_channels, config_.dim(), config_.num_layers, ctx_.name());
+  return fmt::format("MiniMax-H3 video ViT VAE decoder, z{} (D {}, {} blocks, {}, {})",
+                     config_.z_channels, config_.dim(), config_.num_layers, ctx_.name(),
+                     dtype_name(act_));
 }
 
 void H3VideoDecoder::set_tiling(int64_t tile_px, int64_t overlap_min_px) {
@@ -220,8 +223,8 @@ const nlohmann::json* find_prefixed(const nlohmann::json& j, std::string_view pr
 
 }  // namespace
 
-std::unique_ptr<Decoder> open_h3_video_decoder(ops::Context& ctx,
-                                               const std::filesystem::path& dir) {
+std::unique_ptr<Decoder> open_h3_video_decoder(ops::Context& ctx, const std::filesystem::path& dir,
+                                               DType act) {
   namespace fs = std::filesystem;
   std::error_code ec;
   AVDIT_REQUIRE(fs::is_regular_file(dir / "config.json", ec),
@@ -255,7 +258,7 @@ std::unique_ptr<Decoder> open_h3_video_decoder(ops::Context& ctx,
                 dir.string(), weights.string());
   const auto config = h3video::H3VideoConfig::from_json(outer, source);
   const Checkpoint ckpt = Checkpoint::open(weights, h3video::is_needed);
-  return std::make_unique<h3video::H3VideoDecoder>(ctx, ckpt, config);
+  return std::make_unique<h3video::H3VideoDecoder>(ctx, ckpt, config, act);
 }
 
 }  // namespace avdit::models::vae

@@ -28,7 +28,10 @@ namespace avdit::models::vae::h3video {
 
 class H3VideoDecoder final : public Decoder {
  public:
-  H3VideoDecoder(ops::Context& ctx, const Checkpoint& ckpt, const H3VideoConfig& config);
+  // act: the dtype of the transformer blocks' weights and linear outputs: F32 (parity) or BF16
+  // (the reference's autocast region; the residual, the embedder, norm_out and proj_out stay F32).
+  H3VideoDecoder(ops::Context& ctx, const Checkpoint& ckpt, const H3VideoConfig& config,
+                 DType act = DType::F32);
 
   std::string describe() const override;
   Media media() const override { return Media::Video; }
@@ -69,6 +72,7 @@ class H3VideoDecoder final : public Decoder {
 
   ops::Context& ctx_;
   H3VideoConfig config_;
+  DType act_;
   mutable std::map<std::array<int64_t, 3>, TileTables> tables_;
   H3VideoWeights w_;
   int64_t weight_bytes_ = 0;
@@ -85,6 +89,7 @@ namespace avdit::models::vae {
 // Opens dir on ctx: the release's video_vae folder (config.json + source/config.json +
 // source/model.safetensors) or a golden folder (config.json holding both configs +
 // model.safetensors).
-std::unique_ptr<Decoder> open_h3_video_decoder(ops::Context& ctx, const std::filesystem::path& dir);
+std::unique_ptr<Decoder> open_h3_video_decoder(ops::Context& ctx, const std::filesystem::path& dir,
+                                               DType act = DType::F32);
 
 }  // namespace avdit::models::vae

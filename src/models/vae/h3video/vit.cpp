@@ -26,20 +26,24 @@ Tensor apply_rope(ops::Context& ctx, const Tensor& x, const Tensor& cos, const T
   ops::copy_columns(ctx, x, 0, swapped, half, half);
   // The passing dims meet sin = 0; they are copied so that no uninitialised value (NaN) meets it.
   if (D > rope_dim) ops::copy_columns(ctx, x, rope_dim, swapped, rope_dim, D - rope_dim);
-  Tensor out = ops::mul(ctx, x, cos);
-  ops::add_(ctx, out, ops::mul(ctx, swapped, sin));
-  return out;
+  // In float32 and rounded once to x's dtype: the reference's bf16 q times its float32 tables
+  // promotes to float32, and SDPA's autocast rounds the sum.
+  Tensor out = ops::mul(ctx, x, cos, DType::F32);
+  ops::add_(ctx, out, ops::mul(ctx, swapped, sin, DType::F32));
+  return ops::cast(ctx, out, x.dtype());
 }
 
-// One TransformerBlock on the residual x [N, D] (updated in place).
-void block(ops::Context& ctx, const H3VideoConfig& c, const BlockWeights& w, const Tensor& cos,
-           const Tensor& sin, const ops::Segments& all, Tensor& x) {
+// One TransformerBlock on the residual x [N, D] (F32, updated in place). act: the dtype of the
+// block's linear outputs (the reference's autocast region; F32 for parity); the norms read the
+// float32 residual as the reference's MINIMAX_H3_VAE_DECODER_VIT_FP32_NORM does.
+void block(ops::Context& ctx, const H3VideoConfig& c, DType act, const BlockWeights& w,
+           const Tensor& cos, const Tensor& sin, const ops::Segments& all, Tensor& x) {
   const int64_t N = x.size(0), H = c.heads, dh = c.dim_head;
   const float eps = static_cast<float>(c.eps);
   {
-    const Tensor n1 = ops::rms_norm(ctx, x, w.norm1, eps);
+    const Tensor n1 = ops::rms_norm(ctx, x, w.norm1, eps, false, act);
     // to_qkv viewed [N, heads, 3 dh]: each head's columns are [q_h | k_h | v_h].
-    const Tensor qkv = ops::linear(ctx, n1, w.to_qkv, &w.to_qkv_bias).reshape({N * H, 3 * dh});
+    const Tensor qkv = ops::linear(ctx, n1, w.to_qkv, &w.to_qkv_bias, act).reshape({N * H, 3 * dh});
     const Tensor q_raw = ops::take_columns(ctx, qkv, 0, dh);
     const Tensor k_raw = ops::take_columns(ctx, qkv, dh, 2 * dh);
     const Tensor v = ops::take_columns(ctx, qkv, 2 * dh, 3 * dh).reshape({N, H, dh});
@@ -54,8 +58,8 @@ void block(ops::Context& ctx, const H3VideoConfig& c, const BlockWeights& w, con
     ops::linear_into(ctx, core, w.to_out, &w.to_out_bias, x, &x);
   }
   {
-    const Tensor n2 = ops::rms_norm(ctx, x, w.norm2, eps);
-    const Tensor h = ops::linear(ctx, n2, w.w1, &w.w1_bias);
+    const Tensor n2 = ops::rms_norm(ctx, x, w.norm2, eps, false, act);
+    const Tensor h = ops::linear(ctx, n2, w.w1, &w.w1_bias, act);
     const Tensor g = ops::gated(ctx, ops::Gated::Swiglu, h);  // silu(gate) * up, gate first
     ops::linear_into(ctx, g, w.w2, &w.w2_bias, x, &x);        // x += w2(g) * scale2
   }
@@ -97,9 +101,9 @@ Tensor H3VideoDecoder::decode_tile(const Tensor& rows, int64_t t, int64_t h, int
   Tensor cls = x.slice_rows(cells + R, N);
   ops::zero_(ctx, cls);
   // One document, no mask (causal_decoder false).
-  const ops::Segments all = ops::plan_segments(ctx, {0, N}, c.heads, c.dim_head, DType::F32);
+  const ops::Segments all = ops::plan_segments(ctx, {0, N}, c.heads, c.dim_head, act_);
   for (size_t i = 0; i < w_.blocks.size(); ++i) {
-    block(ctx, c, w_.blocks[i], tab.cos, tab.sin, all, x);
+    block(ctx, c, act_, w_.blocks[i], tab.cos, tab.sin, all, x);
     ops::observe(ctx, {"vit.block{}.out", static_cast<int64_t>(i), part}, x);
   }
   const Tensor y =

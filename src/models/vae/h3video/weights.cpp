@@ -95,7 +95,7 @@ bool is_needed(std::string_view name) {
 }
 
 H3VideoWeights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3VideoConfig& c,
-                            int64_t* bytes) {
+                            DType act, int64_t* bytes) {
   H3VideoWeights w;
   std::vector<Tensor> scales;
   visit(c, w, scales,
@@ -111,21 +111,22 @@ H3VideoWeights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3V
     fold_scale(w.blocks[i].w2, w.blocks[i].w2_bias, scales[2 * i + 1]);
   }
   denorm_tables(c, w);
-  // Everything in float32 on the context (the parity precision).
+  // The blocks' linears in act (the reference's autocast region), the rest in float32.
   int64_t total = 0;
-  auto place = [&](Tensor& t) {
+  auto place = [&](Tensor& t, DType dtype = DType::F32) {
     if (!t.defined()) return;
-    t = ctx.upload(t.to(DType::F32));
+    t = ctx.upload(t.to(dtype));
     total += t.nbytes();
   };
   for (Tensor* t : {&w.denorm, &w.denorm_bias, &w.post_quant_conv, &w.post_quant_conv_bias,
                     &w.x_embedder, &w.x_embedder_bias, &w.register_tokens, &w.norm_out,
                     &w.norm_out_bias, &w.proj_out, &w.proj_out_bias})
     place(*t);
-  for (BlockWeights& b : w.blocks)
-    for (Tensor* t : {&b.norm1, &b.norm2, &b.to_qkv, &b.to_qkv_bias, &b.to_out, &b.to_out_bias,
-                      &b.w1, &b.w1_bias, &b.w2, &b.w2_bias})
+  for (BlockWeights& b : w.blocks) {
+    for (Tensor* t : {&b.norm1, &b.norm2, &b.to_qkv_bias, &b.to_out_bias, &b.w1_bias, &b.w2_bias})
       place(*t);
+    for (Tensor* t : {&b.to_qkv, &b.to_out, &b.w1, &b.w2}) place(*t, act);
+  }
   if (bytes) *bytes = total;
   return w;
 }

@@ -39,9 +39,10 @@ struct H3VideoWeights {
 };
 
 // Checks every tensor (name, shape, float dtype) before placing any; BadInput naming the file and
-// the tensor. bytes: the weight bytes placed on the context.
+// the tensor. The blocks' linear weights are placed in `act` (F32 or BF16), everything else in F32.
+// bytes: the weight bytes placed on the context.
 H3VideoWeights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3VideoConfig& c,
-                            int64_t* bytes = nullptr);
+                            DType act, int64_t* bytes = nullptr);
 
 // The names the decoder reads (the encoder's and the mask token are not).
 bool is_needed(std::string_view name);
