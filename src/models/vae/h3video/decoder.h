@@ -40,8 +40,9 @@ class H3VideoDecoder final : public Decoder {
   // latents: [1, Z, T, h, w] or [Z, T, h, w], normalised as the DiT produces them. Returns F32
   // [3, frames, 16 h, 16 w] on the host: the reference's decode_base output, i.e. ImageNet-
   // normalised pixels (the golden's `video`); pixels = clamp(x * s + m, 0, 1) with ImageNet m, s
-  // (imagenet_to_unit). BadInput naming `latents` for a wrong rank, channel count or a value that
-  // is not finite.
+  // (imagenet_to_unit). Not decoder.h's [-1, 1]: the fixtures' `video` is this space, so a media
+  // writer must map H3 frames with imagenet_to_unit. BadInput naming `latents` for a wrong rank,
+  // channel count or a value that is not finite.
   // Named points: "latent_denorm" [T h w, Z] (tokens), "clip{}.latent" [t h w, Z] per chunk, and
   // per tile decode (part = its ordinal in the call, chunk-major): "vit.post_quant_conv.out"
   // [t h w, Z], "vit.x_embedder.out" [t h w, D], "vit.block{}.out" [t h w + 5, D],
