@@ -136,6 +136,8 @@ Tensor H3VideoDecoder::decode_chunk(const Tensor& tokens, int64_t T, int64_t h, 
       const int64_t keep_w = j + 1 < grid[i].size() ? Wt - xs.overlap[j] : Wt;
       Tensor src = cur.reshape({planes, Ht, Wt});
       ops::copy_window(ctx, src, {0, 0, keep_h, keep_w}, out3, ys.start[i], xs.start[j]);
+      // Row i - 1 has served its last blend once row i is placed: its memory goes back.
+      if (i > 0 && j + 1 == grid[i].size()) grid[i - 1].clear();
     }
   return out;
 }
