@@ -3,6 +3,9 @@
 // float32 bar; the family recognised from the folder; bad latents refused with the tensor named.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -61,6 +64,27 @@ TEST(H3AudioVae, TheTestCanFail) {
   }
   const Tensor got = open_decoder(ctx, kH3AudioTiny)->decode(swapped);
   EXPECT_GT(audio_rel_err(got, want.at("waveform")), 100 * kAudioVaeFp32Bar);
+}
+
+TEST(H3AudioVae, ReleaseConfigDecodesTheSame) {
+  // The release's FL2VA/audio_vae/config.json (top level, not a golden's wrapper) beside the
+  // golden's weights: the same latent statistics, so the same bits.
+  const auto release = std::filesystem::path(AVDIT_SHARED_DIR) / "reference-configs" / "h3" /
+                       "FL2VA" / "audio_vae" / "config.json";
+  if (!std::filesystem::exists(release)) GTEST_SKIP() << release << " absent";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("avdit_h3_audio_release_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(release, dir / "config.json");
+  std::filesystem::create_symlink(kH3AudioTiny / "model.safetensors", dir / "model.safetensors");
+  ops::CpuContext ctx;
+  EXPECT_EQ(detect_family(dir), Family::H3Audio);
+  const Tensor latents = read_all(kH3AudioTiny / "inputs.safetensors").at("latent");
+  const Tensor a = open_decoder(ctx, kH3AudioTiny)->decode(latents);
+  const Tensor b = open_decoder(ctx, dir)->decode(latents);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes()));
 }
 
 std::string rejection(const Tensor& latents) {

@@ -4,8 +4,13 @@
 // with the tensor named.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
@@ -74,6 +79,30 @@ TEST(Oobleck, FamilyAndStretch) {
   // MAGI-2: int(N * 441 / 512); ten seconds of video = 250 latents.
   EXPECT_EQ(dec.stretched_length(2048 * 250), 441000);
   EXPECT_EQ(dec.stretched_length(1000), 861);
+}
+
+TEST(Oobleck, ReleaseLayoutDecodesTheSame) {
+  // The release folder: model_config.json beside one checkpoint whose autoencoder sits under
+  // "pretransform.model." (with the DiT's tensors around it, which the decoder never reads).
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("avdit_oobleck_release_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  TensorMap renamed;
+  for (const auto& [name, t] : read_all(kSaAudioTiny / "model.safetensors"))
+    renamed["pretransform.model." + name] = t;
+  renamed["model.model.transformer.proj_in.weight"] = Tensor::zeros({3, 5}, DType::F32);
+  write_safetensors(dir / "model.safetensors", renamed);
+  std::ifstream in(kSaAudioTiny / "config.json");
+  const nlohmann::json wrapper = nlohmann::json::parse(in);
+  std::ofstream(dir / "model_config.json")
+      << wrapper.at("model_config.json (as the loader reads it)");
+  ops::CpuContext ctx;
+  const Tensor latents = read_all(kSaAudioTiny / "inputs.safetensors").at("latent_tc");
+  const Tensor a = open_decoder(ctx, kSaAudioTiny)->decode(latents);
+  const Tensor b = open_decoder(ctx, dir)->decode(latents);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes()));
 }
 
 std::string rejection(const Tensor& latents) {
