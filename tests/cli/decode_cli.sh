@@ -11,11 +11,12 @@ H3=$shared/golden/vae-h3audio-tiny
 
 dec() { "$avdit" -q decode "$@"; }
 
-# Fixture mode: two runs, the same bytes; values within 1e-4 of max |ref| (both READMEs).
+# Fixture mode: two runs (3 threads, then 1), the same bytes; values within 1e-4 of
+# max |ref| (both READMEs).
 for g in "$SA:waveform_44k" "$H3:waveform"; do
   dir=${g%%:*} key=${g##*:}
-  dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/a.safetensors" >"$tmp/a.txt"
-  dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/b.safetensors" >/dev/null
+  AVDIT_THREADS=3 dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/a.safetensors" >"$tmp/a.txt"
+  AVDIT_THREADS=1 dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/b.safetensors" >/dev/null
   cmp -s "$tmp/a.safetensors" "$tmp/b.safetensors" || fail "$dir: the two fixture outputs differ"
   grep -q "^$key \[.*\] F32  sha256 [0-9a-f]\{64\}$" "$tmp/a.txt" || fail "$dir: $(cat "$tmp/a.txt")"
   python3 - "$tmp/a.safetensors" "$dir/outputs.safetensors" "$key" <<'PY' || fail "$dir vs golden"
