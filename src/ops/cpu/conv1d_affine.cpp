@@ -17,11 +17,12 @@ void conv1d_affine(const Tensor& x_in, const Tensor& scale_in, const Tensor* shi
               x.shape_str());
   const int64_t C = x.size(1), L = x.size(2), rows = x.size(0) * C;
   std::vector<float> out(static_cast<size_t>(x.numel()));
+  const float* px = x.f32();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t c = r % C;
     const float a = scale.f32()[scale.numel() == 1 ? 0 : c];
     const float b = shift.defined() ? shift.f32()[shift.numel() == 1 ? 0 : c] : 0.0f;
-    for (int64_t t = 0; t < L; ++t) out[r * L + t] = std::clamp(x.f32()[r * L + t] * a + b, lo, hi);
+    for (int64_t t = 0; t < L; ++t) out[r * L + t] = std::clamp(px[r * L + t] * a + b, lo, hi);
   }
   store(y, out.data());
 }

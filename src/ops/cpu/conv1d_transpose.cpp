@@ -64,7 +64,8 @@ void conv1d_transpose(const Tensor& x_in, const Tensor& w_in, const Tensor* bias
     for (int64_t b = 0; b < B; ++b)
       for (int64_t o = 0; o < Cout; ++o) {
         float* r = y32.f32() + (b * Cout + o) * Lout;
-        for (int64_t t = 0; t < Lout; ++t) r[t] += bias.f32()[o];
+        const float v = bias.f32()[o];
+        for (int64_t t = 0; t < Lout; ++t) r[t] += v;
       }
   store(y, y32.f32());
 }
