@@ -36,19 +36,20 @@ void conv1d_alias_free_snake(const Tensor& x_in, const Tensor& up_in, const Tens
     const float* xr = px + row * L;
     const float a = std::exp(alpha.f32()[row % C]);
     const float inv = 1.0f / (std::exp(beta.f32()[row % C]) + kSnakeEps);
-    // hp[pad_left + t] = snake(u[t]), u[t] = r * sum over i * r + k = t + crop_left of
-    // x_padded[i] * up[k]; hp is then replicate-padded for the low-pass.
-    std::vector<float> hp(static_cast<size_t>(pad_left + H + pad_right));
+    // xp: the row replicate-padded by `pad` on each side.
     const int64_t Lp = L + 2 * pad;
+    std::vector<float> xp(static_cast<size_t>(Lp));
+    for (int64_t i = 0; i < Lp; ++i) xp[i] = xr[std::clamp<int64_t>(i - pad, 0, L - 1)];
+    // hp[pad_left + t] = snake(u[t]), u[t] = r * sum over i * r + k = t + crop_left of
+    // xp[i] * up[k] (polyphase: k = q mod r, q mod r + r, ... with i falling), then
+    // replicate-padded for the low-pass.
+    std::vector<float> hp(static_cast<size_t>(pad_left + H + pad_right));
     for (int64_t t = 0; t < H; ++t) {
       const int64_t q = t + crop_left;  // position in the uncropped transposed-conv output
+      const int64_t skip = std::max<int64_t>(0, q / r - (Lp - 1));  // taps past the right end
       float acc = 0.0f;
-      // i * r + k = q with 0 <= k < Ku and 0 <= i < Lp
-      const int64_t i_hi = std::min(Lp - 1, q / r);
-      for (int64_t i = i_hi; i >= 0 && q - i * r < Ku; --i) {
-        const int64_t src = std::clamp<int64_t>(i - pad, 0, L - 1);
-        acc += xr[src] * fu[q - i * r];
-      }
+      for (int64_t i = q / r - skip, k = q % r + skip * r; i >= 0 && k < Ku; --i, k += r)
+        acc += xp[i] * fu[k];
       const float u = static_cast<float>(r) * acc;
       const float s = std::sin(u * a);
       hp[pad_left + t] = u + inv * (s * s);
