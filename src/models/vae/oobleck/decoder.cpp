@@ -59,7 +59,7 @@ Tensor OobleckDecoder::waveform(const Tensor& z) const {
   for (size_t i = 0; i < w_.blocks.size(); ++i) {
     const DecoderBlockWeights& b = w_.blocks[i];
     x = snake(ctx_, x, b.act);
-    // kernel 2s, padding ceil(s / 2): the length grows by exactly s.
+    // kernel 2s, padding ceil(s / 2): the length is multiplied by exactly s (s even).
     x = ops::conv1d_transpose(ctx_, x, b.up_w, &b.up_b,
                               {.stride = b.stride, .padding = (b.stride + 1) / 2});
     for (const ResidualUnitWeights& u : b.res) x = residual_unit(ctx_, x, u);
@@ -81,9 +81,10 @@ Tensor OobleckDecoder::decode(const Tensor& latents) const {
   const int64_t T = l.size(0);
   // latent_tc.T, then * SA_RESCALE_STD + SA_RESCALE_MEAN -> [1, D, T].
   Tensor z = Tensor::empty({1, D, T}, DType::F32);
+  const float* src = l.f32();
+  float* dst = z.f32();
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t c = 0; c < D; ++c)
-      z.f32()[c * T + t] = l.f32()[t * D + c] * kRescaleStd + kRescaleMean;
+    for (int64_t c = 0; c < D; ++c) dst[c * T + t] = src[t * D + c] * kRescaleStd + kRescaleMean;
   const Tensor wav = waveform(ctx_.upload(z));
   const int64_t C = wav.size(1), N = wav.size(2);
   const Tensor out = ops::resample_fft(ctx_, wav.reshape({C, N}), stretched_length(N));
