@@ -20,5 +20,6 @@ Run add_quantize(CLI::App& app);
 Run add_tokenize(CLI::App& app);
 Run add_enhance(CLI::App& app);
 Run add_encode(CLI::App& app);
+Run add_decode(CLI::App& app);
 
 }  // namespace avdit::app

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_tokenize);
   add(avdit::app::add_enhance);
   add(avdit::app::add_encode);
+  add(avdit::app::add_decode);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

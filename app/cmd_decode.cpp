@@ -1,0 +1,162 @@
+// `avdit decode`: a VAE folder's decoder (by its config files) turned loose on latents. Latents
+// mode writes what a person plays (a WAV for the audio decoders); fixture mode runs a golden's
+// inputs.safetensors and writes the final output under the golden's name and layout, float32.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "context.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/sha256.h"
+#include "io/finite.h"
+#include "io/output_file.h"
+#include "io/safetensors.h"
+#include "models/vae/decoder_factory.h"
+#if AVDIT_HAVE_MEDIA
+#include "io/media/wav_writer.h"
+#endif
+
+namespace avdit::app {
+
+namespace fs = std::filesystem;
+namespace vae = models::vae;
+
+namespace {
+
+struct DecodeArgs {
+  std::string model, inputs, latents, out, device = "cpu", wav = "f32";
+};
+
+// The names the goldens and the pipelines give a decoder's latent input.
+constexpr const char* kLatentNames[] = {"latent_tc", "latent", "latents", "z", "audio_latents"};
+
+// The latent tensor of a file: its only tensor, else the one under a known name.
+Tensor pick_latents(const TensorMap& in, const std::string& file, std::string* name) {
+  if (in.size() == 1) {
+    *name = in.begin()->first;
+    return in.begin()->second;
+  }
+  for (const char* n : kLatentNames)
+    if (auto it = in.find(n); it != in.end()) {
+      *name = n;
+      return it->second;
+    }
+  throw BadInput(
+      fmt::format("{}: no latent tensor (expected one tensor, or one named latent_tc, "
+                  "latent, latents, z or audio_latents)",
+                  file));
+}
+
+// The golden's layout of a decoder's output: MAGI-2's `waveform_44k` is time-major [samples,
+// channels] (what it hands the writer); H3's `waveform` keeps the decoder's [rows, 1, samples].
+Tensor golden_layout(const std::string& name, const Tensor& t) {
+  if (name == "waveform_44k" && t.ndim() == 2) {
+    const int64_t C = t.size(0), S = t.size(1);
+    Tensor out = Tensor::empty({S, C}, DType::F32);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < S; ++s) out.f32()[s * C + c] = t.f32()[c * S + s];
+    return out;
+  }
+  if (name == "waveform" && t.ndim() == 2) return t.reshape({t.size(0), 1, t.size(1)});
+  return t;
+}
+
+bool ends_with(const std::string& s, const char* tail) { return s.ends_with(tail); }
+
+int run_decode(const DecodeArgs& a) {
+  // Every input is read and every check made before any output exists.
+  const std::string& file = a.inputs.empty() ? a.latents : a.inputs;
+  const char* option = a.inputs.empty() ? "--latents" : "--inputs";
+  std::error_code ec;
+  AVDIT_REQUIRE(fs::is_regular_file(file, ec), "{} {}: no such file", option, file);
+  const vae::Family family = vae::detect_family(a.model);
+  const bool wav = ends_with(a.out, ".wav");
+  AVDIT_REQUIRE(wav || ends_with(a.out, ".safetensors"),
+                "--out {}: expected a .wav (audio) or .safetensors file", a.out);
+  const TensorMap in = read_all(file);
+  std::string name;
+  const Tensor latents = pick_latents(in, file, &name);
+  require_finite(latents, file + ":" + name);
+  std::vector<fs::path> inputs = {file};
+  for (const auto& e : fs::directory_iterator(a.model, ec))
+    if (e.is_regular_file(ec)) inputs.push_back(e.path());
+  check_output_path(a.out, "--out", inputs);
+#if !AVDIT_HAVE_MEDIA
+  AVDIT_REQUIRE(!wav, "--out {}: this build has no media writers (libsndfile)", a.out);
+#endif
+
+  const std::unique_ptr<ops::Context> ctx = make_context(a.device);
+  const auto decoder = vae::open_decoder(*ctx, a.model);
+  log::debug("decode: {} ({})", decoder->describe(), vae::family_name(family));
+  AVDIT_REQUIRE(!wav || decoder->media() == vae::Media::Audio,
+                "--out {}: a WAV needs an audio decoder; {} decodes video", a.out,
+                decoder->describe());
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor out;
+  try {
+    out = decoder->decode(latents);
+  } catch (const BadInput& e) {
+    // The decoder names its argument "latents"; say which file and tensor that was.
+    const std::string what = e.what();
+    if (!what.starts_with("latents")) throw;
+    throw BadInput(fmt::format("{}:{}: {}", file, name, what));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (wav) {
+#if AVDIT_HAVE_MEDIA
+    media::write_wav(a.out, out, static_cast<int>(decoder->rate()),
+                     a.wav == "pcm16" ? media::WavFormat::Pcm16 : media::WavFormat::Float32);
+#endif
+  } else {
+    const std::string key = decoder->output_name();
+    const Tensor t = a.inputs.empty() ? out : golden_layout(key, out);
+    const std::vector<std::pair<std::string, Tensor>> tensors = {{key, t}};
+    write_safetensors(a.out, tensors, {{"decoder", decoder->describe()}});
+    std::cout << fmt::format("{} {} {}  sha256 {}\n", key, t.shape_str(), dtype_name(t.dtype()),
+                             sha256_hex(t));
+  }
+  std::cout << fmt::format("{}: {} -> {} in {:.3f} s\n", decoder->describe(), latents.shape_str(),
+                           out.shape_str(), seconds);
+  std::cout << "wrote " << a.out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Run add_decode(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "decode",
+      "Decode latents with a VAE folder's decoder (the family is recognised from its config):\n"
+      "Stable Audio Open (MAGI-2 audio, 44.1 kHz) or MiniMax-H3 audio (32 kHz) to a WAV.\n"
+      "Fixture mode (--inputs) writes the golden's final output tensor (float32) under its name.\n"
+      "Example: avdit decode --model ../shared/golden/vae-sa-audio-tiny \\\n"
+      "           --latents audio_latents.safetensors --out audio.wav");
+  auto a = std::make_shared<DecodeArgs>();
+  cmd->add_option("--model", a->model, "VAE folder (config + safetensors)")->required();
+  auto* inputs =
+      cmd->add_option("--inputs", a->inputs, "Fixture mode: a golden's inputs.safetensors");
+  auto* latents = cmd->add_option("--latents", a->latents,
+                                  "Latents (.safetensors: one tensor, in the DiT's layout)");
+  inputs->excludes(latents);
+  cmd->add_option("--out", a->out, "Output: .wav (audio) or .safetensors (written atomically)")
+      ->required();
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--wav-format", a->wav, "WAV samples: f32 (as decoded) or pcm16")
+      ->check(CLI::IsMember({"f32", "pcm16"}))
+      ->capture_default_str();
+  return [a, inputs, latents] {
+    AVDIT_REQUIRE(inputs->count() + latents->count() == 1,
+                  "decode: give --latents FILE or --inputs FIXTURE_inputs.safetensors");
+    return run_decode(*a);
+  };
+}
+
+}  // namespace avdit::app

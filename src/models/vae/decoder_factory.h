@@ -1,0 +1,27 @@
+// The one place that maps a VAE folder to its decoder family, by the folder's config files.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "models/vae/decoder.h"
+
+namespace avdit::ops {
+class Context;
+}
+
+namespace avdit::models::vae {
+
+enum class Family { Wan22, TurboVaed, Oobleck, H3Video, H3Audio };
+const char* family_name(Family f);
+
+// The family of a VAE folder (release files or a golden fixture's config.json); BadInput naming
+// the folder when none matches.
+Family detect_family(const std::filesystem::path& dir);
+
+// The decoder of a VAE folder on ctx. BadInput for an unknown folder, and for a family whose
+// decoder is not built yet.
+std::unique_ptr<Decoder> open_decoder(ops::Context& ctx, const std::filesystem::path& dir);
+
+}  // namespace avdit::models::vae
