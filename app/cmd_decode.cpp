@@ -19,7 +19,11 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/vae/decoder_factory.h"
+#include "models/vae/h3video/decoder.h"
 #if AVDIT_HAVE_MEDIA
+#include "io/media/frame_rate.h"
+#include "io/media/mp4_writer.h"
+#include "io/media/png_writer.h"
 #include "io/media/wav_writer.h"
 #endif
 
@@ -31,7 +35,8 @@ namespace vae = models::vae;
 namespace {
 
 struct DecodeArgs {
-  std::string model, inputs, latents, out, device = "cpu", wav = "f32";
+  std::string model, inputs, latents, out, device = "cpu", wav = "f32", fps;
+  int crf = 18;
 };
 
 // The names the goldens and the pipelines give a decoder's latent input.
@@ -65,7 +70,30 @@ Tensor golden_layout(const std::string& name, const Tensor& t) {
     return out;
   }
   if (name == "waveform" && t.ndim() == 2) return t.reshape({t.size(0), 1, t.size(1)});
+  if (name == "video" && t.ndim() == 4)
+    return t.reshape({1, t.size(0), t.size(1), t.size(2), t.size(3)});
   return t;
+}
+
+// A video decoder's [3, T, H, W] as the media writers take it: [T, 3, H, W] in [-1, 1]. The H3
+// video VAE decodes to ImageNet-normalised pixels (its golden's space): mapped to [0, 1] first.
+Tensor media_frames(vae::Family family, const Tensor& video) {
+  const Tensor unit =
+      family == vae::Family::H3Video ? vae::h3video::imagenet_to_unit(video) : Tensor();
+  const Tensor& v = unit.defined() ? unit : video;
+  AVDIT_CHECK(v.ndim() == 4 && v.size(0) == 3, "decode: video {} is not [3, T, H, W]",
+              v.shape_str());
+  const int64_t T = v.size(1), HW = v.size(2) * v.size(3);
+  Tensor out = Tensor::empty({T, 3, v.size(2), v.size(3)}, DType::F32);
+  const float* src = v.f32();
+  float* dst = out.f32();
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < HW; ++i) {
+        const float x = src[(c * T + t) * HW + i];
+        dst[(t * 3 + c) * HW + i] = unit.defined() ? 2.f * x - 1.f : x;
+      }
+  return out;
 }
 
 bool ends_with(const std::string& s, const char* tail) { return s.ends_with(tail); }
@@ -77,9 +105,19 @@ int run_decode(const DecodeArgs& a) {
   std::error_code ec;
   AVDIT_REQUIRE(fs::is_regular_file(file, ec), "{} {}: no such file", option, file);
   const vae::Family family = vae::detect_family(a.model);
-  const bool wav = ends_with(a.out, ".wav");
-  AVDIT_REQUIRE(wav || ends_with(a.out, ".safetensors"),
-                "--out {}: expected a .wav (audio) or .safetensors file", a.out);
+  const bool wav = ends_with(a.out, ".wav"), mp4 = ends_with(a.out, ".mp4"),
+             frames = ends_with(a.out, "/");
+  AVDIT_REQUIRE(wav || mp4 || frames || ends_with(a.out, ".safetensors"),
+                "--out {}: expected a .wav (audio), .mp4 or FOLDER/ of PNG frames (video), or "
+                ".safetensors file",
+                a.out);
+  AVDIT_REQUIRE(a.inputs.empty() || !(mp4 || frames),
+                "--out {}: fixture mode (--inputs) writes .safetensors", a.out);
+  const bool video_family = family == vae::Family::Wan22 || family == vae::Family::TurboVaed ||
+                            family == vae::Family::H3Video;
+  AVDIT_REQUIRE(!(mp4 || frames) || video_family,
+                "--out {}: an .mp4 or frame folder needs a video decoder; {} decodes audio", a.out,
+                vae::family_name(family));
   const TensorMap in = read_all(file);
   std::string name;
   const Tensor latents = pick_latents(in, file, &name);
@@ -87,9 +125,21 @@ int run_decode(const DecodeArgs& a) {
   std::vector<fs::path> inputs = {file};
   for (const auto& e : fs::directory_iterator(a.model, ec))
     if (e.is_regular_file(ec)) inputs.push_back(e.path());
-  check_output_path(a.out, "--out", inputs);
+  if (!frames) check_output_path(a.out, "--out", inputs);
 #if !AVDIT_HAVE_MEDIA
-  AVDIT_REQUIRE(!wav, "--out {}: this build has no media writers (libsndfile)", a.out);
+  AVDIT_REQUIRE(!wav && !mp4 && !frames, "--out {}: this build has no media writers", a.out);
+#else
+  media::FrameRate fps;
+  if (mp4) {
+    AVDIT_REQUIRE(!a.fps.empty() || family != vae::Family::TurboVaed,
+                  "--out {}: TurboVAED does not know MAGI-2's frame rate: give --fps", a.out);
+    fps = a.fps.empty() ? media::FrameRate{24, 1} : media::parse_frame_rate(a.fps, "--fps");
+  }
+  if (frames) {
+    std::error_code fe;
+    AVDIT_REQUIRE(!fs::exists(a.out, fe) || fs::is_empty(a.out, fe),
+                  "--out {}: the frame folder must not exist or be empty", a.out);
+  }
 #endif
 
   const std::unique_ptr<ops::Context> ctx = make_context(a.device);
@@ -110,10 +160,15 @@ int run_decode(const DecodeArgs& a) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (wav) {
+  if (wav || mp4 || frames) {
 #if AVDIT_HAVE_MEDIA
-    media::write_wav(a.out, out, static_cast<int>(decoder->rate()),
-                     a.wav == "pcm16" ? media::WavFormat::Pcm16 : media::WavFormat::Float32);
+    if (wav)
+      media::write_wav(a.out, out, static_cast<int>(decoder->rate()),
+                       a.wav == "pcm16" ? media::WavFormat::Pcm16 : media::WavFormat::Float32);
+    else if (mp4)
+      media::write_mp4(a.out, media_frames(family, out), fps, {}, 0, media::Mp4Options{a.crf});
+    else
+      media::write_png_frames(a.out, media_frames(family, out));
 #endif
   } else {
     const std::string key = decoder->output_name();
@@ -135,7 +190,8 @@ Run add_decode(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "decode",
       "Decode latents with a VAE folder's decoder (the family is recognised from its config):\n"
-      "Stable Audio Open (MAGI-2 audio, 44.1 kHz) or MiniMax-H3 audio (32 kHz) to a WAV.\n"
+      "Stable Audio Open (MAGI-2 audio, 44.1 kHz) or MiniMax-H3 audio (32 kHz) to a WAV; Wan2.2,\n"
+      "MAGI-2 TurboVAED or MiniMax-H3 video to an mp4 (H.264) or PNG frames.\n"
       "Fixture mode (--inputs) writes the golden's final output tensor (float32) under its name.\n"
       "Example: avdit decode --model ../shared/golden/vae-sa-audio-tiny \\\n"
       "           --latents audio_latents.safetensors --out audio.wav");
@@ -146,9 +202,17 @@ Run add_decode(CLI::App& app) {
   auto* latents = cmd->add_option("--latents", a->latents,
                                   "Latents (.safetensors: one tensor, in the DiT's layout)");
   inputs->excludes(latents);
-  cmd->add_option("--out", a->out, "Output: .wav (audio) or .safetensors (written atomically)")
+  cmd->add_option("--out", a->out,
+                  "Output: .wav (audio), .mp4 or FOLDER/ of PNGs (video), or .safetensors; "
+                  "written atomically")
       ->required();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--fps", a->fps,
+                  "Video: the frame rate of an .mp4 (24, 30000/1001, ...); default 24 (Wan2.2, "
+                  "MiniMax-H3); TurboVAED needs it");
+  cmd->add_option("--crf", a->crf, "Video: x264 quality of an .mp4, 0 (lossless) .. 51")
+      ->check(CLI::Range(0, 51))
+      ->capture_default_str();
   cmd->add_option("--wav-format", a->wav, "WAV samples: f32 (as decoded) or pcm16")
       ->check(CLI::IsMember({"f32", "pcm16"}))
       ->capture_default_str();

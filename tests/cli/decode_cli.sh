@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# `avdit decode` with the two audio decoders: fixture mode on vae-sa-audio-tiny and
+# `avdit decode` with the five decoders: fixture mode on vae-sa-audio-tiny and
 # vae-h3audio-tiny (the final output within the READMEs' float32 bar, the same bytes on a second
-# run), latents mode writing a WAV that a RIFF reader accepts (channels, rate, length), the video
-# families recognised but refused, and the exit code 2, one-line message and absent output of
+# run), latents mode writing a WAV that a RIFF reader accepts (channels, rate, length), the three
+# video decoders (fixture mode, mp4 and PNG frames), and the exit code 2, one-line message and absent output of
 # bad input. Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$1" "$2"
@@ -105,13 +105,43 @@ mkdir -p "$tmp/ro" && chmod a-w "$tmp/ro"
 if [ ! -w "$tmp/ro" ]; then  # (root writes anywhere)
   bad "--out" "$tmp/ro/x.wav" --model "$SA" --latents "$tmp/sa.safetensors"
 fi
-bad "expected a \\.wav \\(audio\\) or \\.safetensors" "$tmp/x.mp3" --model "$SA" --latents "$tmp/sa.safetensors"
+bad "expected a \\.wav \\(audio\\), \\.mp4 or FOLDER/" "$tmp/x.mp3" --model "$SA" --latents "$tmp/sa.safetensors"
 bad "--latents .*/none\\.safetensors: no such file" "$W" --model "$SA" --latents "$tmp/none.safetensors"
 bad "give --latents FILE or --inputs" "$W" --model "$SA"
 bad "not a VAE folder" "$W" --model "$shared/golden/h3-tiny" --latents "$tmp/sa.safetensors"
-# The video families are recognised: refused until their decoders land, then the audio latents
-# are refused by shape.
-for v in vae-wan22-tiny vae-turbo-tiny vae-h3video-tiny; do
-  bad "its decoder is not built yet|latents" "$W" --model "$shared/golden/$v" --latents "$tmp/sa.safetensors"
+# The video decoders: fixture mode within the READMEs' float32 bar (1e-4 of max |ref|), and
+# latents mode to an mp4 (ffprobe: H.264, the frame count, size and rate) and to PNG frames.
+for g in vae-wan22-tiny:13:64x48 vae-turbo-tiny:25:48x32 vae-h3video-tiny:26:48x32; do
+  v=${g%%:*} rest=${g#*:}
+  n=${rest%%:*} size=${rest#*:}
+  dir=$shared/golden/$v
+  dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/v.safetensors" >"$tmp/v.txt" ||
+    fail "$v fixture mode: $(cat "$tmp/v.txt")"
+  python3 - "$tmp/v.safetensors" "$dir/outputs.safetensors" video <<'PY' || fail "$v vs golden"
+import json, struct, sys
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    s, e = h[sys.argv[3]]["data_offsets"]
+    return h[sys.argv[3]]["shape"], struct.unpack(f"<{(e - s) // 4}f", b[8 + n + s:8 + n + e])
+(gs, g), (ws, w) = read(sys.argv[1]), read(sys.argv[2])
+assert gs == ws, (gs, ws)
+err = max(abs(x - y) for x, y in zip(g, w)) / max(abs(y) for y in w)
+assert err <= 1e-4, err
+PY
+  fps=24/1
+  [ "$v" != vae-turbo-tiny ] || fps=30000/1001
+  dec --model "$dir" --latents "$dir/inputs.safetensors" --fps "$fps" --out "$tmp/$v.mp4" >/dev/null
+  got=$(ffprobe -v error -select_streams v:0 -count_frames \
+    -show_entries stream=codec_name,width,height,nb_read_frames,r_frame_rate -of csv=p=0 "$tmp/$v.mp4")
+  [ "$got" = "h264,${size%x*},${size#*x},$fps,$n" ] || fail "$v mp4: $got, expected h264 $size $fps $n frames"
+  dec --model "$dir" --latents "$dir/inputs.safetensors" --out "$tmp/${v}_frames/" >/dev/null
+  [ "$(ls "$tmp/${v}_frames" | grep -c '\.png$')" = "$n" ] || fail "$v: not $n PNG frames"
 done
+bad "TurboVAED does not know MAGI-2's frame rate" "$tmp/t.mp4" --model "$shared/golden/vae-turbo-tiny" \
+  --latents "$shared/golden/vae-turbo-tiny/inputs.safetensors"
+bad "needs a video decoder" "$tmp/a.mp4" --model "$SA" --latents "$tmp/sa.safetensors"
+bad "a WAV needs an audio decoder" "$tmp/v.wav" --model "$shared/golden/vae-wan22-tiny" \
+  --latents "$shared/golden/vae-wan22-tiny/inputs.safetensors"
 echo "decode_cli: ok"

@@ -7,8 +7,11 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/vae/bigvgan/decoder.h"
+#include "models/vae/h3video/decoder.h"
 #include "models/vae/oobleck/config.h"
 #include "models/vae/oobleck/decoder.h"
+#include "models/vae/turbo/decoder.h"
+#include "models/vae/wan22/decoder.h"
 
 namespace avdit::models::vae {
 namespace {
@@ -31,11 +34,6 @@ bool has_class(const json& c, const std::string& name) {
 bool class_starts(const json& c, const std::string& prefix) {
   return c.is_object() && c.contains("class") && c["class"].is_string() &&
          c["class"].get<std::string>().starts_with(prefix);
-}
-
-[[noreturn]] void not_built(Family f, const fs::path& dir) {
-  throw BadInput(
-      fmt::format("{}: a {} folder; its decoder is not built yet", dir.string(), family_name(f)));
 }
 
 }  // namespace
@@ -77,11 +75,11 @@ std::unique_ptr<Decoder> open_decoder(ops::Context& ctx, const fs::path& dir) {
   switch (f) {
     case Family::Oobleck: return open_oobleck(ctx, dir);
     case Family::H3Audio: return open_h3_audio(ctx, dir);
-    case Family::Wan22: not_built(f, dir);      // plug in: return open_wan22_decoder(ctx, dir);
-    case Family::TurboVaed: not_built(f, dir);  // plug in: return open_turbo_vaed(ctx, dir);
-    case Family::H3Video: not_built(f, dir);    // plug in: return open_h3_video_decoder(ctx, dir);
+    case Family::Wan22: return open_wan22_decoder(ctx, dir);
+    case Family::TurboVaed: return open_turbo_vaed(ctx, dir);
+    case Family::H3Video: return open_h3_video_decoder(ctx, dir);
   }
-  not_built(f, dir);
+  throw BadInput(fmt::format("{}: unknown VAE family", dir.string()));
 }
 
 }  // namespace avdit::models::vae

@@ -20,8 +20,7 @@ const char* family_name(Family f);
 // the folder when none matches.
 Family detect_family(const std::filesystem::path& dir);
 
-// The decoder of a VAE folder on ctx. BadInput for an unknown folder, and for a family whose
-// decoder is not built yet.
+// The decoder of a VAE folder on ctx. BadInput for an unknown folder.
 std::unique_ptr<Decoder> open_decoder(ops::Context& ctx, const std::filesystem::path& dir);
 
 }  // namespace avdit::models::vae
