@@ -39,15 +39,16 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
-// Router outputs [.., K]: the number of (token, head) rows whose chosen expert SET differs (the order
-// within a row may differ on exact ties).
+// Router outputs [.., K]: the number of (token, head) rows whose chosen expert SET differs (the
+// order within a row may differ on exact ties).
 inline int64_t routing_flips(const Tensor& got, const Tensor& want) {
   const int64_t K = want.size(-1), rows = want.numel() / K;
   const Tensor g = got.to(DType::I64), w = want.to(DType::I64);
   const int64_t *pg = std::as_const(g).data<int64_t>(), *pw = std::as_const(w).data<int64_t>();
   int64_t flips = 0;
   for (int64_t r = 0; r < rows; ++r)
-    flips += std::set<int64_t>(pg + r * K, pg + (r + 1) * K) != std::set<int64_t>(pw + r * K, pw + (r + 1) * K);
+    flips += std::set<int64_t>(pg + r * K, pg + (r + 1) * K) !=
+             std::set<int64_t>(pw + r * K, pw + (r + 1) * K);
   return flips;
 }
 
@@ -56,13 +57,16 @@ struct MaxDiff {
   double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
 };
 
-// Top-k weights compared as per-(token, head) maps expert -> weight (gi/gw: got indices and weights,
-// wi/ww: wanted), so a different order within k on exact ties does not count; an expert missing from
-// `got` is a routing flip, counted by routing_flips, not here.
-inline MaxDiff topk_weight_diff(const Tensor& gi, const Tensor& gw, const Tensor& wi, const Tensor& ww) {
+// Top-k weights compared as per-(token, head) maps expert -> weight (gi/gw: got indices and
+// weights, wi/ww: wanted), so a different order within k on exact ties does not count; an expert
+// missing from `got` is a routing flip, counted by routing_flips, not here.
+inline MaxDiff topk_weight_diff(const Tensor& gi, const Tensor& gw, const Tensor& wi,
+                                const Tensor& ww) {
   const int64_t K = wi.size(-1), rows = wi.numel() / K;
-  const Tensor gi64 = gi.to(DType::I64), wi64 = wi.to(DType::I64), gw32 = gw.to_f32(), ww32 = ww.to_f32();
-  const int64_t *pgi = std::as_const(gi64).data<int64_t>(), *pwi = std::as_const(wi64).data<int64_t>();
+  const Tensor gi64 = gi.to(DType::I64), wi64 = wi.to(DType::I64), gw32 = gw.to_f32(),
+               ww32 = ww.to_f32();
+  const int64_t *pgi = std::as_const(gi64).data<int64_t>(),
+                *pwi = std::as_const(wi64).data<int64_t>();
   const float *pgw = std::as_const(gw32).f32(), *pww = std::as_const(ww32).f32();
   MaxDiff d;
   for (int64_t r = 0; r < rows; ++r)

@@ -14,6 +14,7 @@
 #include "core/observer.h"
 #include "core/tensor.h"
 #include "ops/context.h"
+#include "testing/golden_compare.h"
 
 namespace avdit::testing {
 
@@ -34,16 +35,7 @@ inline std::vector<int32_t> case_ids(const TensorMap& inputs, int c) {
 
 // max |got - want| / max |want| (max |got - want| when want is all zeros); the element counts must
 // agree.
-inline double rel_err(const Tensor& got, const Tensor& want) {
-  const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
-  EXPECT_EQ(g.numel(), w.numel());
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < std::min(g.numel(), w.numel()); ++i) {
-    diff = std::max(diff, std::fabs(g.data<double>()[i] - w.data<double>()[i]));
-    ref = std::max(ref, std::fabs(w.data<double>()[i]));
-  }
-  return ref > 0 ? diff / ref : diff;
-}
+inline double rel_err(const Tensor& got, const Tensor& want) { return golden_rel_err(got, want); }
 
 // hidden_states[j] of a case: [L + 1, T, H] -> [T, H].
 inline Tensor hidden_state(const TensorMap& outputs, int c, int64_t j) {
@@ -52,13 +44,6 @@ inline Tensor hidden_state(const TensorMap& outputs, int c, int64_t j) {
 
 // Every named point of a forward, copied to the host in F32 (the residual is updated in place
 // after its point, so each is cloned).
-class CaptureProbe final : public Probe {
- public:
-  bool wants(const Point&) const override { return true; }
-  void on(ops::Context& ctx, const Point& p, Tensor& t) override {
-    got[p.str()] = ctx.download(t).to(DType::F32).clone();
-  }
-  TensorMap got;
-};
+using CaptureProbe = CapturePoints;
 
 }  // namespace avdit::testing

@@ -4,17 +4,38 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "core/observer.h"
 #include "core/tensor.h"
+#include "io/safetensors.h"
 #include "ops/context.h"
+#include "testing/golden_compare.h"
 
 namespace avdit::testing {
 
 inline std::filesystem::path video_vae_golden(const char* name) {
   return std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / name;
 }
+// A golden's folder with its inputs and outputs, read once per process.
+struct VideoVaeGolden {
+  std::filesystem::path dir;
+  TensorMap inputs, outputs;
+};
+inline const VideoVaeGolden& video_vae_fixture(const std::string& name) {
+  static std::map<std::string, VideoVaeGolden> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    const auto d = video_vae_golden(name.c_str());
+    it = cache
+             .emplace(name, VideoVaeGolden{d, read_all(d / "inputs.safetensors"),
+                                           read_all(d / "outputs.safetensors")})
+             .first;
+  }
+  return it->second;
+}
+
 // The READMEs' suggested acceptance for float32: max |diff| <= 1e-4 max |ref|.
 inline constexpr double kVideoVaeFp32Bar = 1e-4;
 
@@ -28,13 +49,6 @@ inline Tensor to_channel_last(const Tensor& x) {
   return y;
 }
 
-class KeepPoints final : public Probe {
- public:
-  bool wants(const Point&) const override { return true; }
-  void on(ops::Context& ctx, const Point& p, Tensor& t) override {
-    got[p.str()] = ctx.download(t).to(DType::F32).clone();
-  }
-  TensorMap got;
-};
+using KeepPoints = CapturePoints;
 
 }  // namespace avdit::testing

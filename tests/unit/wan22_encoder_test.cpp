@@ -19,18 +19,10 @@ namespace {
 using avdit::test_util::rel_max_diff;
 using avdit::testing::kVideoVaeFp32Bar;
 
-const std::filesystem::path& dir() {
-  static const auto d = avdit::testing::video_vae_golden("vae-wan22enc-tiny");
-  return d;
-}
-const TensorMap& inputs() {
-  static const TensorMap m = read_all(dir() / "inputs.safetensors");
-  return m;
-}
-const TensorMap& outputs() {
-  static const TensorMap m = read_all(dir() / "outputs.safetensors");
-  return m;
-}
+const auto& fixture() { return avdit::testing::video_vae_fixture("vae-wan22enc-tiny"); }
+const std::filesystem::path& dir() { return fixture().dir; }
+const TensorMap& inputs() { return fixture().inputs; }
+const TensorMap& outputs() { return fixture().outputs; }
 
 TEST(Wan22Encoder, BothCasesAndEveryIntermediateMatch) {
   ops::CpuContext ctx;
