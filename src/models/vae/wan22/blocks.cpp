@@ -70,6 +70,18 @@ int64_t residual_block_out(const Checkpoint& ckpt, const std::string& prefix) {
   return ckpt.contains(n) ? ckpt.info(n).shape.at(0) : 0;
 }
 
+std::vector<ResidualBlockWeights> load_residual_run(const Checkpoint& ckpt,
+                                                    const std::string& prefix, int64_t in,
+                                                    int64_t* next, int64_t* out) {
+  std::vector<ResidualBlockWeights> blocks;
+  int64_t j = 0, c = in;
+  for (int64_t o; (o = residual_block_out(ckpt, prefix + std::to_string(j))) > 0; ++j, c = o)
+    blocks.push_back(load_residual_block(ckpt, prefix + std::to_string(j), c, o));
+  *next = j;
+  *out = c;
+  return blocks;
+}
+
 ResidualBlockWeights load_residual_block(const Checkpoint& ckpt, const std::string& prefix,
                                          int64_t in, int64_t out) {
   ResidualBlockWeights w;

@@ -77,6 +77,11 @@ AttentionBlockWeights load_attention_block(const Checkpoint& ckpt, const std::st
                                            int64_t channels);
 // The output channels of `prefix`.residual.2 (a residual block's width), 0 when absent.
 int64_t residual_block_out(const Checkpoint& ckpt, const std::string& prefix);
+// The residual blocks `prefix`0, `prefix`1, ... while they exist, the first taking `in` channels;
+// *next is the index after the last (where a stage's resample sits), *out the last width.
+std::vector<ResidualBlockWeights> load_residual_run(const Checkpoint& ckpt,
+                                                    const std::string& prefix, int64_t in,
+                                                    int64_t* next, int64_t* out);
 
 // Places every tensor of a block on ctx (the CPU keeps them as they are).
 void place(ops::Context& ctx, Conv& c);

@@ -16,11 +16,7 @@ DownStageWeights load_stage(const Checkpoint& ckpt, int64_t i, int64_t in) {
   s.in = in;
   const std::string p = fmt::format("encoder.downsamples.{}.downsamples.", i);
   int64_t j = 0, c = in;
-  for (; residual_block_out(ckpt, p + std::to_string(j)) > 0; ++j) {
-    const int64_t out = residual_block_out(ckpt, p + std::to_string(j));
-    s.blocks.push_back(load_residual_block(ckpt, p + std::to_string(j), c, out));
-    c = out;
-  }
+  s.blocks = load_residual_run(ckpt, p, in, &j, &c);
   s.out = c;
   const std::string r = p + std::to_string(j);
   if (ckpt.contains(r + ".resample.1.weight")) {

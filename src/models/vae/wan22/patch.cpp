@@ -8,6 +8,26 @@
 
 namespace avdit::models::vae::wan22 {
 
+namespace {
+
+// Calls f(patch offset, video offset) for every value: the patch layout [T, h, w, 3 P P] (channel,
+// then row r and column q inside the patch, as the reference's rearrange) against the video
+// [3, T, h P, w P].
+template <class F>
+void for_each_value(int64_t T, int64_t h, int64_t w, F&& f) {
+  const int64_t C = 3, P = kPatch;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < P; ++r)
+            for (int64_t q = 0; q < P; ++q)
+              f(((t * h + y) * w + x) * C * P * P + c * P * P + r * P + q,
+                ((c * T + t) * h * P + y * P + q) * w * P + x * P + r);
+}
+
+}  // namespace
+
 Tensor unpatchify(const Tensor& p) {
   const int64_t C = 3, P = kPatch;
   AVDIT_CHECK(p.ndim() == 4 && p.size(3) == C * P * P && p.dtype() == DType::F32, "unpatchify: {}",
@@ -16,14 +36,7 @@ Tensor unpatchify(const Tensor& p) {
   Tensor v = Tensor::empty({C, T, h * P, w * P}, DType::F32);
   const float* src = p.f32();
   float* dst = v.f32();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t r = 0; r < P; ++r)
-            for (int64_t q = 0; q < P; ++q)
-              dst[((c * T + t) * h * P + y * P + q) * w * P + x * P + r] =
-                  src[((t * h + y) * w + x) * C * P * P + c * P * P + r * P + q];
+  for_each_value(T, h, w, [&](int64_t pi, int64_t vi) { dst[vi] = src[pi]; });
   return v;
 }
 
@@ -36,14 +49,7 @@ Tensor patchify(const Tensor& v) {
   Tensor p = Tensor::empty({T, h, w, C * P * P}, DType::F32);
   const float* src = v.f32();
   float* dst = p.f32();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t r = 0; r < P; ++r)
-            for (int64_t q = 0; q < P; ++q)
-              dst[((t * h + y) * w + x) * C * P * P + c * P * P + r * P + q] =
-                  src[((c * T + t) * h * P + y * P + q) * w * P + x * P + r];
+  for_each_value(T, h, w, [&](int64_t pi, int64_t vi) { dst[pi] = src[vi]; });
   return p;
 }
 
