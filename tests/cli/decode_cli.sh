@@ -6,6 +6,7 @@
 # bad input. Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$1" "$2"
+lib=$(dirname "${BASH_SOURCE[0]}")/lib
 SA=$shared/golden/vae-sa-audio-tiny
 H3=$shared/golden/vae-h3audio-tiny
 
@@ -19,25 +20,8 @@ for g in "$SA:waveform_44k" "$H3:waveform"; do
   AVDIT_THREADS=1 dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/b.safetensors" >/dev/null
   cmp -s "$tmp/a.safetensors" "$tmp/b.safetensors" || fail "$dir: the two fixture outputs differ"
   grep -q "^$key \[.*\] F32  sha256 [0-9a-f]\{64\}$" "$tmp/a.txt" || fail "$dir: $(cat "$tmp/a.txt")"
-  python3 - "$tmp/a.safetensors" "$dir/outputs.safetensors" "$key" <<'PY' || fail "$dir vs golden"
-import json, struct, sys
-def read(path):  # float32 tensors of a safetensors file, by name
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__" or v["dtype"] != "F32": continue
-        s, e = v["data_offsets"]
-        out[k] = (v["shape"], struct.unpack(f"<{(e - s) // 4}f", b[8 + n + s:8 + n + e]))
-    return out
-got, want, key = read(sys.argv[1]), read(sys.argv[2]), sys.argv[3]
-assert sorted(got) == [key], sorted(got)
-(shape, g), (wshape, w) = got[key], want[key]
-assert shape == wshape, (shape, wshape)
-err = max(abs(x - y) for x, y in zip(g, w)) / max(abs(y) for y in w)
-assert err <= 1e-4, err
-PY
+  python3 "$lib/golden_close.py" "$tmp/a.safetensors" "$dir/outputs.safetensors" 1e-4 "$key" ||
+    fail "$dir vs golden"
 done
 
 # Latent files for the other cases, written with the standard library alone.
@@ -117,19 +101,8 @@ for g in vae-wan22-tiny:13:64x48 vae-turbo-tiny:25:48x32 vae-h3video-tiny:26:48x
   dir=$shared/golden/$v
   dec --model "$dir" --inputs "$dir/inputs.safetensors" --out "$tmp/v.safetensors" >"$tmp/v.txt" ||
     fail "$v fixture mode: $(cat "$tmp/v.txt")"
-  python3 - "$tmp/v.safetensors" "$dir/outputs.safetensors" video <<'PY' || fail "$v vs golden"
-import json, struct, sys
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    s, e = h[sys.argv[3]]["data_offsets"]
-    return h[sys.argv[3]]["shape"], struct.unpack(f"<{(e - s) // 4}f", b[8 + n + s:8 + n + e])
-(gs, g), (ws, w) = read(sys.argv[1]), read(sys.argv[2])
-assert gs == ws, (gs, ws)
-err = max(abs(x - y) for x, y in zip(g, w)) / max(abs(y) for y in w)
-assert err <= 1e-4, err
-PY
+  python3 "$lib/golden_close.py" "$tmp/v.safetensors" "$dir/outputs.safetensors" 1e-4 video ||
+    fail "$v vs golden"
   fps=24/1
   [ "$v" != vae-turbo-tiny ] || fps=30000/1001
   dec --model "$dir" --latents "$dir/inputs.safetensors" --fps "$fps" --out "$tmp/$v.mp4" >/dev/null

@@ -22,27 +22,9 @@ done
 cmp -s "$tmp/a.safetensors" "$tmp/b.safetensors" || fail "the two fixture outputs differ"
 # check_fixture OUT GOLDEN_OUTPUTS CASES BAR: every case{i}.text_states within BAR of max |ref|.
 check_fixture() {
-  python3 - "$@" <<'PY'
-import json, struct, sys
-def read(path):  # float32 tensors of a safetensors file, by name
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__" or v["dtype"] != "F32": continue
-        s, e = v["data_offsets"]
-        out[k] = (v["shape"], struct.unpack(f"<{(e - s) // 4}f", b[8 + n + s:8 + n + e]))
-    return out
-got, want = read(sys.argv[1]), read(sys.argv[2])
-cases, bar = int(sys.argv[3]), float(sys.argv[4])
-assert sorted(got) == [f"case{c}.text_states" for c in range(cases)], sorted(got)
-for k, (shape, g) in got.items():
-    wshape, w = want[k]
-    assert shape == wshape, (k, shape, wshape)
-    err = max(abs(x - y) for x, y in zip(g, w)) / max(abs(y) for y in w)
-    assert err <= bar, (k, err)
-PY
+  local names=() c
+  for ((c = 0; c < $3; c++)); do names+=("case$c.text_states"); done
+  python3 "$(dirname "${BASH_SOURCE[0]}")/lib/golden_close.py" "$1" "$2" "$4" "${names[@]}"
 }
 check_fixture "$tmp/a.safetensors" "$G/outputs.safetensors" 6 2e-5 || fail "fixture mode vs golden"
 
