@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <string>
 
+#include "core/error.h"
 #include "core/observer.h"
 #include "core/tensor.h"
+#include "models/vae/decoder_factory.h"
 #include "ops/context.h"
 #include "testing/golden_compare.h"
 
@@ -29,5 +32,17 @@ inline double audio_rel_err(const Tensor& got, const Tensor& want) {
 }
 
 using AudioCaptureProbe = CapturePoints;
+
+// The message with which the decoder of `dir` refuses `latents` on the CPU ("accepted" if it
+// does not).
+inline std::string decode_rejection(const std::filesystem::path& dir, const Tensor& latents) {
+  ops::CpuContext ctx;
+  try {
+    models::vae::open_decoder(ctx, dir)->decode(latents);
+  } catch (const BadInput& e) {
+    return e.what();
+  }
+  return "accepted";
+}
 
 }  // namespace avdit::testing

@@ -106,13 +106,7 @@ TEST(Oobleck, ReleaseLayoutDecodesTheSame) {
 }
 
 std::string rejection(const Tensor& latents) {
-  ops::CpuContext ctx;
-  try {
-    open_decoder(ctx, kSaAudioTiny)->decode(latents);
-  } catch (const BadInput& e) {
-    return e.what();
-  }
-  return "accepted";
+  return testing::decode_rejection(kSaAudioTiny, latents);
 }
 
 TEST(Oobleck, BadLatentsAreRefusedByName) {
