@@ -2,6 +2,7 @@
 #include "models/text/text_encoder.h"
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -10,27 +11,36 @@
 
 namespace avdit::models::text {
 
-std::string text_encoder_family(const std::filesystem::path& dir) {
+namespace {
+
+// config.json of a text encoder folder and its family (model_type), read once per open.
+std::pair<nlohmann::json, std::string> read_family(const std::filesystem::path& dir) {
   const std::filesystem::path config = dir / "config.json";
   std::error_code ec;
   AVDIT_REQUIRE(std::filesystem::is_regular_file(config, ec),
                 "{}: no config.json (--model must be a text encoder folder: config.json + "
                 "safetensors)",
                 dir.string());
-  const nlohmann::json j = read_json(config);
-  const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
-                               ? j["model_type"].get<std::string>()
-                               : std::string();
+  nlohmann::json j = read_json(config);
+  std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+                         ? j["model_type"].get<std::string>()
+                         : std::string();
   AVDIT_REQUIRE(type == "qwen3_vl" || type == "qwen3_5",
                 "{}: model_type '{}' is not a text encoder avdit knows (qwen3_vl for MiniMax-H3, "
                 "qwen3_5 for MAGI-2)",
                 config.string(), type);
-  return type;
+  return {std::move(j), std::move(type)};
+}
+
+}  // namespace
+
+std::string text_encoder_family(const std::filesystem::path& dir) {
+  return read_family(dir).second;
 }
 
 std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
                                                const TextEncoderOptions& options) {
-  const std::string type = text_encoder_family(dir);
+  const auto [j, type] = read_family(dir);
   if (type == "qwen3_vl")
     return open_qwen3vl_text(
         ctx, dir,
@@ -44,7 +54,6 @@ std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::fil
                 dir.string());
   int skip = 2;
   if (options.selected_layers > 0) {
-    const nlohmann::json j = read_json(dir / "config.json");
     const nlohmann::json& t = j.contains("text_config") ? j["text_config"] : j;
     const int64_t layers = t.value("num_hidden_layers", int64_t{0});
     AVDIT_REQUIRE(options.selected_layers < layers,
