@@ -1,7 +1,7 @@
 // ops::attention on the device: cuDNN's flash SDPA on bf16/f16 over the planned segments (the first
 // document as one dense graph, the rest as one ragged graph), cuDNN's own sink token where it has
 // one (>= 9.13) and the gate in one pass after it; the exact LSE correction where it has none; the
-// portable fp32 kernel for F32 and whatever cuDNN refuses.
+// portable fp32 kernel for F32 and whatever cuDNN refuses. Both take a causal mask (per segment).
 #include <cmath>
 
 #include "backend/cuda/context.h"
@@ -47,13 +47,13 @@ void cudnn_core(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& 
     const int64_t n = seg.dense_rows;
     SdpaOut into{rows(o, 0, n), {}};
     cudnn_sdpa(c.dev(), rows(q, 0, n), rows(k, 0, n), rows(v, 0, n), scale, {}, &into, native_sinks,
-               false);
+               false, 0, seg.causal);
   }
   if (seg.tail_cu.defined()) {
     const int64_t r0 = seg.dense_rows, n = S - r0;
     SdpaOut into{rows(o, r0, n), {}};
     cudnn_sdpa(c.dev(), rows(q, r0, n), rows(k, r0, n), rows(v, r0, n), scale, seg.tail_cu, &into,
-               native_sinks, false, seg.tail_max);
+               native_sinks, false, seg.tail_max, seg.causal);
   }
 }
 
@@ -77,7 +77,7 @@ bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
     }
     // Sinks on an older cuDNN: one ragged graph over all documents returning the LSE, then the
     // exact sink correction and the gate in one pass.
-    SdpaOut r = cudnn_sdpa(c.dev(), q, k, v, scale, seg.cu_ctx, nullptr, nullptr, true);
+    SdpaOut r = cudnn_sdpa(c.dev(), q, k, v, scale, seg.cu_ctx, nullptr, nullptr, true, 0, seg.causal);
     const Tensor y =
         ::avdit::cuda::sink_gate(c.dev(), r.o, r.lse, sinks, gate, nullptr, out.dtype());
     ops::copy_(c, out, y);
@@ -152,14 +152,12 @@ void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
   if (gate)
     AVDIT_CHECK(gate->numel() == S * Hq, "attention: gate {} for {} x {}", gate->shape_str(), S,
                 Hq);
-  AVDIT_REQUIRE(!seg.causal,
-                "attention: causal attention is not implemented on CUDA yet (run the text "
-                "encoder with --device cpu)");
   if (S == 0) return;
   if (q.dtype() != DType::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
       via_cudnn(c, q, k, v, scale, seg, sinks, gate, out))
     return;
-  ::avdit::cuda::portable_attention(c.dev(), q, k, v, scale, seg.cu_ctx, sinks, gate, out);
+  ::avdit::cuda::portable_attention(c.dev(), q, k, v, scale, seg.cu_ctx, sinks, gate, out,
+                                    seg.causal);
 }
 
 }  // namespace avdit::ops::cuda

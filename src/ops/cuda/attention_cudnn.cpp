@@ -36,7 +36,10 @@ struct GraphKey {
   bool ragged;
   uint32_t scale_bits;
   bool stats, native_sink;
-  auto tie() const { return std::tie(b, s, s_max, hq, hkv, d, dtype, ragged, scale_bits, stats, native_sink); }
+  bool causal;  // top-left per sequence: q and kv of a segment have the same length
+  auto tie() const {
+    return std::tie(b, s, s_max, hq, hkv, d, dtype, ragged, scale_bits, stats, native_sink, causal);
+  }
   bool operator<(const GraphKey& o) const { return tie() < o.tie(); }
 };
 
@@ -104,6 +107,8 @@ Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
                                       .set_dim({1, Hq, 1, 1})
                                       .set_stride({Hq, 1, 1, 1})
                                       .set_data_type(fe::DataType_t::FLOAT)));
+  if (key.causal)  // query i of a segment sees its keys j <= i
+    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   std::shared_ptr<fe::graph::Tensor_attributes> off_o, off_stats;
   if (key.ragged) {
     auto i32 = [&](const char* name, int64_t uid, int64_t n) {
@@ -171,7 +176,7 @@ namespace {
 // cudnn_sdpa; when cuDNN refuses the configuration, sets *refused (if given) instead of throwing.
 SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
-                  bool* refused, int64_t max_seqlen = 0) {
+                  bool* refused, int64_t max_seqlen, bool causal) {
   AVDIT_REQUIRE(cudnn_attention_available(dev, q, k, v),
                 "cudnn_sdpa: q {} {}, k {} {}, v {} {} not supported (BF16/F16 on the device, one dtype, D % 8 == 0)",
                 q.shape_str(), dtype_name(q.dtype()), k.shape_str(), dtype_name(k.dtype()), v.shape_str(),
@@ -207,7 +212,8 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
   AVDIT_REQUIRE(max_seqlen >= 0 && max_seqlen <= S && (ragged || max_seqlen == 0 || max_seqlen == S),
                 "cudnn_sdpa: max_seqlen {} for {} rows ({})", max_seqlen, S, ragged ? "segments" : "one sequence");
   const int64_t s_max = max_seqlen > 0 ? max_seqlen : S;
-  const GraphKey key{B, S, Hq, Hkv, D, s_max, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr};
+  const GraphKey key{B, S, Hq, Hkv, D, s_max, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr,
+                     causal};
 
   CudnnContext& ctx = context_for(dev.ordinal());
   std::lock_guard<std::mutex> lock(ctx.mu);
@@ -215,8 +221,8 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
   if (it == ctx.graphs.end()) {
     Entry e = build(ctx.handle, key, scale);
     if (!e.graph)
-      log::warn("cuDNN SDPA refused S={} heads {}/{} D={} {}{}: {}", S, Hq, Hkv, D, dtype_name(q.dtype()),
-                ragged ? " (segments)" : "", e.error);
+      log::warn("cuDNN SDPA refused S={} heads {}/{} D={} {}{}{}: {}", S, Hq, Hkv, D, dtype_name(q.dtype()),
+                ragged ? " (segments)" : "", causal ? " causal" : "", e.error);
     it = ctx.graphs.emplace(key, std::move(e)).first;
   }
   const Entry& e = it->second;
@@ -277,8 +283,8 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
 
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                    const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
-                   int64_t max_seqlen) {
-  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen);
+                   int64_t max_seqlen, bool causal) {
+  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen, causal);
 }
 
 #else  // no cuDNN in this build
@@ -288,7 +294,7 @@ int cudnn_version() { return 0; }
 bool cudnn_attention_available(const Device&, const Tensor&, const Tensor&, const Tensor&) { return false; }
 
 SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*, const Tensor*,
-                   bool, int64_t) {
+                   bool, int64_t, bool) {
   throw RuntimeFailure("cudnn_sdpa: this avdit was built without cuDNN");
 }
 

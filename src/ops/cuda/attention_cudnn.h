@@ -35,9 +35,10 @@ struct SdpaOut {
 // max_seqlen query rows and masks what lies past each segment's length, so a graph sized S for
 // segments much shorter than S launches mostly-empty tiles; callers that know the longest segment
 // on the host (a packing plan) pass it here. It must be >= every segment's length (not checked:
-// that would need the lengths on the host).
+// that would need the lengths on the host). causal: query i of a segment sees the segment's keys
+// j <= i only (the diagonal at each segment's top left).
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                    const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr, const Tensor* native_sinks = nullptr,
-                   bool stats = true, int64_t max_seqlen = 0);
+                   bool stats = true, int64_t max_seqlen = 0, bool causal = false);
 
 }  // namespace avdit::cuda

@@ -1,7 +1,8 @@
 // Portable softmax attention (sm_75 and up): one warp per (head, query) with an online softmax in
-// fp32, GQA, cu_seqlens segments, sinks as an extra denominator term and MAGI-2's per-head sigmoid
-// output gate. Correctness first: it is the fallback and the oracle's twin for the cuDNN path.
-// ops::attention runs it for F32 and wherever cuDNN does not take the shape.
+// fp32, GQA, cu_seqlens segments (causal within each or not), sinks as an extra denominator term
+// and MAGI-2's per-head sigmoid output gate. Correctness first: it is the fallback and the
+// oracle's twin for the cuDNN path. ops::attention runs it for F32 and wherever cuDNN does not take
+// the shape.
 #include <cmath>
 
 #include "ops/cuda/attention_portable.h"
@@ -21,6 +22,7 @@ struct AttnArgs {
   int64_t n_cu;   // entries of cu (segments + 1)
   int64_t S, Hq, Hkv, D;
   float scale;
+  bool causal;  // query s sees the keys of its segment up to s
   void* y;
 };
 
@@ -41,6 +43,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_kernel(AttnArgs
     begin = a.cu[lo];
     end = a.cu[hi];
   }
+  if (a.causal) end = s + 1;
   float qr[kPerLane], acc[kPerLane];
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
@@ -87,7 +90,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_kernel(AttnArgs
 }  // namespace
 
 void portable_attention(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                        const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate, Tensor& y) {
+                        const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate, Tensor& y,
+                        bool causal) {
   const int64_t S = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = k.size(1);
   AVDIT_REQUIRE(D <= kMaxHeadDim, "attention: head dim {} above the portable kernel's {}", D, kMaxHeadDim);
   AttnArgs a{};
@@ -102,6 +106,7 @@ void portable_attention(Device& dev, const Tensor& q, const Tensor& k, const Ten
   a.Hkv = Hkv;
   a.D = D;
   a.scale = scale;
+  a.causal = causal;
   if (cu_seqlens.defined()) {
     require_i32(cu_seqlens, "attention cu_seqlens");
     // Contents (0 first, S last, non-decreasing) are the caller's contract: checking them here

@@ -7,9 +7,10 @@
 namespace avdit::cuda {
 
 // As ops::attention: q [S, Hq, D], k, v [S, Hkv, D]; cu_seqlens I32 [n + 1] on the device
-// (undefined: one segment); sinks F32 [Hq]; gate [S, Hq]; y [S, Hq, D] preallocated.
+// (undefined: one segment); sinks F32 [Hq]; gate [S, Hq]; y [S, Hq, D] preallocated. causal: query
+// s sees the keys of its segment up to s.
 void portable_attention(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                         const Tensor& cu_seqlens, const Tensor* sinks, const Tensor* gate,
-                        Tensor& y);
+                        Tensor& y, bool causal = false);
 
 }  // namespace avdit::cuda
