@@ -19,7 +19,7 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/vae/decoder_factory.h"
-#include "models/vae/h3video/decoder.h"
+#include "pipeline/clip_frames.h"
 #if AVDIT_HAVE_MEDIA
 #include "io/media/frame_rate.h"
 #include "io/media/mp4_writer.h"
@@ -73,27 +73,6 @@ Tensor golden_layout(const std::string& name, const Tensor& t) {
   if (name == "video" && t.ndim() == 4)
     return t.reshape({1, t.size(0), t.size(1), t.size(2), t.size(3)});
   return t;
-}
-
-// A video decoder's [3, T, H, W] as the media writers take it: [T, 3, H, W] in [-1, 1]. The H3
-// video VAE decodes to ImageNet-normalised pixels (its golden's space): mapped to [0, 1] first.
-Tensor media_frames(vae::Family family, const Tensor& video) {
-  const Tensor unit =
-      family == vae::Family::H3Video ? vae::h3video::imagenet_to_unit(video) : Tensor();
-  const Tensor& v = unit.defined() ? unit : video;
-  AVDIT_CHECK(v.ndim() == 4 && v.size(0) == 3, "decode: video {} is not [3, T, H, W]",
-              v.shape_str());
-  const int64_t T = v.size(1), HW = v.size(2) * v.size(3);
-  Tensor out = Tensor::empty({T, 3, v.size(2), v.size(3)}, DType::F32);
-  const float* src = v.f32();
-  float* dst = out.f32();
-  for (int64_t c = 0; c < 3; ++c)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < HW; ++i) {
-        const float x = src[(c * T + t) * HW + i];
-        dst[(t * 3 + c) * HW + i] = unit.defined() ? 2.f * x - 1.f : x;
-      }
-  return out;
 }
 
 bool ends_with(const std::string& s, const char* tail) { return s.ends_with(tail); }
@@ -166,9 +145,9 @@ int run_decode(const DecodeArgs& a) {
       media::write_wav(a.out, out, static_cast<int>(decoder->rate()),
                        a.wav == "pcm16" ? media::WavFormat::Pcm16 : media::WavFormat::Float32);
     else if (mp4)
-      media::write_mp4(a.out, media_frames(family, out), fps, {}, 0, media::Mp4Options{a.crf});
+      media::write_mp4(a.out, pipeline::writer_frames(family, out), fps, {}, 0, media::Mp4Options{a.crf});
     else
-      media::write_png_frames(a.out, media_frames(family, out));
+      media::write_png_frames(a.out, pipeline::writer_frames(family, out));
 #endif
   } else {
     const std::string key = decoder->output_name();

@@ -19,12 +19,8 @@
 #include "core/sha256.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
-#include "models/text/prompt_h3.h"
-#include "models/text/prompt_magi2.h"
-#include "models/text/qwen35/cond_uncond.h"
 #include "models/text/text_encoder.h"
-#include "models/text/tokenizer.h"
-#include "models/text/unicode.h"
+#include "pipeline/prompt_states.h"
 
 namespace avdit::app {
 
@@ -113,38 +109,16 @@ int run_encode(const EncodeArgs& a) {
   // Every input is read and every check made before any output exists.
   std::vector<fs::path> inputs = folder_files(a.model);
   std::optional<TensorMap> fixture;
-  std::optional<text::h3::TaggedIds> prompt;
-  std::optional<std::vector<int32_t>> magi2_prompt, magi2_negative;
-  const bool magi2 = text::text_encoder_family(a.model) == "qwen3_5";
-  AVDIT_REQUIRE(a.negative.empty() || (magi2 && a.inputs.empty()),
-                "encode: --negative applies to MAGI-2's encoder (model_type qwen3_5) in prompt "
-                "mode; MiniMax-H3 is CFG-distilled and encodes no negative prompt");
+  std::optional<pipeline::PromptIds> ids;
   if (!a.inputs.empty()) {
+    AVDIT_REQUIRE(a.negative.empty(),
+                  "encode: --negative applies in prompt mode (--prompt), not with --inputs");
     require_file(a.inputs, "--inputs");
     inputs.push_back(a.inputs);
     fixture = read_all(a.inputs);
-  } else if (magi2) {
-    // MAGI-2: strip, JSON -> markdown, <Figure N> suffix, the 7,000-token limit (truncated as the
-    // reference does, with a warning).
-    const auto u = text::utf8_to_u32(a.prompt, "--prompt");
-    const auto un = text::utf8_to_u32(a.negative, "--negative");
-    const text::Tokenizer tok = text::Tokenizer::load(tokenizer_dir, text::Pipeline::kMagi2);
-    auto ids_of = [&](const std::u32string& p, const char* what) {
-      const text::magi2::PromptEncoding e = text::magi2::encode_prompt(tok, p);
-      if (e.truncated())
-        log::warn("{}: {} tokens, truncated to {} as the reference does", what,
-                  e.untruncated_tokens, text::magi2::kMaxTokens);
-      AVDIT_REQUIRE(!e.encoding.ids.empty(), "encode: {} gives no tokens", what);
-      return e.encoding.ids;
-    };
-    magi2_prompt = ids_of(u, "--prompt");
-    if (!a.negative.empty()) magi2_negative = ids_of(un, "--negative");
   } else {
-    text::utf8_to_u32(a.prompt, "--prompt");  // invalid UTF-8 named before the tokenizer loads
-    const text::Tokenizer tok = text::Tokenizer::load(tokenizer_dir, text::Pipeline::kH3);
-    // MiniMax-H3 T2VA: the prompt verbatim, no template, no special tokens, all rows text.
-    prompt = text::h3::assemble(tok, text::h3::t2va_pieces(a.prompt));
-    AVDIT_REQUIRE(!prompt->ids.empty(), "encode: --prompt gives no tokens");
+    ids = pipeline::tokenize_prompts(tokenizer_dir, text::text_encoder_family(a.model), a.prompt,
+                                     a.negative);
   }
   check_output_path(a.out, "--out", inputs);
 
@@ -160,35 +134,13 @@ int run_encode(const EncodeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   if (fixture) {
     for (const std::string& c : fixture_cases(*fixture, a.inputs)) {
-      const std::vector<int32_t> ids = case_ids(*fixture, a.inputs, c);
-      const Tensor states = encoder->encode(ids);
-      tokens += static_cast<int64_t>(ids.size());
+      const std::vector<int32_t> case_tokens = case_ids(*fixture, a.inputs, c);
+      const Tensor states = encoder->encode(case_tokens);
+      tokens += static_cast<int64_t>(case_tokens.size());
       tensors.emplace_back(c + ".text_states", states.reshape({1, states.size(0), states.size(1)}));
     }
-  } else if (magi2_prompt) {
-    // What MAGI-2's sampler receives: bf16-rounded states, cond and uncond zero-padded to one
-    // length, their true lengths beside them. generate reads txt_feat for --text and
-    // null_txt_feat for --negative, so one file serves both options.
-    const text::CondUncond cu = text::encode_cond_uncond(
-        *encoder, *magi2_prompt, magi2_negative ? &*magi2_negative : nullptr);
-    tokens = cu.cond_len + cu.uncond_len;
-    auto batch = [&](const Tensor& t) {
-      const Tensor b = t.reshape({1, t.size(0), t.size(1)});
-      return a.dtype == "bf16" ? b.to(DType::BF16) : b;
-    };
-    tensors.emplace_back("txt_feat", batch(cu.cond));
-    tensors.emplace_back("txt_len", Tensor::from_data({1}, DType::I64, &cu.cond_len));
-    if (magi2_negative) {
-      tensors.emplace_back("null_txt_feat", batch(cu.uncond));
-      tensors.emplace_back("null_txt_len", Tensor::from_data({1}, DType::I64, &cu.uncond_len));
-    }
   } else {
-    const Tensor states = encoder->encode(prompt->ids);
-    tokens = static_cast<int64_t>(prompt->ids.size());
-    std::vector<int64_t> tags(prompt->tags.begin(), prompt->tags.end());
-    // The pipelines hand the DiT the states in the text encoder's dtype (bf16).
-    tensors.emplace_back("text_embeds", a.dtype == "bf16" ? states.to(DType::BF16) : states);
-    tensors.emplace_back("text_token_tags", Tensor::from_data({tokens}, DType::I64, tags.data()));
+    tensors = pipeline::encode_prompt_states(*encoder, *ids, a.dtype == "bf16", &tokens);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -26,6 +26,7 @@
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
+#include "generate_clip.h"
 #include "run_checks.h"
 
 namespace avdit::app {
@@ -45,6 +46,7 @@ struct GenerateArgs {
   bool save_model_out = false, json = false;
   std::string device = "cpu", precision = "fp32";
   bool nvfp4_experts = false;
+  ClipArgs clip;  // pipeline mode (--prompt)
 };
 
 // Noise tensors from --noise (both modalities required when the file is given).
@@ -62,8 +64,8 @@ void resolve_shapes(const GenerateArgs& a, const std::string& family, const json
   pipeline::LatentShapes s;
   if (!a.latent_shape.empty()) {
     s = pipeline::latent_shapes_from_string(family, config, a.latent_shape);
-  } else if (a.frames) {
-    AVDIT_REQUIRE(a.height && a.width, "--frames needs --height and --width (pixels)");
+  } else if (a.frames || a.height || a.width) {
+    AVDIT_REQUIRE(a.frames && a.height && a.width, "--frames, --height and --width go together (pixels)");
     s = family == "h3" ? pipeline::h3_latent_shapes(config, *a.frames, *a.height, *a.width)
                        : pipeline::magi2_latent_shapes(config, *a.frames, *a.height, *a.width);
   } else if (a.noise.empty()) {
@@ -127,6 +129,35 @@ void check_memory(const GenerateArgs& a, const std::string& family, const json& 
 }
 
 int run_generate(const GenerateArgs& a) {
+  if (!a.clip.prompt.empty()) {
+    AVDIT_REQUIRE(a.text.empty() && a.negative.empty() && a.noise.empty() && a.teacher.empty() &&
+                      a.save_trajectory.empty() && a.time_freqs.empty(),
+                  "--prompt runs the whole pipeline of a release folder; --text, --negative, --noise, "
+                  "--teacher, --save-trajectory and --time-embedding-freqs belong to the latent mode");
+    for (const auto& [value, option] :
+         {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
+          std::pair{a.audio_guidance, "--audio-guidance"}})
+      if (value) require_finite_option(*value, option);
+    ClipCommon m;
+    m.model = a.model;
+    m.out = a.out;
+    m.device = a.device;
+    m.precision = a.precision;
+    m.latent_shape = a.latent_shape;
+    m.steps = a.steps;
+    m.seed = a.seed;
+    m.video_guidance = a.guidance ? a.guidance : a.video_guidance;
+    m.audio_guidance = a.guidance ? a.guidance : a.audio_guidance;
+    m.frames = a.frames;
+    m.height = a.height;
+    m.width = a.width;
+    m.nvfp4_experts = a.nvfp4_experts;
+    m.json = a.json;
+    return run_generate_clip(m, a.clip);
+  }
+  AVDIT_REQUIRE(!a.text.empty(),
+                "generate: give --prompt TEXT (a pipeline folder: the whole pipeline to an mp4) or "
+                "--text FILE (a DiT folder: text states to latents)");
   for (const auto& [value, option] :
        {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
         std::pair{a.audio_guidance, "--audio-guidance"}})
@@ -287,14 +318,19 @@ int run_generate(const GenerateArgs& a) {
 Run add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "generate",
-      "Sample final video and audio latents from text states (MAGI-2 preview or MiniMax-H3, from the\n"
-      "model's config) and print their SHA-256.\n"
+      "From a prompt to an mp4 with sound through a whole release folder (--prompt), or final video\n"
+      "and audio latents from text states (--text) with a DiT folder (MAGI-2 preview or MiniMax-H3,\n"
+      "from the config); SHA-256 of everything printed.\n"
+      "Example: avdit generate --model /tmp/tiny-h3 --prompt \"a red fox in the snow\" --frames 22 \\\n"
+      "           --height 64 --width 96 --steps 4 --out fox.mp4\n"
       "Example: avdit generate --model ../shared/golden/h3-tiny --text ../shared/golden/h3-tiny/inputs.safetensors \\\n"
       "           --noise ../shared/golden/h3-tiny/sampler.safetensors --steps 4 --out x.safetensors");
   auto a = std::make_shared<GenerateArgs>();
-  cmd->add_option("--model", a->model, "Model folder (config.json + safetensors)")->required();
+  cmd->add_option("--model", a->model,
+                  "A DiT folder (config.json + safetensors) with --text, or a pipeline folder with --prompt")
+      ->required();
   cmd->add_option("--text", a->text, "Text states: text_embeds (MAGI-2 also txt_feat) [L, C] or [1, L, C]; H3 "
-                  "also reads text_token_tags")->required();
+                  "also reads text_token_tags");
   cmd->add_option("--negative", a->negative, "Text states of the unconditional pass (null_txt_feat, text_embeds or "
                   "txt_feat). MAGI-2 default: no tokens, as the reference; H3 needs it for guidance != 1");
   cmd->add_option("--steps", a->steps, "Sampling steps (default: MAGI-2 evaluation_config, 100; H3 49)");
@@ -320,12 +356,14 @@ Run add_generate(CLI::App& app) {
                   "stays 3)")
       ->check(CLI::Number);
   auto* frames = cmd->add_option("--frames", a->frames, "Video frames (with --height, --width in pixels)");
-  auto* height = cmd->add_option("--height", a->height, "Height in pixels")->needs(frames);
-  auto* width = cmd->add_option("--width", a->width, "Width in pixels")->needs(frames);
-  frames->needs(height)->needs(width)->excludes(noise);
+  // Pipeline mode takes --height/--width with --seconds too; latent mode checks all three go together.
+  cmd->add_option("--height", a->height, "Height in pixels (pipeline default: H3 768, MAGI-2 256)");
+  cmd->add_option("--width", a->width, "Width in pixels (pipeline default: H3 1344, MAGI-2 448)");
+  frames->excludes(noise);
   cmd->add_option("--latent-shape", a->latent_shape, "Latent size T,H,W,A: video latent frames, height, width; "
                   "audio latent length")->excludes(frames)->excludes(noise);
-  cmd->add_option("--out", a->out, "Write final_video and final_audio here (.safetensors, atomic)");
+  cmd->add_option("--out", a->out,
+                  "Latent mode: final_video and final_audio (.safetensors); pipeline mode: the clip (.mp4)");
   auto* traj = cmd->add_option("--save-trajectory", a->save_trajectory,
                                "Write latents_<m> [steps + 1, ...] and velocity_<m> of every step here");
   cmd->add_flag("--save-model-out", a->save_model_out, "Also save the raw model outputs cond_<m>, uncond_<m>")
@@ -342,6 +380,7 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  add_clip_options(cmd, a->clip);
   return [a] { return run_generate(*a); };
 }
 

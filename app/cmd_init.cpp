@@ -9,6 +9,7 @@
 #include "models/family.h"
 #include "models/h3/api.h"
 #include "models/magi2/api.h"
+#include "pipeline/init_pipeline.h"
 
 namespace avdit::app {
 
@@ -19,18 +20,43 @@ Run add_init(CLI::App& app) {
       "init",
       "Write a random-weight checkpoint (official names, layouts, dtypes; sharded with an index\n"
       "when large) for a config. Values depend only on the seed, the tensor name and the element.\n"
-      "Example: avdit init --family h3 --config ../shared/golden/h3-tiny/config.json --out /tmp/h3");
+      "Example: avdit init --family h3 --config ../shared/golden/h3-tiny/config.json --out /tmp/h3\n"
+      "         avdit init --pipeline h3 --size tiny --out /tmp/tiny-h3");
   struct Opts {
-    std::string family, config, out;
+    std::string family, config, out, pipeline, size = "tiny", shared = AVDIT_SHARED_DIR;
     uint64_t seed = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--family", o->family, "magi2 or h3 (default: detected from the config)")
       ->check(CLI::IsMember({"magi2", "h3"}));
-  cmd->add_option("--config", o->config, "A config .json of the family")->required()->check(CLI::ExistingFile);
+  auto* config = cmd->add_option("--config", o->config, "A config .json of the family (one checkpoint)")
+                     ->check(CLI::ExistingFile);
+  auto* pipeline = cmd->add_option("--pipeline", o->pipeline,
+                                   "A whole pipeline folder in the release's layout instead: h3 or magi2 "
+                                   "(then `avdit generate --model DIR --prompt ...` runs it)")
+                       ->check(CLI::IsMember({"magi2", "h3"}))
+                       ->excludes(config);
+  cmd->add_option("--size", o->size, "With --pipeline: tiny (the only size written for now)")
+      ->check(CLI::IsMember({"tiny"}))
+      ->needs(pipeline)
+      ->capture_default_str();
+  cmd->add_option("--shared", o->shared, "With --pipeline: the folder of golden/ and reference-configs/")
+      ->needs(pipeline)
+      ->capture_default_str();
   cmd->add_option("--out", o->out, "Output folder (created)")->required();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   return [o]() {
+    if (!o->pipeline.empty()) {
+      pipeline::InitPipelineOptions p;
+      p.family = o->pipeline == "h3" ? pipeline::PipelineFamily::H3 : pipeline::PipelineFamily::Magi2;
+      p.shared = o->shared;
+      p.out = o->out;
+      p.seed = o->seed;
+      pipeline::init_tiny_pipeline(p);
+      log::info("wrote a tiny {} pipeline to {}", o->pipeline, o->out);
+      return 0;
+    }
+    AVDIT_REQUIRE(!o->config.empty(), "init: give --config FILE (one checkpoint) or --pipeline h3|magi2");
     const auto config = read_json(o->config);
     const auto detected = models::detect_family(config);
     std::string family = o->family;

@@ -35,4 +35,23 @@ void require_host_memory(int64_t needed, std::optional<int64_t> available, std::
       what, static_cast<double>(needed) / kGiB, breakdown, static_cast<double>(*available) / kGiB));
 }
 
+int64_t host_rss_peak() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (!line.starts_with("VmHWM:")) continue;
+    int64_t kb = 0;
+    const char* p = line.data() + 6;
+    while (*p == ' ' || *p == '\t') ++p;
+    std::from_chars(p, line.data() + line.size(), kb);
+    return kb * 1024;
+  }
+  return 0;
+}
+
+void reset_host_rss_peak() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";  // a failure (no procfs) leaves the peak since the start, which is still a bound
+}
+
 }  // namespace avdit

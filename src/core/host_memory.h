@@ -18,4 +18,9 @@ std::optional<int64_t> host_memory_available(
 void require_host_memory(int64_t needed, std::optional<int64_t> available, std::string_view what,
                          std::string_view breakdown);
 
+// The process's peak resident set (VmHWM of /proc/self/status) in bytes, 0 when unknown, and its
+// reset (writing 5 to /proc/self/clear_refs), so that each stage of a pipeline reports its own peak.
+int64_t host_rss_peak();
+void reset_host_rss_peak();
+
 }  // namespace avdit

@@ -55,6 +55,10 @@ LatentShapes magi2_latent_shapes(const nlohmann::json& config, int64_t frames, i
   const std::vector<int64_t> stride = e.value("vae_stride", std::vector<int64_t>{8, 16, 16});
   AVDIT_REQUIRE(stride.size() == 3 && stride[0] > 0 && stride[1] > 0 && stride[2] > 0,
                 "config.json evaluation_config.vae_stride must be 3 positive integers");
+  AVDIT_REQUIRE(height % stride[1] == 0 && width % stride[2] == 0,
+                "MAGI-2: --height and --width must be multiples of the VAE's {}x{} (evaluation_config.vae_stride), got "
+                "{}x{}",
+                stride[1], stride[2], height, width);
   const double fps = e.value("fps", 12.5);
   const double audio_fps = e.value("data_proxy_config", nlohmann::json::object()).value("audio_latent_fps", 25.0);
   const double seconds = static_cast<double>(frames) / (2.0 * fps);

@@ -1,0 +1,259 @@
+#include "generate_clip.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "context.h"
+#include "core/error.h"
+#include "core/host_memory.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/sha256.h"
+#include "io/output_file.h"
+#include "io/safetensors.h"
+#include "pipeline/enhance/caption_cache.h"
+#include "pipeline/enhance/enhancer.h"
+#include "pipeline/generate_magi2.h"
+#include "pipeline/generate_h3.h"
+#include "pipeline/pipeline_dir.h"
+#include "pipeline/text_to_clip.h"
+#include "run_checks.h"
+#if AVDIT_HAVE_MEDIA
+#include "io/media/frame_rate.h"
+#include "io/media/mp4_writer.h"
+#endif
+
+namespace avdit::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+void add_clip_options(CLI::App* cmd, ClipArgs& a) {
+  cmd->add_option("--prompt", a.prompt,
+                  "Pipeline mode: the prompt (with --model a pipeline folder and --out CLIP.mp4)");
+  cmd->add_option("--negative-prompt", a.negative_prompt,
+                  "MAGI-2: the unconditional prompt (default: the reference's negative prompt when "
+                  "the config's use_negative_prompt is true)");
+  cmd->add_flag("--no-negative-prompt", a.no_negative,
+                "MAGI-2: an empty unconditional text instead of the negative prompt");
+  cmd->add_option("--seconds", a.seconds,
+                  "Pipeline mode: clip length (default: H3 5 s on its 17n+5 frame grid at 24 fps; "
+                  "MAGI-2 10 s)")
+      ->check(CLI::Number);
+  cmd->add_option("--dit", a.dit, "Pipeline mode: the DiT folder instead of the layout's");
+  cmd->add_option("--text-encoder", a.text_encoder, "Pipeline mode: the text encoder folder");
+  cmd->add_option("--tokenizer", a.tokenizer, "Pipeline mode: the tokenizer folder");
+  cmd->add_option("--video-vae", a.video_vae, "Pipeline mode: the video decoder folder");
+  cmd->add_option("--audio-vae", a.audio_vae, "Pipeline mode: the audio decoder folder");
+  cmd->add_option("--text-encoder-device", a.text_device,
+                  "Pipeline mode: cpu or cuda for the text encoder (default: --device)");
+  cmd->add_option("--cache-dir", a.cache_dir,
+                  "Pipeline mode: the prompt-state cache (default $XDG_CACHE_HOME/avdit or "
+                  "~/.cache/avdit)");
+  cmd->add_flag("--no-cache", a.no_cache, "Pipeline mode: encode the prompt even when cached");
+  cmd->add_option("--keep-latents", a.keep_latents,
+                  "Pipeline mode: also write the final latents and text states (.safetensors)");
+  cmd->add_option("--crf", a.crf, "Pipeline mode: x264 quality, 0 (lossless) .. 51")
+      ->check(CLI::Range(0, 51))
+      ->capture_default_str();
+  cmd->add_option("--enhance", a.enhance_url,
+                  "Pipeline mode: enhance the prompt first through this OpenAI-compatible endpoint");
+  cmd->add_option("--enhance-model", a.enhance_model, "The enhancer's model name");
+  add_enhance_options(cmd, a.enhance);
+}
+
+namespace {
+
+// H3 frames on the 17n + 5 grid nearest to `seconds` at 24 fps; MAGI-2 as its engine sizes a run:
+// round(seconds * fps * 2) frames.
+int64_t frames_for_seconds(const pipeline::PipelineComponents& c, double seconds) {
+  AVDIT_REQUIRE(std::isfinite(seconds) && seconds > 0 && seconds <= 600,
+                "--seconds {}: expected a length above 0 and at most 600", seconds);
+  if (c.family == pipeline::PipelineFamily::H3) {
+    const double n = std::max(0.0, std::round((seconds * 24.0 - 5.0) / 17.0));
+    return 17 * static_cast<int64_t>(n) + 5;
+  }
+  return std::max<int64_t>(1, std::llround(seconds * pipeline::output_fps(c) * 2.0));
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
+
+std::optional<fs::path> cache_root(const ClipArgs& a) {
+  if (a.no_cache) return std::nullopt;
+  if (!a.cache_dir.empty()) return fs::path(a.cache_dir);
+  // The captions' default folder is <cache>/avdit/captions; prompt states go beside them.
+  if (auto d = pipeline::enhance::default_cache_dir()) return d->parent_path();
+  return std::nullopt;
+}
+
+std::string file_sha256(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
+    h.update(std::string_view(buf.data(), static_cast<size_t>(f.gcount())));
+  return h.hex_digest();
+}
+
+}  // namespace
+
+int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
+  AVDIT_REQUIRE(!m.out.empty(), "pipeline mode (--prompt) needs --out CLIP.mp4");
+  AVDIT_REQUIRE(m.out.ends_with(".mp4"), "--out {}: pipeline mode writes an .mp4", m.out);
+  AVDIT_REQUIRE(a.keep_latents.empty() || a.keep_latents.ends_with(".safetensors"),
+                "--keep-latents {}: expected a .safetensors file", a.keep_latents);
+#if !AVDIT_HAVE_MEDIA
+  throw BadInput("pipeline mode writes an mp4, and this build has no media writers (FFmpeg)");
+#else
+  AVDIT_REQUIRE(!m.steps || (*m.steps >= 1 && *m.steps <= 10000), "--steps {}: expected 1 to 10000",
+                m.steps.value_or(0));
+  pipeline::ComponentOverrides o{a.dit, a.text_encoder, a.tokenizer, a.video_vae, a.audio_vae};
+  const pipeline::PipelineComponents c = pipeline::find_components(m.model, o);
+  const bool magi2 = c.family == pipeline::PipelineFamily::Magi2;
+  AVDIT_REQUIRE(!m.nvfp4_experts || magi2, "--nvfp4-experts packs MAGI-2's routed experts; {} is an H3 pipeline",
+                m.model);
+  AVDIT_REQUIRE(magi2 || (a.negative_prompt.empty() && !a.no_negative),
+                "--negative-prompt applies to MAGI-2; MiniMax-H3 is CFG-distilled and encodes no negative prompt");
+  const json dit_config = read_json(c.dit / "config.json");
+  const std::string family = magi2 ? "magi2-preview" : "h3";
+
+  // The size: --latent-shape, --frames/--height/--width, or --seconds and the release's default
+  // resolution (H3 768p at 16:9, 768x1344; MAGI-2 its 272p preview, 256x448).
+  pipeline::ClipRequest r;
+  if (!m.latent_shape.empty()) {
+    AVDIT_REQUIRE(!a.seconds, "--seconds and --latent-shape both set the length: give one");
+    r.shapes = pipeline::latent_shapes_from_string(family, dit_config, m.latent_shape);
+  } else {
+    AVDIT_REQUIRE(!(a.seconds && m.frames), "--seconds and --frames both set the length: give one");
+    const int64_t frames = m.frames ? *m.frames : frames_for_seconds(c, a.seconds.value_or(magi2 ? 10.0 : 5.0));
+    const int64_t height = m.height.value_or(magi2 ? 256 : 768), width = m.width.value_or(magi2 ? 448 : 1344);
+    r.shapes = magi2 ? pipeline::magi2_latent_shapes(dit_config, frames, height, width)
+                     : pipeline::h3_latent_shapes(dit_config, frames, height, width);
+  }
+  // Outputs are checked before any work: writable, distinct, not a file the run reads.
+  std::vector<fs::path> inputs;
+  std::error_code ec;
+  for (const fs::path& dir : {c.dit, c.text_encoder, c.tokenizer, c.video_vae, c.audio_vae})
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.is_regular_file(ec)) inputs.push_back(e.path());
+  check_output_path(m.out, "--out", inputs);
+  if (!a.keep_latents.empty()) {
+    check_output_path(a.keep_latents, "--keep-latents", inputs);
+    check_distinct_outputs(m.out, "--out", a.keep_latents, "--keep-latents");
+  }
+
+  // Enhancement (optional), before anything loads: its failures are the cheapest to report.
+  std::string prompt = a.prompt;
+  double enhance_seconds = -1;
+  if (!a.enhance_url.empty()) {
+    AVDIT_REQUIRE(!a.enhance_model.empty(), "--enhance needs --enhance-model NAME (the server's model)");
+    const auto t0 = std::chrono::steady_clock::now();
+    pipeline::enhance::EnhanceOptions e = enhance_options(a.enhance);
+    e.url = a.enhance_url;
+    e.model = a.enhance_model;
+    pipeline::enhance::EnhanceRequest rq;
+    rq.prompt = a.prompt;
+    rq.seed = m.seed & ((uint64_t{1} << 63) - 1);
+    const auto res = pipeline::enhance::enhance(rq, e);
+    prompt = res.caption;
+    enhance_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log::info("enhance: {}{}", res.enhanced ? "caption" : "raw prompt (enhancer failed)",
+              res.from_cache ? " from the caption cache" : "");
+  }
+
+  r.prompt = prompt;
+  r.negative = a.negative_prompt;
+  r.no_negative = a.no_negative;
+  r.seed = m.seed;
+  r.steps = m.steps;
+  r.video_guidance = m.video_guidance;
+  r.audio_guidance = m.audio_guidance;
+  r.act = activation_dtype(m.precision);
+  r.nvfp4_experts = m.nvfp4_experts;
+  r.cache_dir = cache_root(a);
+  const int total = m.steps.value_or(
+      magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(dit_config)).steps
+            : pipeline::kH3DefaultSteps);
+  std::optional<Progress> bar;
+  if (log::level() <= log::Level::Info)
+    r.step_progress = [&bar, total](int done, int total_steps, double) {
+      if (!bar) bar.emplace(total, "sample");
+      bar->tick();
+      if (done == total_steps) bar->finish();
+    };
+
+  const std::unique_ptr<ops::Context> main_ctx = make_context(m.device);
+  const std::string text_device = a.text_device.empty() ? m.device : a.text_device;
+  std::unique_ptr<ops::Context> text_ctx;
+  if (text_device != m.device) text_ctx = make_context(text_device);
+  pipeline::StageContexts ctx{text_ctx ? text_ctx.get() : main_ctx.get(), main_ctx.get(), main_ctx.get()};
+
+  const auto t_all = std::chrono::steady_clock::now();
+  pipeline::Clip clip = pipeline::text_to_clip(c, r, ctx);
+
+  // Outputs: the latents (optional), then the mp4, each written to a temporary name and renamed.
+  const std::string sha_video = sha256_hex(clip.video_latent), sha_audio = sha256_hex(clip.audio_latent);
+  const std::string sha_frames = sha256_hex(clip.frames), sha_wave = sha256_hex(clip.audio);
+  if (!a.keep_latents.empty()) {
+    std::vector<std::pair<std::string, Tensor>> t = {{"final_video", clip.video_latent},
+                                                     {"final_audio", clip.audio_latent}};
+    for (const auto& s : clip.text_states) t.push_back(s);
+    write_safetensors(a.keep_latents, t, {{"family", family}, {"seed", std::to_string(m.seed)}});
+  }
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    reset_host_rss_peak();
+    const media::FrameRate fps = media::parse_frame_rate(fmt::format("{}", clip.fps), "the release's frame rate");
+    media::write_mp4(m.out, clip.frames, fps, clip.audio, clip.sample_rate, media::Mp4Options{a.crf});
+    pipeline::StageRecord s;
+    s.name = "mux";
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.host_peak = host_rss_peak();
+    s.detail = fmt::format("H.264 + AAC at {} fps", fps.str());
+    clip.stages.push_back(s);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
+  const std::string sha_mp4 = file_sha256(m.out);
+
+  if (m.json) {
+    json stages = json::array();
+    if (enhance_seconds >= 0) stages.push_back({{"name", "enhance"}, {"seconds", enhance_seconds}});
+    for (const auto& s : clip.stages)
+      stages.push_back({{"name", s.name}, {"seconds", s.seconds}, {"host_peak_bytes", s.host_peak},
+                        {"device_peak_bytes", s.device_peak}, {"detail", s.detail}});
+    json j{{"family", family},     {"model", m.model},   {"device", m.device},
+           {"text_device", text_device}, {"precision", m.precision}, {"seed", m.seed},
+           {"steps", clip.steps},  {"seconds", seconds}, {"stages", stages},
+           {"final_video", {{"shape", clip.video_latent.shape()}, {"sha256", sha_video}}},
+           {"final_audio", {{"shape", clip.audio_latent.shape()}, {"sha256", sha_audio}}},
+           {"frames", {{"shape", clip.frames.shape()}, {"fps", clip.fps}, {"sha256", sha_frames}}},
+           {"waveform", {{"shape", clip.audio.shape()}, {"sample_rate", clip.sample_rate}, {"sha256", sha_wave}}},
+           {"out", m.out},         {"mp4_sha256", sha_mp4}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} pipeline: {} steps, {:.2f} s in all\n\n", family, clip.steps, seconds);
+  std::cout << "| stage | seconds | peak host GiB | peak GPU GiB | detail |\n| --- | ---: | ---: | ---: | --- |\n";
+  if (enhance_seconds >= 0) std::cout << fmt::format("| enhance | {:.2f} | | | |\n", enhance_seconds);
+  for (const auto& s : clip.stages)
+    std::cout << fmt::format("| {} | {:.2f} | {} | {} | {} |\n", s.name, s.seconds, gib(s.host_peak),
+                             ctx.dit->is_cuda() || (ctx.text->is_cuda() && s.name == "encode") ? gib(s.device_peak) : "-",
+                             s.detail);
+  std::cout << "\n";
+  std::cout << fmt::format("final_video {}  sha256 {}\n", clip.video_latent.shape_str(), sha_video);
+  std::cout << fmt::format("final_audio {}  sha256 {}\n", clip.audio_latent.shape_str(), sha_audio);
+  std::cout << fmt::format("frames {} at {} fps  sha256 {}\n", clip.frames.shape_str(), clip.fps, sha_frames);
+  std::cout << fmt::format("waveform {} at {} Hz  sha256 {}\n", clip.audio.shape_str(), clip.sample_rate, sha_wave);
+  if (!a.keep_latents.empty()) std::cout << "wrote " << a.keep_latents << "\n";
+  std::cout << fmt::format("wrote {}  sha256 {}\n", m.out, sha_mp4);
+  return 0;
+#endif
+}
+
+}  // namespace avdit::app

@@ -1,0 +1,43 @@
+// `avdit generate --model PIPELINE_DIR --prompt ...`: the whole pipeline of a release folder, from a
+// prompt to an mp4 with its sound (src/pipeline/text_to_clip.h), with the per-stage table.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "enhance_options.h"
+
+namespace avdit::app {
+
+struct ClipArgs {
+  std::string prompt, negative_prompt;
+  bool no_negative = false;
+  std::optional<double> seconds;
+  std::string dit, text_encoder, tokenizer, video_vae, audio_vae;  // component overrides
+  std::string text_device;                                         // default: --device
+  std::string cache_dir;
+  bool no_cache = false;
+  std::string keep_latents;
+  int crf = 18;
+  std::string enhance_url, enhance_model;
+  EnhanceCli enhance;
+};
+
+// The pipeline options of `generate` (added beside its latent-only ones).
+void add_clip_options(CLI::App* cmd, ClipArgs& a);
+
+// What both modes share, resolved by cmd_generate.cpp.
+struct ClipCommon {
+  std::string model, out, device, precision, latent_shape;
+  std::optional<int> steps;
+  uint64_t seed = 0;
+  std::optional<float> video_guidance, audio_guidance;
+  std::optional<int64_t> frames, height, width;
+  bool nvfp4_experts = false, json = false;
+};
+
+int run_generate_clip(const ClipCommon& common, const ClipArgs& a);
+
+}  // namespace avdit::app

@@ -1,0 +1,132 @@
+#include "pipeline/init_pipeline.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/safetensors.h"
+#include "models/h3/api.h"
+#include "models/magi2/api.h"
+
+namespace avdit::pipeline {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void copy_into(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  AVDIT_REQUIRE(fs::is_regular_file(from, ec), "{}: missing (avdit init --pipeline reads the tiny "
+                "models of the golden fixtures; pass --shared DIR to point at them)", from.string());
+  fs::create_directories(to.parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  AVDIT_REQUIRE(!ec, "{}: cannot copy to {}: {}", from.string(), to.string(), ec.message());
+}
+
+// A golden tiny model as a component folder: its config.json and model.safetensors.
+void copy_component(const fs::path& golden, const fs::path& dir) {
+  copy_into(golden / "config.json", dir / "config.json");
+  copy_into(golden / "model.safetensors", dir / "model.safetensors");
+}
+
+void write_text(const fs::path& file, const std::string& text) {
+  std::ofstream f(file, std::ios::binary);
+  f << text;
+  f.close();
+  AVDIT_CHECK(f.good(), "{}: write failed", file.string());
+}
+
+int64_t text_vocab_size(const fs::path& encoder_dir) {
+  const json c = read_json(encoder_dir / "config.json");
+  const json& t = c.contains("text_config") ? c["text_config"] : c;
+  return t.at("vocab_size").get<int64_t>();
+}
+
+}  // namespace
+
+void write_truncated_tokenizer(const fs::path& src, const fs::path& dst, int64_t vocab_size) {
+  const json vocab = read_json(src / "vocab.json");
+  json config = read_json(src / "tokenizer_config.json");
+  const json added = config.value("added_tokens_decoder", json::object());
+  const int64_t base = vocab_size - static_cast<int64_t>(added.size());
+  AVDIT_REQUIRE(base >= 256, "a {}-token vocabulary cannot hold the 256 byte tokens and {} added ones",
+                vocab_size, added.size());
+  json cut = json::object();
+  std::set<std::string> kept;
+  for (const auto& [token, id] : vocab.items())
+    if (id.get<int64_t>() < base) {
+      cut[token] = id;
+      kept.insert(token);
+    }
+  std::ifstream in(src / "merges.txt");
+  AVDIT_REQUIRE(in.good(), "{}: missing", (src / "merges.txt").string());
+  std::ostringstream merges;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("#version")) {
+      merges << line << "\n";
+      continue;
+    }
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    const std::string a = line.substr(0, sp), b = line.substr(sp + 1);
+    if (kept.count(a) && kept.count(b) && kept.count(a + b)) merges << line << "\n";
+  }
+  // The added tokens keep their order, renumbered right after the cut vocabulary.
+  std::map<int64_t, json> by_id;
+  for (const auto& [id, v] : added.items()) by_id[std::stoll(id)] = v;
+  json renumbered = json::object();
+  int64_t next = base;
+  for (const auto& [id, v] : by_id) renumbered[std::to_string(next++)] = v;
+  config["added_tokens_decoder"] = renumbered;
+  fs::create_directories(dst);
+  write_text(dst / "vocab.json", cut.dump());
+  write_text(dst / "merges.txt", merges.str());
+  write_text(dst / "tokenizer_config.json", config.dump(2));
+}
+
+void init_tiny_pipeline(const InitPipelineOptions& o) {
+  std::error_code ec;
+  AVDIT_REQUIRE(!fs::exists(o.out, ec) || (fs::is_directory(o.out, ec) && fs::is_empty(o.out, ec)),
+                "--out {}: exists and is not an empty folder; choose a new one", o.out.string());
+  const fs::path g = o.shared / "golden";
+  const fs::path tok = g / "tokenizer-qwen";
+  const fs::path parent = o.out.has_parent_path() ? o.out.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", o.out.filename().string(), ::getpid());
+  fs::remove_all(tmp, ec);
+  try {
+    if (o.family == PipelineFamily::H3) {
+      copy_into(o.shared / "reference-configs/h3/FL2VA/model_index.json", tmp / "model_index.json");
+      models::h3::init_checkpoint(read_json(g / "h3-tiny/config.json"), tmp / "transformer", o.seed);
+      copy_component(g / "te-h3-qwen3vl-tiny", tmp / "text_encoder");
+      write_truncated_tokenizer(tok, tmp / "tokenizer", text_vocab_size(tmp / "text_encoder"));
+      copy_component(g / "vae-h3video-tiny", tmp / "video_vae");
+      copy_component(g / "vae-h3audio-tiny", tmp / "audio_vae");
+    } else {
+      models::magi2::init_checkpoint(read_json(g / "magi2-tiny/config.json"), tmp / "preview", o.seed);
+      copy_component(g / "te-magi2-qwen35-tiny", tmp / "text_encoder");
+      write_truncated_tokenizer(tok, tmp / "text_encoder", text_vocab_size(tmp / "text_encoder"));
+      copy_component(g / "vae-turbo-tiny", tmp / "turbo_vae");
+      copy_component(g / "vae-wan22-tiny", tmp / "vae");
+      copy_component(g / "vae-sa-audio-tiny", tmp / "stable-audio-open-1.0");
+    }
+    if (fs::exists(o.out, ec)) fs::remove(o.out, ec);  // the empty folder, replaced atomically
+    fs::rename(tmp, o.out);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace avdit::pipeline

@@ -1,0 +1,32 @@
+// `avdit init --pipeline h3|magi2 --size tiny`: a whole pipeline folder in the release's layout
+// (pipeline_dir.h), so that tests, the README's main job and benchmarks run prompt -> mp4 without
+// downloads. The DiT gets seeded random weights from the family's initialiser; the text encoder and
+// the decoders are the tiny random-weight models of the golden fixtures (each one checked against
+// its reference there); the tokenizer is the official Qwen vocabulary cut to the tiny encoder's.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "pipeline/pipeline_dir.h"
+
+namespace avdit::pipeline {
+
+struct InitPipelineOptions {
+  PipelineFamily family = PipelineFamily::H3;
+  std::filesystem::path shared;  // the folder holding golden/ and reference-configs/
+  std::filesystem::path out;     // created; must not exist or be empty
+  uint64_t seed = 0;
+};
+
+// Writes the folder under a temporary name beside `out` and renames it into place, so a failure
+// leaves no half pipeline. BadInput names a missing source file or a non-empty `out`.
+void init_tiny_pipeline(const InitPipelineOptions& options);
+
+// The Qwen byte-level BPE files of `src` (vocab.json, merges.txt, tokenizer_config.json) cut to a
+// model with `vocab_size` ids: the first vocab_size - A vocabulary ids, the merges whose parts and
+// result survive, and the A added tokens renumbered after them.
+void write_truncated_tokenizer(const std::filesystem::path& src, const std::filesystem::path& dst,
+                               int64_t vocab_size);
+
+}  // namespace avdit::pipeline

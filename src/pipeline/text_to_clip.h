@@ -1,0 +1,77 @@
+// From a prompt to a clip: the stages of either release in order, each component loaded when its
+// stage starts and freed when it ends (so the pipeline fits one GPU): tokenize -> encode (or the
+// prompt-state cache) -> DiT sampling -> video decode -> audio decode. The caller writes the mp4.
+// Each stage reports its wall time and the peak host and device memory it reached.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "pipeline/latent_shape.h"
+#include "pipeline/pipeline_dir.h"
+#include "pipeline/prompt_states.h"
+
+namespace avdit::ops {
+class Context;
+}
+
+namespace avdit::pipeline {
+
+struct ClipRequest {
+  std::string prompt;
+  std::string negative;           // MAGI-2: the unconditional prompt (default: the reference's)
+  bool no_negative = false;       // MAGI-2: an empty unconditional text instead
+  uint64_t seed = 0;
+  std::optional<int> steps;
+  LatentShapes shapes;            // video / audio latent shapes of the run
+  std::optional<float> video_guidance, audio_guidance;
+  DType act = DType::F32;         // activations of the DiT and the text encoder
+  bool nvfp4_experts = false;     // MAGI-2: routed experts packed to NVFP4 at load time
+  std::optional<std::filesystem::path> cache_dir;  // prompt-state cache; nullopt: none
+  // Called once per sampling step (done, total, seconds of the step).
+  std::function<void(int, int, double)> step_progress;
+};
+
+// The contexts each stage runs on (they may be one object).
+struct StageContexts {
+  ops::Context* text = nullptr;
+  ops::Context* dit = nullptr;
+  ops::Context* vae = nullptr;
+};
+
+struct StageRecord {
+  std::string name;
+  double seconds = 0;
+  int64_t host_peak = 0;    // peak resident set during the stage (bytes)
+  int64_t device_peak = 0;  // peak bytes of the stage's context pool (0 on the CPU)
+  std::string detail;       // "cache hit", "12 tokens", "4 steps" ...
+};
+
+struct Clip {
+  NamedTensors text_states;
+  Tensor video_latent, audio_latent;  // the DiT's final latents (host, unpacked layouts)
+  Tensor frames;                      // [T, 3, H, W] float32 in [-1, 1]
+  double fps = 0;                     // the release's output frame rate
+  Tensor audio;                       // [channels, samples] float32
+  int sample_rate = 0;
+  int steps = 0;
+  std::vector<StageRecord> stages;
+};
+
+// The release's output frame rate: H3 24; MAGI-2 evaluation_config.fps (12.5 for the preview).
+double output_fps(const PipelineComponents& c);
+
+// Runs every stage. BadInput for a bad prompt or component (named); RuntimeFailure if a stage fails.
+Clip text_to_clip(const PipelineComponents& components, const ClipRequest& request,
+                  const StageContexts& contexts);
+
+// MAGI-2's default negative prompt (the reference's DEFAULT_NEGATIVE_PROMPT, used when its
+// evaluation_config.use_negative_prompt is true, as in the released preview config).
+extern const char* const kMagi2DefaultNegativePrompt;
+
+}  // namespace avdit::pipeline
