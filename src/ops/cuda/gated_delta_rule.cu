@@ -23,8 +23,7 @@ constexpr int kLanes = 8;                  // lanes per state column: 3 shuffles
 constexpr int kColumns = 16;               // state columns per block
 constexpr int kBlock = kLanes * kColumns;  // threads per block
 constexpr int kMaxDk = 256;
-constexpr int kPerLane = kMaxDk / kLanes;  // state rows per lane (row i = lane + kLanes r)
-constexpr int kSharedBudget = 40 * 1024;   // bytes of staged tokens per block
+constexpr int kSharedBudget = 40 * 1024;  // bytes of staged tokens per block
 constexpr int kMaxChunk = 64;
 
 // torch.nn.functional.softplus with its default threshold (the identity above 20), as the CPU.
@@ -75,30 +74,35 @@ __device__ __forceinline__ float group_sum(float x) {
   return x;
 }
 
-// Grid (column blocks, value heads). Threads of columns past dv run along (the shuffles and
-// barriers need them) on zero values and store nothing.
+// Grid (column blocks, value heads). Each lane holds kRows state rows (row i = lane + kLanes r)
+// of its column. The staged q, k rows are padded with zeros to kRows * kLanes, so rows past dk
+// stay 0 and add nothing, and the per-token loops carry no bounds checks. Threads of columns past
+// dv run along (the shuffles and barriers need them) on zero values and store nothing.
+template <int kRows>
 __global__ void __launch_bounds__(kBlock) gated_delta_rule_kernel(DeltaArgs a) {
+  constexpr int kWidth = kRows * kLanes;  // padded row length in shared memory
   extern __shared__ float smem[];
   const int chunk = a.chunk;
   const int64_t dk = a.dk;
-  float* ks = smem;                   // [chunk, dk]
-  float* qs = ks + chunk * dk;        // [chunk, dk]
-  float* vs = qs + chunk * dk;        // [chunk, kColumns]
+  float* ks = smem;                   // [chunk, kWidth]
+  float* qs = ks + chunk * kWidth;    // [chunk, kWidth]
+  float* vs = qs + chunk * kWidth;    // [chunk, kColumns]
   float* es = vs + chunk * kColumns;  // [chunk]: exp(g)
   float* bs = es + chunk;             // [chunk]: beta
   const int64_t h = blockIdx.y, hk = h / (a.Hv / a.Hk);
   const int col = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
   const int64_t j0 = blockIdx.x * int64_t{kColumns}, j = j0 + col;
-  float S[kPerLane];
+  float S[kRows];
 #pragma unroll
-  for (int r = 0; r < kPerLane; ++r) S[r] = 0.f;
+  for (int r = 0; r < kRows; ++r) S[r] = 0.f;
   for (int64_t t0 = 0; t0 < a.T; t0 += chunk) {
     const int n = static_cast<int>(std::min<int64_t>(chunk, a.T - t0));
     __syncthreads();  // every thread is done with the previous chunk
-    for (int64_t e = threadIdx.x; e < n * dk; e += kBlock) {
-      const int64_t tt = e / dk, i = e % dk, src = ((t0 + tt) * a.Hk + hk) * dk + i;
-      ks[e] = a.k[src];
-      qs[e] = a.q[src];
+    for (int e = threadIdx.x; e < n * kWidth; e += kBlock) {
+      const int tt = e / kWidth, i = e % kWidth;
+      const int64_t src = ((t0 + tt) * a.Hk + hk) * dk + i;
+      ks[e] = i < dk ? a.k[src] : 0.f;
+      qs[e] = i < dk ? a.q[src] : 0.f;
     }
     for (int e = threadIdx.x; e < n * kColumns; e += kBlock) {
       const int tt = e / kColumns, c = e % kColumns;
@@ -110,32 +114,39 @@ __global__ void __launch_bounds__(kBlock) gated_delta_rule_kernel(DeltaArgs a) {
     }
     __syncthreads();
     for (int tt = 0; tt < n; ++tt) {
-      const float* kt = ks + tt * dk;
-      const float* qt = qs + tt * dk;
+      const float* kt = ks + tt * kWidth + lane;
+      const float* qt = qs + tt * kWidth + lane;
       const float e = es[tt];
-      // kv = (S e)^T k_t for this column: what the decayed state already predicts for the key.
+      // S = S e, and kv = S^T k_t for this column: what the decayed state predicts for the key.
       float kv = 0.f;
 #pragma unroll
-      for (int r = 0; r < kPerLane; ++r) {
-        const int i = lane + kLanes * r;
-        if (i < dk) kv += S[r] * e * kt[i];
+      for (int r = 0; r < kRows; ++r) {
+        S[r] *= e;
+        kv += S[r] * kt[kLanes * r];
       }
       kv = group_sum(kv);
       const float delta = (vs[tt * kColumns + col] - kv) * bs[tt];
-      // S = S e + k_t delta^T, and out = S^T q_t in the same pass over the state.
+      // S = S + k_t delta^T, and out = S^T q_t in the same pass over the state.
       float acc = 0.f;
 #pragma unroll
-      for (int r = 0; r < kPerLane; ++r) {
-        const int i = lane + kLanes * r;
-        if (i < dk) {
-          S[r] = S[r] * e + kt[i] * delta;
-          acc += S[r] * qt[i];
-        }
+      for (int r = 0; r < kRows; ++r) {
+        S[r] += kt[kLanes * r] * delta;
+        acc += S[r] * qt[kLanes * r];
       }
       acc = group_sum(acc);
       if (lane == 0 && j < a.dv) store_elt(a.out, a.ot, ((t0 + tt) * a.Hv + h) * a.dv + j, acc);
     }
   }
+}
+
+template <int kRows>
+void launch_recurrence(DeltaArgs a, int64_t blocks_x, cudaStream_t stream) {
+  const int64_t per_token = (2 * kRows * kLanes + kColumns + 2) * int64_t{sizeof(float)};
+  a.chunk = static_cast<int>(std::clamp<int64_t>(kSharedBudget / per_token, 1, kMaxChunk));
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(a.Hv));
+  gated_delta_rule_kernel<kRows>
+      <<<grid, kBlock, static_cast<size_t>(a.chunk * per_token), stream>>>(a);
+  AVDIT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -211,12 +222,13 @@ void gated_delta_rule(CudaContext& c, const Tensor& q, const Tensor& k, const Te
   a.Hv = Hv;
   a.dk = dk;
   a.dv = dv;
-  const int64_t per_token = (2 * dk + kColumns + 2) * static_cast<int64_t>(sizeof(float));
-  a.chunk = static_cast<int>(std::clamp<int64_t>(kSharedBudget / per_token, 1, kMaxChunk));
-  const size_t shared = static_cast<size_t>(a.chunk * per_token);
-  const dim3 grid(static_cast<unsigned>((dv + kColumns - 1) / kColumns), static_cast<unsigned>(Hv));
-  gated_delta_rule_kernel<<<grid, kBlock, shared, c.stream()>>>(a);
-  AVDIT_CUDA_CHECK_LAUNCH();
+  const int64_t blocks_x = (dv + kColumns - 1) / kColumns;
+  if (dk <= 8 * kLanes)
+    launch_recurrence<8>(a, blocks_x, c.stream());
+  else if (dk <= 16 * kLanes)
+    launch_recurrence<16>(a, blocks_x, c.stream());
+  else
+    launch_recurrence<kMaxDk / kLanes>(a, blocks_x, c.stream());
 }
 
 }  // namespace avdit::ops::cuda
