@@ -1,0 +1,103 @@
+// The MAGI-2 text encoder (Qwen3.5 hybrid) on the GPU against ../shared/golden/
+// te-magi2-qwen35-tiny: the same one definition on a CUDA context (F32 activations, as on the CPU),
+// every case's consumed state and every hidden state at the README's fp32 bar (1e-4 of max |ref|),
+// and the DeltaNet recurrence alone on the reference kernel's own inputs. An op that still refuses
+// CUDA by name turns into a skip with its reason, never a silent pass.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/context.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/text/qwen35/encoder.h"
+#include "ops/gated_delta_rule.h"
+#include "testing/golden_compare.h"
+
+namespace avdit::models::text {
+namespace {
+
+const std::filesystem::path kTiny =
+    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "te-magi2-qwen35-tiny";
+constexpr double kBar = 1e-4;  // README: fp32 implementation, max |err| <= 1e-4 max |ref|
+constexpr int kCases = 6;
+
+ops::CudaContext& gpu() {
+  static ops::CudaContext c;
+  return c;
+}
+
+std::vector<int32_t> ids_of(const TensorMap& inputs, int c) {
+  const Tensor t = inputs.at("case" + std::to_string(c) + ".input_ids").to(DType::I64);
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < t.numel(); ++i) ids.push_back(static_cast<int32_t>(t.data<int64_t>()[i]));
+  return ids;
+}
+
+class Qwen35TextCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kTiny / "model.safetensors"))
+      GTEST_SKIP() << "golden not found: " << kTiny;
+    inputs_ = read_all(kTiny / "inputs.safetensors");
+    outputs_ = read_all(kTiny / "outputs.safetensors");
+  }
+  TensorMap inputs_, outputs_;
+};
+
+TEST_F(Qwen35TextCuda, Fp32EveryCaseMatchesTheConsumedState) {
+  const auto enc = open_qwen35_text(gpu(), kTiny);
+  for (int c = 0; c < kCases; ++c) {
+    const auto ids = ids_of(inputs_, c);
+    Tensor got;
+    if (const auto refused = testing::cuda_refusal([&] { got = enc->encode(ids); }))
+      GTEST_SKIP() << "an op of the Qwen3.5 encoder refuses CUDA (" << *refused << ")";
+    const Tensor& want = outputs_.at("case" + std::to_string(c) + ".text_states");
+    ASSERT_EQ(got.shape(), (Shape{want.size(1), 64})) << "case " << c;
+    EXPECT_LE(testing::golden_rel_err(got, want), kBar)
+        << "case " << c << " (T=" << ids.size() << ")";
+  }
+}
+
+// One layer less skipped exposes hidden_states[7]; the embedding and layers 0..6 are points.
+TEST_F(Qwen35TextCuda, Fp32EveryHiddenStateOfEveryCase) {
+  const auto enc = open_qwen35_text(gpu(), kTiny, /*skip_layers=*/1);
+  for (int c = 0; c < kCases; ++c) {
+    testing::CapturePoints keep;
+    {
+      ProbeScope scope(gpu().observer(), &keep);
+      if (const auto refused = testing::cuda_refusal([&] { enc->encode(ids_of(inputs_, c)); }))
+        GTEST_SKIP() << "an op of the Qwen3.5 encoder refuses CUDA (" << *refused << ")";
+    }
+    const Tensor& hs = outputs_.at("case" + std::to_string(c) + ".hidden_states");
+    for (int64_t j = 0; j <= 7; ++j) {
+      const std::string point = j == 0 ? "embed" : "layer" + std::to_string(j - 1) + ".out";
+      ASSERT_TRUE(keep.got.count(point)) << point;
+      EXPECT_LE(testing::golden_rel_err(keep.got.at(point), hs.select(j)), kBar)
+          << "case " << c << " hidden_states[" << j << "]";
+    }
+  }
+}
+
+// The recurrence alone, fed the reference kernel's inputs (already expanded to the value heads).
+TEST_F(Qwen35TextCuda, DeltaRuleOnTheReferenceKernelInputs) {
+  const TensorMap inter = read_all(kTiny / "intermediates.safetensors");
+  auto get = [&](const char* n) {
+    const Tensor& t = inter.at(std::string("layer0.linear_attn.delta_rule.") + n);
+    Shape s(t.shape().begin() + 1, t.shape().end());  // drop the batch of 1
+    return gpu().upload(t.reshape(s));
+  };
+  Tensor out;
+  if (const auto refused = testing::cuda_refusal([&] {
+        out = ops::gated_delta_rule(gpu(), get("query"), get("key"), get("value"), get("g"),
+                                    get("beta"));
+      }))
+    GTEST_SKIP() << "gated_delta_rule refuses CUDA (" << *refused << ")";
+  const Tensor& want = inter.at("layer0.linear_attn.delta_rule.out");
+  EXPECT_LE(testing::golden_rel_err(gpu().download(out), want), 2e-5);
+}
+
+}  // namespace
+}  // namespace avdit::models::text
