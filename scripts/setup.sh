@@ -21,17 +21,17 @@
 set -euo pipefail
 
 BUILD_DIR=${BUILD_DIR:-build}
-# The main job that --run ends with, run from the repo root: sample latents from the tiny golden
-# models beside the repo (MAGI-2 with CFG and UniPC, then H3 with Euler) from a seed, writing out/
-# and printing each output's SHA-256 (the same on every machine for the same seed).
-G=../shared/golden
-MAIN_JOB="mkdir -p out && \
-  $BUILD_DIR/avdit inspect $G/magi2-tiny | sed -n 1,8p && \
-  $BUILD_DIR/avdit generate --model $G/magi2-tiny --text $G/magi2-tiny/sampler.safetensors \
-    --negative $G/magi2-tiny/sampler.safetensors --latent-shape 2,4,6,20 --seed 46 \
-    --out out/magi2-tiny-latents.safetensors && \
-  $BUILD_DIR/avdit generate --model $G/h3-tiny --text $G/h3-tiny/inputs.safetensors \
-    --latent-shape 3,4,6,12 --steps 8 --seed 46 --out out/h3-tiny-latents.safetensors"
+# The main job that --run ends with, run from the repo root: both tiny pipelines (`avdit init
+# --pipeline`, from the tiny models of the golden fixtures beside the repo) from a prompt to an mp4
+# with sound, printing each stage's time and memory and the SHA-256 of the latents, frames,
+# waveform and mp4 (the same on every machine for the same seed).
+MAIN_JOB="rm -rf out/tiny-h3 out/tiny-magi2 && mkdir -p out && \
+  $BUILD_DIR/avdit -q init --pipeline h3 --size tiny --out out/tiny-h3 && \
+  $BUILD_DIR/avdit -q init --pipeline magi2 --size tiny --out out/tiny-magi2 && \
+  $BUILD_DIR/avdit generate --model out/tiny-h3 --prompt 'A red fox runs through fresh snow at dawn.' \
+    --frames 39 --height 64 --width 96 --steps 8 --seed 46 --cache-dir out/cache --out out/h3-tiny.mp4 && \
+  $BUILD_DIR/avdit generate --model out/tiny-magi2 --prompt 'A red fox runs through fresh snow at dawn.' \
+    --seconds 2 --height 64 --width 96 --steps 8 --seed 46 --cache-dir out/cache --out out/magi2-tiny.mp4"
 
 APT_PACKAGES=(
   g++ cmake ninja-build pkg-config python3-venv
