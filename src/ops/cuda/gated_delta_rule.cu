@@ -25,6 +25,7 @@ constexpr int kBlock = kLanes * kColumns;  // threads per block
 constexpr int kMaxDk = 256;
 constexpr int kSharedBudget = 40 * 1024;  // bytes of staged tokens per block
 constexpr int kMaxChunk = 64;
+constexpr int kBatch = 8;  // staging loads in flight per thread
 
 // torch.nn.functional.softplus with its default threshold (the identity above 20), as the CPU.
 __device__ __forceinline__ float softplus_f(float x) { return x > 20.f ? x : log1pf(expf(x)); }
@@ -98,15 +99,38 @@ __global__ void __launch_bounds__(kBlock) gated_delta_rule_kernel(DeltaArgs a) {
   for (int64_t t0 = 0; t0 < a.T; t0 += chunk) {
     const int n = static_cast<int>(std::min<int64_t>(chunk, a.T - t0));
     __syncthreads();  // every thread is done with the previous chunk
-    for (int e = threadIdx.x; e < n * kWidth; e += kBlock) {
-      const int tt = e / kWidth, i = e % kWidth;
-      const int64_t src = ((t0 + tt) * a.Hk + hk) * dk + i;
-      ks[e] = i < dk ? a.k[src] : 0.f;
-      qs[e] = i < dk ? a.q[src] : 0.f;
+    // Each thread issues kBatch loads before its first store, so a chunk waits on memory a few
+    // times instead of once per element.
+    for (int e0 = threadIdx.x; e0 < n * kWidth; e0 += kBlock * kBatch) {
+      float kr[kBatch], qr[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int e = e0 + b * kBlock, tt = e / kWidth, i = e % kWidth;
+        const int64_t src = ((t0 + tt) * a.Hk + hk) * dk + i;
+        const bool live = e < n * kWidth && i < dk;
+        kr[b] = live ? a.k[src] : 0.f;
+        qr[b] = live ? a.q[src] : 0.f;
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int e = e0 + b * kBlock;
+        if (e < n * kWidth) {
+          ks[e] = kr[b];
+          qs[e] = qr[b];
+        }
+      }
     }
-    for (int e = threadIdx.x; e < n * kColumns; e += kBlock) {
-      const int tt = e / kColumns, c = e % kColumns;
-      vs[e] = j0 + c < a.dv ? load_elt(a.v, a.vt, ((t0 + tt) * a.Hv + h) * a.dv + j0 + c) : 0.f;
+    for (int e0 = threadIdx.x; e0 < n * kColumns; e0 += kBlock * kBatch) {
+      float vr[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int e = e0 + b * kBlock, tt = e / kColumns, c = e % kColumns;
+        const bool live = e < n * kColumns && j0 + c < a.dv;
+        vr[b] = live ? load_elt(a.v, a.vt, ((t0 + tt) * a.Hv + h) * a.dv + j0 + c) : 0.f;
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (e0 + b * kBlock < n * kColumns) vs[e0 + b * kBlock] = vr[b];
     }
     for (int e = threadIdx.x; e < n; e += kBlock) {
       es[e] = expf(load_elt(a.g, a.gt, (t0 + e) * a.Hv + h));
