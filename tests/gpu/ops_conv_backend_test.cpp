@@ -13,6 +13,8 @@
 
 #include "backend/cuda/context.h"
 #include "ops/conv3d.h"
+#include "ops/relu.h"
+#include "ops/space_shuffle3d.h"
 #include "testing/backend_ops.h"
 
 namespace avdit::ops {
@@ -127,6 +129,64 @@ TEST_F(ConvBackendOps, Conv3dDecoderSizes) {
   conv3d_case({2, 96, 160, 96}, 96, 3, 3, 3, causal(3, 3, 2), true, DType::F32, 64);
   conv3d_case({3, 120, 160, 96}, 96, 3, 3, 3, same_pad(3, 3, 3, TimePad::Replicate), true,
               DType::BF16, 67);
+}
+
+
+TEST_F(ConvBackendOps, ChannelsToSpace) {
+  struct Case {
+    std::string what;
+    Shape x;
+    ChannelsToSpace s;
+  };
+  const std::vector<Case> cases = {
+      {"nearest x2", {3, 5, 7, 13}, {1, 2, 13, 1, 0, 0, 0, 1}},
+      {"time interleave", {3, 5, 7, 26}, {2, 1, 13, 1, 13, 0, 0, 1}},
+      // DupUp3D(in, out, ft, 2): {ft, 2, out, 4 ft, 4, 2, 1, out * 4 ft / in}.
+      {"DupUp3D 13 -> 13 ft 2", {3, 5, 7, 13}, {2, 2, 13, 8, 4, 2, 1, 8}},
+      {"DupUp3D 1024 -> 1024 ft 2", {2, 6, 10, 1024}, {2, 2, 1024, 8, 4, 2, 1, 8}},
+      {"DupUp3D 512 -> 256 ft 1", {2, 12, 20, 512}, {1, 2, 256, 4, 4, 2, 1, 2}},
+      {"time interleave 384", {4, 12, 20, 768}, {2, 1, 384, 1, 384, 0, 0, 1}},
+      {"nearest x2 192", {3, 24, 40, 192}, {1, 2, 192, 1, 0, 0, 0, 1}},
+  };
+  for (const Case& k : cases)
+    for (DType d : {DType::F32, DType::BF16}) {
+      const Tensor x = random_tensor(k.x, d, 70);
+      check({fmt::format("channels_to_space3d {} {} {}", k.what, shape_str(k.x), dtype_name(d)),
+             kExact, [&](Context& c) {
+               return std::vector<Tensor>{channels_to_space3d(c, c.upload(x), k.s)};
+             }});
+    }
+}
+
+TEST_F(ConvBackendOps, SpaceToChannelsMean) {
+  struct Case {
+    Shape x;
+    SpaceToChannelsMean s;
+  };
+  // AvgDown3D(in, out, ft, fs): groups of C ft fs^2 / out values, across channels too.
+  const std::vector<Case> cases = {{{4, 6, 10, 13}, {2, 2, 13}}, {{3, 5, 7, 12}, {1, 1, 4}},
+                                   {{2, 6, 4, 3}, {2, 2, 8}},    {{4, 16, 24, 96}, {2, 2, 192}},
+                                   {{2, 16, 24, 192}, {1, 2, 384}}};
+  for (const Case& k : cases)
+    for (DType xd : {DType::F32, DType::BF16})
+      for (DType yd : {DType::F32, DType::BF16}) {
+        const Tensor x = random_tensor(k.x, xd, 73);
+        check({fmt::format("space_to_channels_mean3d {} ft {} fs {} -> {} x{} y{}", shape_str(k.x),
+                           k.s.ft, k.s.fs, k.s.out_channels, dtype_name(xd), dtype_name(yd)),
+               kExact, [&](Context& c) {
+                 return std::vector<Tensor>{space_to_channels_mean3d(c, c.upload(x), k.s, yd)};
+               }});
+      }
+}
+
+TEST_F(ConvBackendOps, Relu) {
+  for (const Shape& s : {Shape{1}, Shape{3, 5, 7, 13}, Shape{2, 24, 40, 384}})
+    for (DType xd : {DType::F32, DType::BF16})
+      for (DType yd : {DType::F32, DType::BF16}) {
+        const Tensor x = random_tensor(s, xd, 76);
+        check({fmt::format("relu {} x{} y{}", shape_str(s), dtype_name(xd), dtype_name(yd)), kExact,
+               [&](Context& c) { return std::vector<Tensor>{relu(c, c.upload(x), yd)}; }});
+      }
 }
 
 }  // namespace
