@@ -12,8 +12,14 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/context.h"
+#include "ops/conv1d.h"
+#include "ops/conv1d_affine.h"
+#include "ops/conv1d_alias_free.h"
+#include "ops/conv1d_transpose.h"
 #include "ops/conv3d.h"
 #include "ops/relu.h"
+#include "ops/resample_fft.h"
+#include "ops/snake_beta.h"
 #include "ops/space_shuffle3d.h"
 #include "testing/backend_ops.h"
 
@@ -50,6 +56,41 @@ class ConvBackendOps : public test_util::BackendOpsTest {
   void conv3d_case(Shape xs, int64_t co, int64_t kt, int64_t kh, int64_t kw,
                    const Conv3dGeometry& g, bool with_bias, DType d, uint32_t seed) {
     conv3d_case(std::move(xs), co, kt, kh, kw, g, with_bias, d, d, d, seed);
+  }
+
+  // conv1d on x [B, cin, L] with a [cout, cin / groups, k] weight; x and y in xd, w in wd.
+  void conv1d_case(int64_t B, int64_t cin, int64_t L, int64_t cout, int64_t k,
+                   const Conv1dParams& p, bool with_bias, DType xd, DType wd, uint32_t seed) {
+    const Tensor x = random_tensor({B, cin, L}, xd, seed);
+    const float wstd = 1.0f / std::sqrt(static_cast<float>(cin / p.groups * k));
+    const Tensor w = random_tensor({cout, cin / p.groups, k}, wd, seed + 1, wstd);
+    const Tensor b = random_tensor({cout}, wd, seed + 2, 0.5f);
+    check({fmt::format("conv1d [{}, {}, {}] -> {} k{} s{} p{} d{} g{}{} x{} w{}", B, cin, L, cout,
+                       k, p.stride, p.padding, p.dilation, p.groups, with_bias ? " bias" : "",
+                       dtype_name(xd), dtype_name(wd)),
+           tol_for(xd), [&](Context& c) {
+             const Tensor wc = c.upload(w), bc = c.upload(b);
+             return std::vector<Tensor>{conv1d(c, c.upload(x), wc, with_bias ? &bc : nullptr, p)};
+           }});
+  }
+
+  // conv1d_transpose on x [B, cin, L] with a [cin, cout, k] weight.
+  void conv1d_transpose_case(int64_t B, int64_t cin, int64_t L, int64_t cout, int64_t k,
+                             int64_t stride, int64_t padding, bool with_bias, DType xd, DType wd,
+                             uint32_t seed) {
+    const Tensor x = random_tensor({B, cin, L}, xd, seed);
+    const float wstd = 1.0f / std::sqrt(static_cast<float>(cin * k / stride));
+    const Tensor w = random_tensor({cin, cout, k}, wd, seed + 1, wstd);
+    const Tensor b = random_tensor({cout}, wd, seed + 2, 0.5f);
+    check({fmt::format("conv1d_transpose [{}, {}, {}] -> {} k{} s{} p{}{} x{} w{}", B, cin, L, cout,
+                       k, stride, padding, with_bias ? " bias" : "", dtype_name(xd),
+                       dtype_name(wd)),
+           tol_for(xd), [&](Context& c) {
+             const Tensor wc = c.upload(w), bc = c.upload(b);
+             return std::vector<Tensor>{conv1d_transpose(c, c.upload(x), wc,
+                                                         with_bias ? &bc : nullptr,
+                                                         {stride, padding})};
+           }});
   }
 };
 
@@ -187,6 +228,140 @@ TEST_F(ConvBackendOps, Relu) {
         check({fmt::format("relu {} x{} y{}", shape_str(s), dtype_name(xd), dtype_name(yd)), kExact,
                [&](Context& c) { return std::vector<Tensor>{relu(c, c.upload(x), yd)}; }});
       }
+}
+
+
+TEST_F(ConvBackendOps, Conv1d) {
+  for (DType d : {DType::F32, DType::BF16}) {
+    // Odd sizes: padding, stride, dilation, groups, pointwise, no bias, batch rows.
+    conv1d_case(2, 13, 37, 11, 7, {.padding = 9, .dilation = 3}, true, d, d, 80);
+    conv1d_case(2, 13, 37, 11, 7, {.stride = 2, .padding = 1}, true, d, d, 83);
+    conv1d_case(1, 13, 5, 11, 7, {.padding = 3}, false, d, d, 86);
+    conv1d_case(2, 12, 29, 8, 3, {.padding = 1, .groups = 4}, true, d, d, 89);
+    conv1d_case(1, 13, 37, 11, 1, {}, true, d, d, 92);
+    // Oobleck: conv_in 64 -> 2048, the residual units' k7 at dilations 1, 3, 9 and their 1x1,
+    // conv_out 128 -> 2 without bias.
+    conv1d_case(1, 64, 50, 2048, 7, {.padding = 3}, true, d, d, 95);
+    for (int64_t dil : {1, 3, 9})
+      conv1d_case(1, 256, 600, 256, 7, {.padding = 3 * dil, .dilation = dil}, true, d, d, 98);
+    conv1d_case(1, 1024, 400, 1024, 1, {}, true, d, d, 101);
+    conv1d_case(1, 128, 4096, 2, 7, {.padding = 3}, false, d, d, 104);
+    // BigVGAN: conv_pre, the AMP blocks' k3 / k7 / k11 at dilations 1, 3, 5, conv_post.
+    conv1d_case(1, 32, 40, 1024, 7, {.padding = 3}, true, d, d, 107);
+    for (int64_t k : {3, 7, 11})
+      for (int64_t dil : {1, 3, 5})
+        conv1d_case(1, 128, 800, 128, k, {.padding = dil * (k - 1) / 2, .dilation = dil}, true, d,
+                    d, 110);
+    conv1d_case(1, 8, 6400, 2, 7, {.padding = 3}, false, d, d, 113);
+  }
+  // Longer than one unfolded span (the span loop and its last, shorter span).
+  conv1d_case(1, 1024, 10000, 16, 7, {.padding = 3}, true, DType::F32, DType::F32, 116);
+  conv1d_case(1, 1024, 20000, 16, 7, {.padding = 9, .dilation = 3}, true, DType::BF16,
+              DType::BF16, 119);
+  // Mixed dtypes: widened to F32 for the GEMM.
+  conv1d_case(2, 13, 37, 11, 7, {.padding = 3}, true, DType::BF16, DType::F32, 122);
+  conv1d_case(2, 13, 37, 11, 7, {.padding = 3}, true, DType::F32, DType::BF16, 125);
+}
+
+TEST_F(ConvBackendOps, Conv1dTranspose) {
+  for (DType d : {DType::F32, DType::BF16}) {
+    conv1d_transpose_case(2, 13, 9, 11, 5, 2, 1, true, d, d, 130);
+    conv1d_transpose_case(1, 13, 9, 11, 16, 8, 4, false, d, d, 133);
+    conv1d_transpose_case(2, 7, 11, 5, 9, 5, 2, true, d, d, 136);
+    conv1d_transpose_case(1, 7, 11, 5, 3, 1, 0, true, d, d, 139);
+    conv1d_transpose_case(1, 7, 6, 5, 2, 4, 0, true, d, d, 142);  // kernel < stride: gaps
+    // Oobleck's first and last upsamplers (kernel 2s, padding ceil(s / 2)), BigVGAN's x5 and x2.
+    conv1d_transpose_case(1, 2048, 50, 1024, 16, 8, 4, true, d, d, 145);
+    conv1d_transpose_case(1, 128, 3000, 128, 4, 2, 1, true, d, d, 148);
+    conv1d_transpose_case(1, 1024, 40, 512, 9, 5, 2, true, d, d, 151);
+    conv1d_transpose_case(1, 64, 2000, 32, 4, 2, 1, true, d, d, 154);
+  }
+  // More outputs than one span (the spans' overlapping input samples).
+  conv1d_transpose_case(1, 16, 8500, 512, 16, 8, 4, true, DType::F32, DType::F32, 157);
+  conv1d_transpose_case(2, 13, 9, 11, 5, 2, 1, true, DType::BF16, DType::F32, 160);
+}
+
+TEST_F(ConvBackendOps, Conv1dAffine) {
+  for (DType d : {DType::F32, DType::BF16}) {
+    struct Case {
+      Shape x;
+      bool per_channel, shift;
+      float lo, hi;
+    };
+    for (const Case& k : {Case{{2, 13, 37}, true, true, -kNoLimit, kNoLimit},
+                          Case{{2, 13, 37}, false, false, -1.0f, 1.0f},
+                          Case{{2, 13, 37}, true, false, -0.5f, 2.0f},
+                          Case{{1, 32, 400}, true, true, -kNoLimit, kNoLimit},
+                          Case{{1, 2, 64000}, false, false, -1.0f, 1.0f}}) {
+      const int64_t C = k.x[1];
+      const Tensor x = random_tensor(k.x, d, 170, 1.5f);
+      const Tensor scale = random_tensor({k.per_channel ? C : 1}, DType::F32, 171, 0.5f, 1.f);
+      const Tensor shift = random_tensor({k.per_channel ? C : 1}, DType::F32, 172, 0.3f);
+      check({fmt::format("conv1d_affine {} scale [{}]{} clamp [{}, {}] {}", shape_str(k.x),
+                         scale.numel(), k.shift ? " shift" : "", k.lo, k.hi, dtype_name(d)),
+             kExact, [&](Context& c) {
+               const Tensor sc = c.upload(scale), sh = c.upload(shift);
+               return std::vector<Tensor>{
+                   conv1d_affine(c, c.upload(x), sc, k.shift ? &sh : nullptr, k.lo, k.hi)};
+             }});
+    }
+  }
+}
+
+TEST_F(ConvBackendOps, SnakeBeta) {
+  for (DType d : {DType::F32, DType::BF16})
+    for (const Shape& s : {Shape{2, 13, 37}, Shape{1, 1024, 400}, Shape{1, 128, 50000}}) {
+      const Tensor x = random_tensor(s, d, 180, 1.5f);
+      const Tensor alpha = random_tensor({s[1]}, DType::F32, 181, 0.2f);
+      const Tensor beta = random_tensor({s[1]}, DType::F32, 182, 0.2f);
+      check({fmt::format("snake_beta {} {}", shape_str(s), dtype_name(d)), tol_for(d),
+             [&](Context& c) {
+               return std::vector<Tensor>{
+                   snake_beta(c, c.upload(x), c.upload(alpha), c.upload(beta))};
+             }});
+    }
+}
+
+TEST_F(ConvBackendOps, AliasFreeSnake) {
+  struct Case {
+    Shape x;
+    int64_t ku, kd, ratio;
+  };
+  // BigVGAN: 12-tap filters at ratio 2, from 1024 channels to the last stage's 8; odd and short
+  // rows, odd filters and another ratio for the edges.
+  for (const Case& k : {Case{{2, 13, 37}, 12, 12, 2}, Case{{1, 3, 1}, 12, 12, 2},
+                        Case{{2, 5, 300}, 6, 5, 3}, Case{{1, 4, 77}, 4, 7, 2},
+                        Case{{1, 1024, 80}, 12, 12, 2}, Case{{1, 64, 3000}, 12, 12, 2},
+                        Case{{1, 8, 64000}, 12, 12, 2}})
+    for (DType d : {DType::F32, DType::BF16}) {
+      const int64_t C = k.x[1];
+      const Tensor x = random_tensor(k.x, d, 190, 1.5f);
+      const Tensor up = random_tensor({1, 1, k.ku}, DType::F32, 191, 0.3f);
+      const Tensor down = random_tensor({1, 1, k.kd}, DType::F32, 192, 0.3f);
+      const Tensor alpha = random_tensor({C}, DType::F32, 193, 0.2f);
+      const Tensor beta = random_tensor({C}, DType::F32, 194, 0.2f);
+      check({fmt::format("conv1d_alias_free_snake {} up {} down {} ratio {} {}", shape_str(k.x),
+                         k.ku, k.kd, k.ratio, dtype_name(d)),
+             tol_for(d), [&](Context& c) {
+               return std::vector<Tensor>{conv1d_alias_free_snake(
+                   c, c.upload(x), c.upload(up), c.upload(down), c.upload(alpha), c.upload(beta),
+                   k.ratio)};
+             }});
+    }
+}
+
+TEST_F(ConvBackendOps, ResampleFft) {
+  // Shrinking and growing, odd and even lengths (the Nyquist rule), powers of two (radix-2 alone)
+  // and not (Bluestein), a single sample; then MAGI-2's 2 s of Oobleck audio, 102,400 samples at
+  // 51.2 kHz onto 88,200 at 44.1 kHz.
+  for (const auto& [n, m] : {std::pair<int64_t, int64_t>{7, 5}, {5, 7}, {8, 6}, {6, 8}, {13, 13},
+                             {1, 4}, {4, 1}, {1024, 882}, {100, 441}, {441, 100},
+                             {102400, 88200}})
+    for (DType d : {DType::F32, DType::BF16}) {
+      const Tensor x = random_tensor({2, n}, d, 200);
+      check({fmt::format("resample_fft [2, {}] -> {} {}", n, m, dtype_name(d)), tol_for(d),
+             [&](Context& c) { return std::vector<Tensor>{resample_fft(c, c.upload(x), m)}; }});
+    }
 }
 
 }  // namespace
