@@ -41,12 +41,12 @@ class ConvBackendOps : public test_util::BackendOpsTest {
     const float wstd = 1.0f / std::sqrt(static_cast<float>(kt * kh * kw * ci));
     const Tensor w = random_tensor({co, kt, kh, kw, ci}, wd, seed + 1, wstd);
     const Tensor b = random_tensor({co}, wd, seed + 2, 0.5f);
-    const std::string name = fmt::format(
-        "conv3d {} -> {} k{}x{}x{} s{}{}{} pad t{}+{} h{}+{} w{}+{} {}{} x{} w{} y{}",
-        shape_str(xs), co, kt, kh, kw, g.stride_t, g.stride_h, g.stride_w, g.pad_front,
-        g.pad_back, g.pad_top, g.pad_bottom, g.pad_left, g.pad_right,
-        g.time_pad == TimePad::Zeros ? "zeros" : "replicate", with_bias ? " bias" : "",
-        dtype_name(xd), dtype_name(wd), dtype_name(yd));
+    const std::string name =
+        fmt::format("conv3d {} -> {} k{}x{}x{} s{}{}{} pad t{}+{} h{}+{} w{}+{} {}{} x{} w{} y{}",
+                    shape_str(xs), co, kt, kh, kw, g.stride_t, g.stride_h, g.stride_w, g.pad_front,
+                    g.pad_back, g.pad_top, g.pad_bottom, g.pad_left, g.pad_right,
+                    g.time_pad == TimePad::Zeros ? "zeros" : "replicate", with_bias ? " bias" : "",
+                    dtype_name(xd), dtype_name(wd), dtype_name(yd));
     check({name, tol_for(yd), [&](Context& c) {
              const Tensor wc = c.upload(w), bc = c.upload(b);
              return std::vector<Tensor>{
@@ -82,15 +82,14 @@ class ConvBackendOps : public test_util::BackendOpsTest {
     const float wstd = 1.0f / std::sqrt(static_cast<float>(cin * k / stride));
     const Tensor w = random_tensor({cin, cout, k}, wd, seed + 1, wstd);
     const Tensor b = random_tensor({cout}, wd, seed + 2, 0.5f);
-    check({fmt::format("conv1d_transpose [{}, {}, {}] -> {} k{} s{} p{}{} x{} w{}", B, cin, L, cout,
-                       k, stride, padding, with_bias ? " bias" : "", dtype_name(xd),
-                       dtype_name(wd)),
-           tol_for(xd), [&](Context& c) {
-             const Tensor wc = c.upload(w), bc = c.upload(b);
-             return std::vector<Tensor>{conv1d_transpose(c, c.upload(x), wc,
-                                                         with_bias ? &bc : nullptr,
-                                                         {stride, padding})};
-           }});
+    check(
+        {fmt::format("conv1d_transpose [{}, {}, {}] -> {} k{} s{} p{}{} x{} w{}", B, cin, L, cout,
+                     k, stride, padding, with_bias ? " bias" : "", dtype_name(xd), dtype_name(wd)),
+         tol_for(xd), [&](Context& c) {
+           const Tensor wc = c.upload(w), bc = c.upload(b);
+           return std::vector<Tensor>{
+               conv1d_transpose(c, c.upload(x), wc, with_bias ? &bc : nullptr, {stride, padding})};
+         }});
   }
 };
 
@@ -114,7 +113,8 @@ Conv3dGeometry causal(int64_t kh, int64_t kw, int64_t front) {
 TEST_F(ConvBackendOps, Conv3dOddSizes) {
   for (DType d : {DType::F32, DType::BF16}) {
     for (TimePad tp : {TimePad::Zeros, TimePad::Replicate})
-      for (bool bias : {true, false}) conv3d_case({3, 5, 7, 13}, 11, 3, 3, 3, same_pad(3, 3, 3, tp), bias, d, 1);
+      for (bool bias : {true, false})
+        conv3d_case({3, 5, 7, 13}, 11, 3, 3, 3, same_pad(3, 3, 3, tp), bias, d, 1);
     // Strides in space and time, uneven pads, a replicate pad wider than the clip.
     Conv3dGeometry g = same_pad(3, 3, 3);
     g.stride_h = g.stride_w = 2;
@@ -172,7 +172,6 @@ TEST_F(ConvBackendOps, Conv3dDecoderSizes) {
               DType::BF16, 67);
 }
 
-
 TEST_F(ConvBackendOps, ChannelsToSpace) {
   struct Case {
     std::string what;
@@ -205,8 +204,10 @@ TEST_F(ConvBackendOps, SpaceToChannelsMean) {
     SpaceToChannelsMean s;
   };
   // AvgDown3D(in, out, ft, fs): groups of C ft fs^2 / out values, across channels too.
-  const std::vector<Case> cases = {{{4, 6, 10, 13}, {2, 2, 13}}, {{3, 5, 7, 12}, {1, 1, 4}},
-                                   {{2, 6, 4, 3}, {2, 2, 8}},    {{4, 16, 24, 96}, {2, 2, 192}},
+  const std::vector<Case> cases = {{{4, 6, 10, 13}, {2, 2, 13}},
+                                   {{3, 5, 7, 12}, {1, 1, 4}},
+                                   {{2, 6, 4, 3}, {2, 2, 8}},
+                                   {{4, 16, 24, 96}, {2, 2, 192}},
                                    {{2, 16, 24, 192}, {1, 2, 384}}};
   for (const Case& k : cases)
     for (DType xd : {DType::F32, DType::BF16})
@@ -229,7 +230,6 @@ TEST_F(ConvBackendOps, Relu) {
                [&](Context& c) { return std::vector<Tensor>{relu(c, c.upload(x), yd)}; }});
       }
 }
-
 
 TEST_F(ConvBackendOps, Conv1d) {
   for (DType d : {DType::F32, DType::BF16}) {
@@ -256,8 +256,8 @@ TEST_F(ConvBackendOps, Conv1d) {
   }
   // Longer than one unfolded span (the span loop and its last, shorter span).
   conv1d_case(1, 1024, 10000, 16, 7, {.padding = 3}, true, DType::F32, DType::F32, 116);
-  conv1d_case(1, 1024, 20000, 16, 7, {.padding = 9, .dilation = 3}, true, DType::BF16,
-              DType::BF16, 119);
+  conv1d_case(1, 1024, 20000, 16, 7, {.padding = 9, .dilation = 3}, true, DType::BF16, DType::BF16,
+              119);
   // Mixed dtypes: widened to F32 for the GEMM.
   conv1d_case(2, 13, 37, 11, 7, {.padding = 3}, true, DType::BF16, DType::F32, 122);
   conv1d_case(2, 13, 37, 11, 7, {.padding = 3}, true, DType::F32, DType::BF16, 125);
@@ -288,11 +288,11 @@ TEST_F(ConvBackendOps, Conv1dAffine) {
       bool per_channel, shift;
       float lo, hi;
     };
-    for (const Case& k : {Case{{2, 13, 37}, true, true, -kNoLimit, kNoLimit},
-                          Case{{2, 13, 37}, false, false, -1.0f, 1.0f},
-                          Case{{2, 13, 37}, true, false, -0.5f, 2.0f},
-                          Case{{1, 32, 400}, true, true, -kNoLimit, kNoLimit},
-                          Case{{1, 2, 64000}, false, false, -1.0f, 1.0f}}) {
+    for (const Case& k :
+         {Case{{2, 13, 37}, true, true, -kNoLimit, kNoLimit},
+          Case{{2, 13, 37}, false, false, -1.0f, 1.0f}, Case{{2, 13, 37}, true, false, -0.5f, 2.0f},
+          Case{{1, 32, 400}, true, true, -kNoLimit, kNoLimit},
+          Case{{1, 2, 64000}, false, false, -1.0f, 1.0f}}) {
       const int64_t C = k.x[1];
       const Tensor x = random_tensor(k.x, d, 170, 1.5f);
       const Tensor scale = random_tensor({k.per_channel ? C : 1}, DType::F32, 171, 0.5f, 1.f);
@@ -329,10 +329,10 @@ TEST_F(ConvBackendOps, AliasFreeSnake) {
   };
   // BigVGAN: 12-tap filters at ratio 2, from 1024 channels to the last stage's 8; odd and short
   // rows, odd filters and another ratio for the edges.
-  for (const Case& k : {Case{{2, 13, 37}, 12, 12, 2}, Case{{1, 3, 1}, 12, 12, 2},
-                        Case{{2, 5, 300}, 6, 5, 3}, Case{{1, 4, 77}, 4, 7, 2},
-                        Case{{1, 1024, 80}, 12, 12, 2}, Case{{1, 64, 3000}, 12, 12, 2},
-                        Case{{1, 8, 64000}, 12, 12, 2}})
+  for (const Case& k :
+       {Case{{2, 13, 37}, 12, 12, 2}, Case{{1, 3, 1}, 12, 12, 2}, Case{{2, 5, 300}, 6, 5, 3},
+        Case{{1, 4, 77}, 4, 7, 2}, Case{{1, 1024, 80}, 12, 12, 2}, Case{{1, 64, 3000}, 12, 12, 2},
+        Case{{1, 8, 64000}, 12, 12, 2}})
     for (DType d : {DType::F32, DType::BF16}) {
       const int64_t C = k.x[1];
       const Tensor x = random_tensor(k.x, d, 190, 1.5f);
@@ -343,9 +343,9 @@ TEST_F(ConvBackendOps, AliasFreeSnake) {
       check({fmt::format("conv1d_alias_free_snake {} up {} down {} ratio {} {}", shape_str(k.x),
                          k.ku, k.kd, k.ratio, dtype_name(d)),
              tol_for(d), [&](Context& c) {
-               return std::vector<Tensor>{conv1d_alias_free_snake(
-                   c, c.upload(x), c.upload(up), c.upload(down), c.upload(alpha), c.upload(beta),
-                   k.ratio)};
+               return std::vector<Tensor>{conv1d_alias_free_snake(c, c.upload(x), c.upload(up),
+                                                                  c.upload(down), c.upload(alpha),
+                                                                  c.upload(beta), k.ratio)};
              }});
     }
 }
@@ -354,8 +354,16 @@ TEST_F(ConvBackendOps, ResampleFft) {
   // Shrinking and growing, odd and even lengths (the Nyquist rule), powers of two (radix-2 alone)
   // and not (Bluestein), a single sample; then MAGI-2's 2 s of Oobleck audio, 102,400 samples at
   // 51.2 kHz onto 88,200 at 44.1 kHz.
-  for (const auto& [n, m] : {std::pair<int64_t, int64_t>{7, 5}, {5, 7}, {8, 6}, {6, 8}, {13, 13},
-                             {1, 4}, {4, 1}, {1024, 882}, {100, 441}, {441, 100},
+  for (const auto& [n, m] : {std::pair<int64_t, int64_t>{7, 5},
+                             {5, 7},
+                             {8, 6},
+                             {6, 8},
+                             {13, 13},
+                             {1, 4},
+                             {4, 1},
+                             {1024, 882},
+                             {100, 441},
+                             {441, 100},
                              {102400, 88200}})
     for (DType d : {DType::F32, DType::BF16}) {
       const Tensor x = random_tensor({2, n}, d, 200);

@@ -13,7 +13,7 @@
 namespace avdit::cuda {
 namespace {
 
-constexpr int64_t kTile = 256;                  // output samples per block
+constexpr int64_t kTile = 256;                    // output samples per block
 constexpr int64_t kSharedFloats = 48 * 1024 / 4;  // the default dynamic shared memory limit
 
 struct AliasFree {
@@ -93,8 +93,10 @@ void conv1d_alias_free_snake(CudaContext& c, const Tensor& x, const Tensor& up, 
   const int64_t Ku = up.numel(), Kd = down.numel();
   // The tile shrinks for long filters or high ratios so that its samples fit in shared memory.
   const int64_t room = kSharedFloats - Ku - Kd - (Kd - 1);
-  AVDIT_REQUIRE(room >= ratio, "conv1d_alias_free_snake: filters of {} and {} taps at ratio {} "
-                "do not fit the CUDA kernel's shared memory", Ku, Kd, ratio);
+  AVDIT_REQUIRE(room >= ratio,
+                "conv1d_alias_free_snake: filters of {} and {} taps at ratio {} "
+                "do not fit the CUDA kernel's shared memory",
+                Ku, Kd, ratio);
   const int64_t tile = std::min(kTile, room / ratio);
   AliasFree p;
   p.C = C;
@@ -112,8 +114,8 @@ void conv1d_alias_free_snake(CudaContext& c, const Tensor& x, const Tensor& up, 
                 x.shape_str());
   const size_t shared = static_cast<size_t>(Ku + Kd + (tile - 1) * ratio + Kd) * sizeof(float);
   alias_free_snake_kernel<<<static_cast<unsigned>(blocks), kThreads, shared, c.stream()>>>(
-      x.raw(), xt, up.raw(), ut, down.raw(), dt, alpha.raw(), at, beta.raw(), bt, device_ptr(y),
-      yt, p);
+      x.raw(), xt, up.raw(), ut, down.raw(), dt, alpha.raw(), at, beta.raw(), bt, device_ptr(y), yt,
+      p);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 

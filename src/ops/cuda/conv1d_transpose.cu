@@ -102,8 +102,8 @@ void conv1d_transpose(CudaContext& c, const Tensor& x, const Tensor& w, const Te
       const int64_t n = i_hi - i_lo + 1;
       if (n > 0) {
         AVDIT_CHECK(n <= n_max, "conv1d_transpose: span of {} samples above {}", n, n_max);
-        transpose_kernel<<<grid_for(n * Cin), kThreads, 0, c.stream()>>>(
-            x.raw(), xt, x0, L, i_lo, xs.p, tt, Cin, n * Cin);
+        transpose_kernel<<<grid_for(n * Cin), kThreads, 0, c.stream()>>>(x.raw(), xt, x0, L, i_lo,
+                                                                         xs.p, tt, Cin, n * Cin);
         AVDIT_CUDA_CHECK_LAUNCH();
         // contrib[n, Cout * K] = xs [n, Cin] . w [Cin, Cout * K]
         GemmProblem g;

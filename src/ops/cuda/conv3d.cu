@@ -1,7 +1,8 @@
 // conv3d on the GPU (ops/conv3d.h), as the CPU does it: im2col of a block of output voxels into
 // [voxels, kt*kh*kw*Cin] rows of a stream-ordered workspace (bounded, so any clip fits), then one
 // cuBLASLt GEMM (fp32 accumulation) per block against the [Cout, K] weight; the bias is added in
-// fp32 and the sum rounded once to y's dtype. A 1x1x1 convolution multiplies the voxel rows as they are.
+// fp32 and the sum rounded once to y's dtype. A 1x1x1 convolution multiplies the voxel rows as they
+// are.
 #include <algorithm>
 #include <cstdint>
 
@@ -155,8 +156,7 @@ void conv3d(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias
         const int64_t total = n * taps * cw;
         im2col_words_kernel<<<grid_for(total), kThreads, 0, c.stream()>>>(
             static_cast<const uint4*>(x.raw()), static_cast<uint4*>(col.p), geom, v0,
-            static_cast<int32_t>(cw), static_cast<int32_t>(taps * cw),
-            static_cast<int32_t>(total));
+            static_cast<int32_t>(cw), static_cast<int32_t>(taps * cw), static_cast<int32_t>(total));
       } else {
         const int64_t total = n * K;
         im2col_kernel<<<grid_for(total), kThreads, 0, c.stream()>>>(
@@ -183,8 +183,8 @@ void conv3d(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias
     if (!direct) {
       const int64_t total = n * Co;
       bias_store_kernel<<<grid_for(total), kThreads, 0, c.stream()>>>(
-          static_cast<const float*>(acc.p), bias ? static_cast<const float*>(b32.raw()) : nullptr, device_ptr(y), yt,
-          v0 * Co, static_cast<int32_t>(Co), static_cast<int32_t>(total));
+          static_cast<const float*>(acc.p), bias ? static_cast<const float*>(b32.raw()) : nullptr,
+          device_ptr(y), yt, v0 * Co, static_cast<int32_t>(Co), static_cast<int32_t>(total));
       AVDIT_CUDA_CHECK_LAUNCH();
     }
   }

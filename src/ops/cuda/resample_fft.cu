@@ -37,7 +37,8 @@ __global__ void bit_reverse_kernel(double2* a, int64_t total, int bits) {
   const int64_t mask = (int64_t{1} << bits) - 1;
   for (int64_t e = first_of(); e < total; e += stride_of()) {
     const int64_t i = e & mask;
-    const int64_t j = static_cast<int64_t>(__brevll(static_cast<unsigned long long>(i)) >> (64 - bits));
+    const int64_t j =
+        static_cast<int64_t>(__brevll(static_cast<unsigned long long>(i)) >> (64 - bits));
     if (i < j) {
       double2* row = a + (e - i);
       const double2 t = row[i];
@@ -76,7 +77,8 @@ void radix2(cudaStream_t st, double2* a, int64_t rows, int64_t N, bool inverse) 
 // chirp[t] = exp(sign pi i (t^2 mod 2N) / N) (the reduction keeps the angle small and exact).
 __global__ void chirp_kernel(double2* chirp, int64_t N, double sign) {
   for (int64_t t = first_of(); t < N; t += stride_of()) {
-    const uint64_t sq = (static_cast<uint64_t>(t) * static_cast<uint64_t>(t)) % (2 * static_cast<uint64_t>(N));
+    const uint64_t sq =
+        (static_cast<uint64_t>(t) * static_cast<uint64_t>(t)) % (2 * static_cast<uint64_t>(N));
     double s, c;
     sincospi(sign * static_cast<double>(sq) / static_cast<double>(N), &s, &c);
     chirp[t] = make_double2(c, s);

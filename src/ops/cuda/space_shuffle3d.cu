@@ -101,8 +101,8 @@ void space_to_channels_mean3d(CudaContext& c, const Tensor& x, const SpaceToChan
   const int64_t T = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
   const int64_t F = s.ft * s.fs * s.fs, Co = s.out_channels;
   AVDIT_CHECK(T % s.ft == 0 && H % s.fs == 0 && W % s.fs == 0 && (C * F) % Co == 0,
-              "space_to_channels_mean3d: x {} with factors {}x{} into {} channels",
-              x.shape_str(), s.ft, s.fs, Co);
+              "space_to_channels_mean3d: x {} with factors {}x{} into {} channels", x.shape_str(),
+              s.ft, s.fs, Co);
   const int64_t To = T / s.ft, Ho = H / s.fs, Wo = W / s.fs, group = C * F / Co;
   AVDIT_CHECK(y.size(0) == To && y.size(1) == Ho && y.size(2) == Wo && y.size(3) == Co,
               "space_to_channels_mean3d: output {} for x {}", y.shape_str(), x.shape_str());
