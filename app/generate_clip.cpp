@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "context.h"
 #include "core/error.h"
@@ -105,12 +106,17 @@ std::string file_sha256(const fs::path& p) {
 
 int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   AVDIT_REQUIRE(!m.out.empty(), "pipeline mode (--prompt) needs --out CLIP.mp4");
-  AVDIT_REQUIRE(m.out.ends_with(".mp4"), "--out {}: pipeline mode writes an .mp4", m.out);
+  // .safetensors: the decoded clip itself (frames [T, 3, H, W] and waveform, float32), for numeric
+  // comparisons and builds without FFmpeg.
+  const bool raw = m.out.ends_with(".safetensors");
+  AVDIT_REQUIRE(m.out.ends_with(".mp4") || raw,
+                "--out {}: pipeline mode writes an .mp4 (or the decoded clip as .safetensors)", m.out);
   AVDIT_REQUIRE(a.keep_latents.empty() || a.keep_latents.ends_with(".safetensors"),
                 "--keep-latents {}: expected a .safetensors file", a.keep_latents);
 #if !AVDIT_HAVE_MEDIA
-  throw BadInput("pipeline mode writes an mp4, and this build has no media writers (FFmpeg)");
-#else
+  AVDIT_REQUIRE(raw, "--out {}: this build has no media writers (FFmpeg); write the decoded clip as .safetensors",
+                m.out);
+#endif
   AVDIT_REQUIRE(!m.steps || (*m.steps >= 1 && *m.steps <= 10000), "--steps {}: expected 1 to 10000",
                 m.steps.value_or(0));
   pipeline::ComponentOverrides o{a.dit, a.text_encoder, a.tokenizer, a.video_vae, a.audio_vae};
@@ -209,13 +215,25 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   {
     const auto t0 = std::chrono::steady_clock::now();
     reset_host_rss_peak();
-    const media::FrameRate fps = media::parse_frame_rate(fmt::format("{}", clip.fps), "the release's frame rate");
-    media::write_mp4(m.out, clip.frames, fps, clip.audio, clip.sample_rate, media::Mp4Options{a.crf});
     pipeline::StageRecord s;
-    s.name = "mux";
+    if (raw) {
+      const std::vector<std::pair<std::string, Tensor>> tensors = {{"frames", clip.frames},
+                                                                   {"waveform", clip.audio}};
+      const std::map<std::string, std::string> meta = {{"fps", fmt::format("{}", clip.fps)},
+                                                       {"sample_rate", std::to_string(clip.sample_rate)}};
+      write_safetensors(m.out, tensors, meta);
+      s.name = "write";
+      s.detail = "frames and waveform, float32";
+    } else {
+#if AVDIT_HAVE_MEDIA
+      const media::FrameRate fps = media::parse_frame_rate(fmt::format("{}", clip.fps), "the release's frame rate");
+      media::write_mp4(m.out, clip.frames, fps, clip.audio, clip.sample_rate, media::Mp4Options{a.crf});
+      s.name = "mux";
+      s.detail = fmt::format("H.264 + AAC at {} fps", fps.str());
+#endif
+    }
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     s.host_peak = host_rss_peak();
-    s.detail = fmt::format("H.264 + AAC at {} fps", fps.str());
     clip.stages.push_back(s);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
@@ -253,7 +271,6 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   if (!a.keep_latents.empty()) std::cout << "wrote " << a.keep_latents << "\n";
   std::cout << fmt::format("wrote {}  sha256 {}\n", m.out, sha_mp4);
   return 0;
-#endif
 }
 
 }  // namespace avdit::app

@@ -122,6 +122,18 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
       text::TextEncoderOptions options;
       // The Qwen3.5 encoder (MAGI-2) runs float32 activations only for now.
       options.act = magi2 ? DType::F32 : r.act;
+      if (!magi2) {
+        // MiniMax-H3 takes the residual after layer 50 of Qwen3-VL-32B's 64; a smaller model (the
+        // tiny pipelines of `avdit init`) has no layer 50 and gives the residual after its last.
+        const nlohmann::json tc = read_json(c.text_encoder / "config.json");
+        const nlohmann::json& t = tc.contains("text_config") ? tc["text_config"] : tc;
+        const int64_t layers = t.value("num_hidden_layers", int64_t{0});
+        if (layers > 0 && layers < 50) {
+          options.selected_layers = static_cast<int>(layers);
+          log::info("{}: {} layers, fewer than MiniMax-H3's 50: the residual after the last",
+                    c.text_encoder.string(), layers);
+        }
+      }
       int64_t tokens = 0;
       {
         const auto encoder = text::open_text_encoder(*ctx.text, c.text_encoder, options);

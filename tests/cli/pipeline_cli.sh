@@ -123,7 +123,16 @@ expect 2 "multiples of 32" --model "$tmp/h3" --prompt "$P" --frames 22 --height 
 expect 2 "multiples of the VAE's 16x16" --model "$tmp/m2" --prompt "$P" --seconds 2 --height 72 --width 96 \
   --out "$tmp/x.mp4"
 expect 2 "not a pipeline folder" --model "$shared/golden/h3-tiny" --prompt "$P" --out "$tmp/x.mp4"
-expect 2 "pipeline mode writes an .mp4" --model "$tmp/h3" --prompt "$P" --out "$tmp/x.safetensors"
+expect 2 "pipeline mode writes an .mp4" --model "$tmp/h3" --prompt "$P" --out "$tmp/x.wav"
+# .safetensors: the decoded clip itself, the same frames and waveform the mp4 run hashed.
+h3 --out "$tmp/raw.safetensors" >"$tmp/raw.txt" 2>&1 || fail "raw clip: $(cat "$tmp/raw.txt")"
+[ "$(shas "$tmp/a.txt" | head -4)" = "$(shas "$tmp/raw.txt" | head -4)" ] || fail "raw clip differs"
+"$py" - "$tmp/raw.safetensors" <<'PY' || fail "raw clip tensors"
+import sys
+from safetensors.numpy import load_file
+t = load_file(sys.argv[1])
+assert t["frames"].shape == (22, 3, 64, 96) and t["waveform"].shape[0] == 2, {k: v.shape for k, v in t.items()}
+PY
 expect 2 "MiniMax-H3 is CFG-distilled" --model "$tmp/h3" --prompt "$P" --negative-prompt "blur" --out "$tmp/x.mp4"
 # A full disk while writing the mp4 (a file-size limit: EFBIG, SIGXFSZ ignored): exit 1, no mp4.
 (

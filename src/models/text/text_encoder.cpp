@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "io/safetensors.h"
 #include "models/text/qwen35/encoder.h"
 #include "models/text/qwen3vl/encoder.h"
@@ -42,21 +41,11 @@ std::string text_encoder_family(const std::filesystem::path& dir) {
 std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
                                                const TextEncoderOptions& options) {
   const auto [j, type] = read_family(dir);
-  if (type == "qwen3_vl") {
-    int selected = options.selected_layers;
-    if (selected == 0) {
-      // MiniMax-H3 takes the residual after layer 50 of the 64 of Qwen3-VL-32B. A smaller model
-      // (the tiny pipelines of `avdit init`) has no layer 50: it runs all of its layers.
-      const nlohmann::json& t = j.contains("text_config") ? j["text_config"] : j;
-      const int64_t layers = t.value("num_hidden_layers", int64_t{0});
-      selected = layers > 0 && layers < qwen3vl::kH3SelectedLayers ? static_cast<int>(layers)
-                                                                    : qwen3vl::kH3SelectedLayers;
-      if (selected != qwen3vl::kH3SelectedLayers)
-        log::info("{}: {} layers, fewer than MiniMax-H3's {}: encoding with all {}", dir.string(),
-                  layers, qwen3vl::kH3SelectedLayers, layers);
-    }
-    return open_qwen3vl_text(ctx, dir, selected, options.act);
-  }
+  if (type == "qwen3_vl")
+    return open_qwen3vl_text(
+        ctx, dir,
+        options.selected_layers > 0 ? options.selected_layers : qwen3vl::kH3SelectedLayers,
+        options.act);
   // MAGI-2 consumes hidden_states[-3]: every layer but the last two. A layer count, when given,
   // is turned into the layers skipped at the end.
   AVDIT_REQUIRE(options.act == DType::F32,

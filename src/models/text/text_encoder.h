@@ -30,8 +30,7 @@ class TextEncoder {
 };
 
 struct TextEncoderOptions {
-  // Decoder layers to run, 0: the pipeline's (H3: 50, or all of a model with fewer; MAGI-2: all
-  // but the last two). Fixtures of tiny models set it.
+  // Decoder layers to run, 0: the pipeline's constant (H3: 50). Fixtures of tiny models set it.
   int selected_layers = 0;
   DType act = DType::F32;  // activations: F32 (parity) or BF16 (the pipelines' precision)
 };
