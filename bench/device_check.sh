@@ -17,24 +17,45 @@ OUT=$out BUILD_TARGETS="avdit $tests" scripts/device_build.sh build-dev -N >/dev
 echo "build: exit $? ($((SECONDS - t0)) s)"
 grep -E "error" -A3 "$out/build.log" | head -30
 export AVDIT_SHARED_DIR=$PWD/shared LD_LIBRARY_PATH=$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu:$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu/openblas-pthread
-timeout ${TESTS_S:-300} ctest --test-dir build-dev -L gpu --timeout 200 --output-on-failure -j1 >"$out/tests.md" 2>&1
+timeout ${TESTS_S:-300} ctest --test-dir build-dev -L gpu ${TESTS_REGEX:+-R "$TESTS_REGEX"} --timeout 200 --output-on-failure -j1 >"$out/tests.md" 2>&1
 echo "gpu tests: exit $? ($((SECONDS - t0)) s)"
 grep -E "tests passed|tests failed|Failed|Timeout|Not Run|\*\*\*" "$out/tests.md" | head -30
 A=build-dev/avdit
 P="A red fox runs through fresh snow at dawn."
+# relerr GOT WANT: max |got - want| / max |want| of each float32 tensor of both files.
+relerr() {
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: struct.unpack(f"<{(v['data_offsets'][1] - v['data_offsets'][0]) // 4}f",
+                             b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
+g, w = read(sys.argv[1]), read(sys.argv[2])
+for k in sorted(w):
+    ref = max(abs(x) for x in w[k]) or 1.0
+    print(f"  {k}: max |gpu - cpu| / max |cpu| = {max(abs(a - b) for a, b in zip(g[k], w[k])) / ref:.3e}")
+PY
+}
 {
   $A -q init --pipeline h3 --out /tmp/h3 && $A -q init --pipeline magi2 --out /tmp/m2
+  H3=(--model /tmp/h3 --prompt "$P" --frames 39 --height 64 --width 96 --steps 8 --seed 46 --no-cache)
+  M2=(--model /tmp/m2 --prompt "$P" --seconds 2 --height 64 --width 96 --steps 8 --seed 46 --no-cache)
+  echo "## h3 cpu fp32"; $A -q generate "${H3[@]}" --out /tmp/h3-cpu.safetensors
   for prec in fp32 bf16; do
     echo "## h3 cuda $prec"
-    $A generate --model /tmp/h3 --prompt "$P" --frames 39 --height 64 --width 96 --steps 8 --seed 46 \
-      --device cuda --precision $prec --no-cache --out /tmp/h3-$prec.mp4 2>&1 | grep -v "^sample\|info:"
+    $A -q generate "${H3[@]}" --device cuda --precision $prec --out /tmp/h3-$prec.safetensors
+    relerr /tmp/h3-$prec.safetensors /tmp/h3-cpu.safetensors
   done
-  echo "## h3 cpu fp32"
-  $A generate --model /tmp/h3 --prompt "$P" --frames 39 --height 64 --width 96 --steps 8 --seed 46 \
-    --no-cache --out /tmp/h3-cpu.mp4 2>&1 | grep -v "^sample\|info:"
-  echo "## magi2 cuda fp32"
-  $A generate --model /tmp/m2 --prompt "$P" --seconds 2 --height 64 --width 96 --steps 8 --seed 46 \
-    --device cuda --no-cache --out /tmp/m2.mp4 2>&1 | grep -v "^sample\|info:"
+  echo "## magi2 cpu fp32"; $A -q generate "${M2[@]}" --out /tmp/m2-cpu.safetensors
+  for prec in fp32 bf16; do
+    echo "## magi2 cuda $prec"
+    $A -q generate "${M2[@]}" --device cuda --precision $prec --out /tmp/m2-$prec.safetensors
+    relerr /tmp/m2-$prec.safetensors /tmp/m2-cpu.safetensors
+  done
+  echo "## h3 cuda fp32 again (bit-identical rerun?)"
+  $A -q generate "${H3[@]}" --device cuda --out /tmp/h3-fp32b.safetensors
+  cmp /tmp/h3-fp32.safetensors /tmp/h3-fp32b.safetensors && echo "  identical bytes"
 } >"$out/pipelines.md" 2>&1
 echo "pipelines: ($((SECONDS - t0)) s)"
 if [ "${BENCH:-0}" = 1 ]; then
