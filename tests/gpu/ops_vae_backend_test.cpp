@@ -64,7 +64,9 @@ TEST_F(VaeBackendOps, BlendRows) {
     for (DType d : {DType::F32, DType::BF16})
       check({fmt::format("blend_rows {}x{} extent {} {}", P, C, E, dtype_name(d)),
              d == DType::F32 ? kExact : tol_for(d), [&](Context& c) {
-               Tensor bc = cast(c, c.upload(b), d);
+               // A copy: the CPU context's upload and an F32 -> F32 cast share storage, and the
+               // blend is in place, so without it the CPU run would change the CUDA run's input.
+               Tensor bc = cast(c, c.upload(b.clone()), d);
                blend_rows(c, cast(c, c.upload(a), d), 3, bc, 2, E);
                return std::vector<Tensor>{bc};
              }});
