@@ -109,8 +109,11 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
   // Encode, or read the states a previous run of the same prompt and encoder stored.
   {
     Stage s(clip, "encode", ctx.text);
+    // The device is part of the key: CPU and GPU states differ in the last bits, and a warm run
+    // must give the bits of a cold one.
     const std::string settings =
-        fmt::format("act {} bf16-states", dtype_name(magi2 ? DType::F32 : r.act));
+        fmt::format("act {} bf16-states device {}", dtype_name(magi2 ? DType::F32 : r.act),
+                    ctx.text->is_cuda() ? "cuda" : "cpu");
     std::string key;
     if (r.cache_dir) {
       key = prompt_state_key(encoder_identity(c.text_encoder), ids, settings);
