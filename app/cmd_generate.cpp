@@ -46,6 +46,7 @@ struct GenerateArgs {
   bool save_model_out = false, json = false;
   std::string device = "cpu", precision = "fp32";
   bool nvfp4_experts = false;
+  std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   ClipArgs clip;  // pipeline mode (--prompt)
 };
 
@@ -131,9 +132,9 @@ void check_memory(const GenerateArgs& a, const std::string& family, const json& 
 int run_generate(const GenerateArgs& a) {
   if (!a.clip.prompt.empty()) {
     AVDIT_REQUIRE(a.text.empty() && a.negative.empty() && a.noise.empty() && a.teacher.empty() &&
-                      a.save_trajectory.empty() && a.time_freqs.empty(),
+                      a.save_trajectory.empty() && a.time_freqs.empty() && a.moe_combine.empty(),
                   "--prompt runs the whole pipeline of a release folder; --text, --negative, --noise, "
-                  "--teacher, --save-trajectory and --time-embedding-freqs belong to the latent mode");
+                  "--teacher, --save-trajectory, --time-embedding-freqs and --moe-combine belong to the latent mode");
     for (const auto& [value, option] :
          {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
           std::pair{a.audio_guidance, "--audio-guidance"}})
@@ -177,6 +178,8 @@ int run_generate(const GenerateArgs& a) {
                 "{}: avdit generate does not sample the {} family yet (magi2-preview, h3)", a.model, *family);
   const bool magi2 = *family == "magi2-preview";
   AVDIT_REQUIRE(!a.nvfp4_experts || magi2, "--nvfp4-experts packs MAGI-2's routed experts; {} is a {} model", a.model,
+                *family);
+  AVDIT_REQUIRE(a.moe_combine.empty() || magi2, "--moe-combine sets MAGI-2's MoE combine; {} is a {} model", a.model,
                 *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
   // Outputs are checked before the work: writable folders, two distinct files, no input replaced.
@@ -238,6 +241,8 @@ int run_generate(const GenerateArgs& a) {
     check_memory(a, *family, *ckpt.config(), run, o.text, total);
     models::magi2::LoadOptions load;
     load.nvfp4_experts = a.nvfp4_experts;
+    if (!a.moe_combine.empty())
+      load.moe_combine = a.moe_combine == "bf16" ? ops::CombineSum::Bf16 : ops::CombineSum::F32;
     const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
     r = pipeline::generate_magi2(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
@@ -375,6 +380,10 @@ Run add_generate(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print a JSON summary instead of text");
   cmd->add_flag("--nvfp4-experts", a->nvfp4_experts,
                 "MAGI-2: pack the routed experts to NVFP4 at load time (kept packed on the GPU: 4.5 bits per weight)");
+  cmd->add_option("--moe-combine", a->moe_combine,
+                  "MAGI-2, latent mode: sum the K expert rows with a bf16 running sum or in fp32 rounded once "
+                  "(default: as the activations; a precision knob for avdit score)")
+      ->check(CLI::IsMember({"bf16", "fp32"}));
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")

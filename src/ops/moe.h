@@ -15,6 +15,11 @@
 
 namespace avdit::ops {
 
+// How routed_experts sums the K weighted expert rows of a (token, head): as the output dtype says
+// (its contract below), or forced to a bf16 running sum or an fp32 sum rounded once - a kernel
+// precision difference `generate --moe-combine` turns on purpose (the floor of `avdit score`).
+enum class CombineSum : uint8_t { ByOutput, Bf16, F32 };
+
 struct MoeConfig {
   int64_t heads = 0;       // H_moe (12 in the preview)
   int64_t experts = 0;     // E per head (256)
@@ -23,6 +28,7 @@ struct MoeConfig {
   bool softmax = false;    // score function: softmax over a head's experts; else sigmoid
   bool route_norm = true;  // L1-normalise the K unbiased scores (eps 1e-12) before route_scale
   float route_scale = 1.0f;
+  CombineSum combine = CombineSum::ByOutput;
 };
 
 // Routing of every (token, head): fp32 logits x_h . gate_h^T, scores, the top K of score + bias
@@ -100,7 +106,8 @@ ExpertWeights prepare_experts(Context& ctx, ExpertWeights w, const MoeConfig& cf
 // gate/up accumulators rounded to bf16, the fp32 down accumulator times the weight rounded to bf16,
 // summed per (token, head) in ascending expert order with the running sum rounded after each add
 // (the GPU's atomic order is not reproducible; this fixed order is). Deterministic on both
-// backends.
+// backends. cfg.combine other than ByOutput changes only the summation (the rows keep out's
+// rounding): Bf16 rounds the running sum to bf16 after each add, F32 sums in fp32 and rounds once.
 inline void routed_experts(Context& ctx, const Tensor& x, const Routing& r, const ExpertWeights& w,
                            const MoeConfig& cfg, Tensor& out) {
   AVDIT_OP(ctx, routed_experts, x, r, w, cfg, out);

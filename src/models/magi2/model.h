@@ -89,6 +89,7 @@ class Magi2Model {
   Magi2Weights w_;
   Tensor time_freqs_;
   int64_t weight_bytes_ = 0;
+  ops::CombineSum moe_combine_ = ops::CombineSum::ByOutput;  // LoadOptions::moe_combine
 };
 
 }  // namespace avdit::models::magi2

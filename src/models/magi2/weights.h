@@ -88,6 +88,10 @@ struct LoadOptions {
   // checkpoint that is already packed (tensors NAME.nvfp4_values, see quant/nvfp4_checkpoint.h)
   // loads packed regardless.
   bool nvfp4_experts = false;
+  // The routed experts' combine summation (ops/moe.h CombineSum): a numerics knob, not a weight
+  // option; it rides here because the model is built once per set of options (generate
+  // --moe-combine, the floor of `avdit score`).
+  ops::CombineSum moe_combine = ops::CombineSum::ByOutput;
 };
 
 // The MoE config of the ops (router and experts) from the model config.

@@ -118,8 +118,11 @@ void routed_experts(const Tensor& x_in, const Routing& r, const ExpertWeights& w
   AVDIT_CHECK(out.ndim() == 2 && out.size(0) == L && out.size(1) >= W,
               "moe experts: out {} for [{}, >= {}]", out.shape_str(), L, W);
   AVDIT_CHECK(!w.device, "moe experts: weights prepared for the GPU reached the CPU");
-  const bool bf16 = out.dtype() != DType::F32;
   const DType act = out.dtype();
+  // The running sum's rounding (ops/moe.h CombineSum); the rows keep the activation's rounding.
+  const DType sum_dtype = c.combine == CombineSum::Bf16  ? DType::BF16
+                          : c.combine == CombineSum::F32 ? DType::F32
+                                                         : act;
   const Tensor x = f32(x_in);
   const Tensor wt = f32(r.weights);
   std::vector<float> acc(static_cast<size_t>(L * W), 0.f);
@@ -153,12 +156,8 @@ void routed_experts(const Tensor& x_in, const Routing& r, const ExpertWeights& w
       for (int64_t i = 0; i < n; ++i) {
         float* dst = acc.data() + s[i].first * W + h * Dm;
         const float p = s[i].second;
-        if (bf16) {
-          for (int64_t d = 0; d < Dm; ++d)
-            dst[d] = round_to(act, dst[d] + round_to(act, p * yv[i * Dm + d]));
-        } else {
-          for (int64_t d = 0; d < Dm; ++d) dst[d] += p * yv[i * Dm + d];
-        }
+        for (int64_t d = 0; d < Dm; ++d)
+          dst[d] = round_to(sum_dtype, dst[d] + round_to(act, p * yv[i * Dm + d]));
       }
     }
   }

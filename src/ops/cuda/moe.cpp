@@ -18,8 +18,9 @@ namespace {
 namespace moe = ::avdit::cuda::moe;
 
 moe::RouterConfig router_config(const MoeConfig& c) {
-  return moe::RouterConfig{c.heads,   c.experts,    c.top_k,      c.head_dim,
-                           c.softmax, c.route_norm, c.route_scale};
+  return moe::RouterConfig{c.heads,      c.experts,     c.top_k,
+                           c.head_dim,   c.softmax,     c.route_norm,
+                           c.route_scale, static_cast<int>(c.combine)};
 }
 
 // Per-head parts [n, ...] (or one part with every head's rows) stacked into one [H n, ...] tensor

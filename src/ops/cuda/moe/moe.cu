@@ -730,7 +730,8 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   const int esz = out == DType::F32 ? 4 : 2;
   const bool aligned = reinterpret_cast<uintptr_t>(rows.raw()) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(o.raw()) % 16 == 0 && (ld * esz) % 16 == 0;
-  if (D % 8 == 0 && aligned) {
+  // A forced running sum (cfg.combine_sum) takes the scalar kernel: a scoring knob, not a hot path.
+  if (D % 8 == 0 && aligned && cfg.combine_sum == 0) {
     if (rt == Elt::BF16 && out == DType::BF16)
       launch_combine_vec<__nv_bfloat16, __nv_bfloat16>(rows, idx, pos, TH, K, D, H, ld, o, st);
     else if (rt == Elt::BF16)
@@ -746,7 +747,9 @@ Tensor combine(Device& dev, const Tensor& rows, const Routing& routing, const Pe
   } else {
     combine_scalar_kernel<<<static_cast<unsigned>((TH + kCombineWarps - 1) / kCombineWarps),
                             kCombineWarps * 32, 0, st>>>(rows.raw(), rt, idx, pos, TH, K, D, H, ld,
-                                                         out == DType::BF16, device_ptr(o),
+                                                         cfg.combine_sum == 0 ? out == DType::BF16
+                                                                              : cfg.combine_sum == 1,
+                                                         device_ptr(o),
                                                          elt_of(o, "moe combine out"));
   }
   AVDIT_CUDA_CHECK_LAUNCH();

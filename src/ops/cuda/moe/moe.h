@@ -17,6 +17,9 @@ struct RouterConfig {
   bool softmax = false;    // score function: softmax over a head's experts; else sigmoid
   bool route_norm = true;  // L1-normalise the K unbiased scores (eps 1e-12) before route_scale
   float route_scale = 1.0f;
+  // combine's running sum: 0 as `out` says (below), 1 bf16 after each add, 2 fp32 rounded once
+  // (ops::CombineSum, the knob `generate --moe-combine`).
+  int combine_sum = 0;
 };
 
 // Routing of every (token, head): fp32 logits x_h · gate_h^T, scores, top-K of score + bias (ties:
