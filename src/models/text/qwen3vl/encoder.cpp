@@ -113,6 +113,13 @@ Qwen3VLTextEncoder::Qwen3VLTextEncoder(ops::Context& ctx, const Checkpoint& ckpt
                     &weight_bytes_);
 }
 
+Qwen3VLTextEncoder::Qwen3VLTextEncoder(ops::Context& ctx, const Qwen3VLTextConfig& config,
+                                       int64_t selected_layers, DType act, uint64_t seed)
+    : ctx_(ctx), config_(config), act_(checked_act(act)) {
+  w_ = random_weights(ctx, config_, config_.checked_selected_layers(selected_layers), act_, seed,
+                      &weight_bytes_);
+}
+
 std::string Qwen3VLTextEncoder::describe() const {
   return fmt::format("qwen3_vl text path, {} of {} layers (hidden {}, {}, {})", selected_layers(),
                      config_.num_hidden_layers, config_.hidden_size, ctx_.name(), dtype_name(act_));

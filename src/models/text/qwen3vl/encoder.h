@@ -31,6 +31,9 @@ class Qwen3VLTextEncoder final : public TextEncoder {
   // pipelines' precision).
   Qwen3VLTextEncoder(ops::Context& ctx, const Checkpoint& ckpt, const Qwen3VLTextConfig& config,
                      int64_t selected_layers, DType act);
+  // Random weights made on ctx (weights.h random_weights), for full-width benchmarks.
+  Qwen3VLTextEncoder(ops::Context& ctx, const Qwen3VLTextConfig& config, int64_t selected_layers,
+                     DType act, uint64_t seed);
 
   std::string describe() const override;
   int64_t hidden_size() const override { return config_.hidden_size; }

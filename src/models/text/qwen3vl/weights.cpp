@@ -6,12 +6,15 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <utility>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "io/safetensors.h"
 #include "ops/context.h"
+#include "ops/random.h"
 
 namespace avdit::models::text::qwen3vl {
 namespace {
@@ -94,6 +97,29 @@ Qwen3VLTextWeights load_weights(ops::Context& ctx, const Checkpoint& ckpt,
     if (!ctx.is_cuda() || name == embed) return;
     t = ctx.upload(t.to(act));
     total += t.nbytes();
+  });
+  if (bytes) *bytes = total;
+  return w;
+}
+
+Qwen3VLTextWeights random_weights(ops::Context& ctx, const Qwen3VLTextConfig& config,
+                                  int64_t selected_layers, DType act, uint64_t seed,
+                                  int64_t* bytes) {
+  Qwen3VLTextWeights w;
+  const std::string embed = std::string(kPrefix) + "embed_tokens.weight";
+  int64_t total = 0;
+  visit(config, selected_layers, w, [&](Tensor& t, const std::string& name, const Shape& shape) {
+    const uint64_t stream = seed * 0x9e3779b97f4a7c15ull + stream_id(name.c_str());
+    if (name == embed) {  // stays on the host, as a checkpoint's mapped table
+      t = Tensor::empty(shape, DType::F32);
+      ops::cpu::fill_normal(t, stream, 0.0f, 0.02f);
+      return;
+    }
+    const bool norm = name.ends_with("norm.weight");
+    t = ctx.empty(shape, ctx.is_cuda() ? act : DType::F32);
+    ops::fill_normal(ctx, t, stream, norm ? 1.0f : 0.0f,
+                     norm ? 0.1f : 1.0f / std::sqrt(static_cast<float>(shape.back())));
+    if (ctx.is_cuda()) total += t.nbytes();
   });
   if (bytes) *bytes = total;
   return w;

@@ -54,4 +54,11 @@ Qwen3VLTextWeights load_weights(ops::Context& ctx, const Checkpoint& ckpt,
                                 const Qwen3VLTextConfig& config, int64_t selected_layers, DType act,
                                 int64_t* bytes = nullptr);
 
+// Random weights made where they are used (full-width benchmarks without a checkpoint): norms
+// near 1, projections N(0, 1/fan_in), the embedding N(0, 0.02) on the host; each value depends only
+// on (seed, name, index), so the CPU and the GPU make the same weights.
+Qwen3VLTextWeights random_weights(ops::Context& ctx, const Qwen3VLTextConfig& config,
+                                  int64_t selected_layers, DType act, uint64_t seed,
+                                  int64_t* bytes = nullptr);
+
 }  // namespace avdit::models::text::qwen3vl
