@@ -23,6 +23,7 @@ Run add_bench(CLI::App& app) {
   add(add_bench_moe);
   add(add_bench_h3);
   add(add_bench_text);
+  add(add_bench_conv3d);
   return [runs]() {
     for (auto& [sub, run] : *runs)
       if (sub->parsed()) return run();
