@@ -21,5 +21,6 @@ Run add_tokenize(CLI::App& app);
 Run add_enhance(CLI::App& app);
 Run add_encode(CLI::App& app);
 Run add_decode(CLI::App& app);
+Run add_score(CLI::App& app);
 
 }  // namespace avdit::app

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_enhance);
   add(avdit::app::add_encode);
   add(avdit::app::add_decode);
+  add(avdit::app::add_score);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -84,9 +84,8 @@ double output_fps(const PipelineComponents& c) {
   return 12.5;
 }
 
-Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const StageContexts& ctx) {
-  AVDIT_CHECK(ctx.text && ctx.dit && ctx.vae, "text_to_clip: a stage has no context");
-  Clip clip;
+void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Context& text_ctx, Clip& clip) {
+  const StageContexts ctx{&text_ctx, nullptr, nullptr};
   const bool magi2 = c.family == PipelineFamily::Magi2;
   const nlohmann::json dit_config = read_json(c.dit / "config.json");
 
@@ -146,6 +145,13 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
       s.done(fmt::format("{} tokens encoded", tokens));
     }
   }
+}
+
+Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const StageContexts& ctx) {
+  AVDIT_CHECK(ctx.text && ctx.dit && ctx.vae, "text_to_clip: a stage has no context");
+  Clip clip;
+  const bool magi2 = c.family == PipelineFamily::Magi2;
+  encode_prompt(c, r, *ctx.text, clip);
 
   // DiT sampling.
   {
@@ -185,7 +191,13 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     clip.steps = g.steps;
     s.done(fmt::format("{} steps{}", g.steps, g.cfg ? " with CFG" : ""));
   }
+  decode_latents(c, *ctx.vae, clip);
+  return clip;
+}
 
+void decode_latents(const PipelineComponents& c, ops::Context& vae_ctx, Clip& clip) {
+  const StageContexts ctx{nullptr, nullptr, &vae_ctx};
+  const bool magi2 = c.family == PipelineFamily::Magi2;
   // Decode the video, then the audio, each decoder freed after its stage.
   {
     Stage s(clip, "decode video", ctx.vae);
@@ -211,7 +223,6 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     s.done(fmt::format("{} channels, {} samples at {} Hz", clip.audio.size(0), clip.audio.size(1),
                        clip.sample_rate));
   }
-  return clip;
 }
 
 }  // namespace avdit::pipeline

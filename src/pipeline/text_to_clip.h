@@ -70,6 +70,14 @@ double output_fps(const PipelineComponents& c);
 Clip text_to_clip(const PipelineComponents& components, const ClipRequest& request,
                   const StageContexts& contexts);
 
+// The stages around the DiT, for callers that sample on their own (avdit score): tokenize and
+// encode request.prompt (or read the prompt-state cache) into clip.text_states; decode
+// clip.video_latent and clip.audio_latent into clip.frames / fps and clip.audio / sample_rate.
+// Each appends its stage records to clip.stages.
+void encode_prompt(const PipelineComponents& components, const ClipRequest& request, ops::Context& text,
+                   Clip& clip);
+void decode_latents(const PipelineComponents& components, ops::Context& vae, Clip& clip);
+
 // MAGI-2's default negative prompt (the reference's DEFAULT_NEGATIVE_PROMPT, used when its
 // evaluation_config.use_negative_prompt is true, as in the released preview config).
 extern const char* const kMagi2DefaultNegativePrompt;
