@@ -15,13 +15,13 @@ namespace avdit::score {
 struct Knobs {
   bool nvfp4_experts = false;                               // --nvfp4-experts (MAGI-2)
   ops::CombineSum moe_combine = ops::CombineSum::ByOutput;  // --moe-combine bf16|fp32 (MAGI-2)
-  bool nvfp4_expert_inputs = false;  // --nvfp4-expert-inputs (MAGI-2): fake NVFP4 activations
-  std::string expert_mask;           // --expert-mask FILE (MAGI-2)
+  bool nvfp4_expert_inputs = false;      // --nvfp4-expert-inputs (MAGI-2): fake NVFP4 activations
+  std::string expert_mask;               // --expert-mask FILE (MAGI-2)
   std::optional<std::string> precision;  // --precision fp32|bf16 (default: the run's)
   // Score-only:
-  bool velocity_bf16 = false;     // --velocity-bf16: each model output rounded once to bf16
-  double perturb_velocity = 0;    // --perturb-velocity EPS: a random direction of norm EPS |v|
-                                  // added to the guided velocity of every step
+  bool velocity_bf16 = false;   // --velocity-bf16: each model output rounded once to bf16
+  double perturb_velocity = 0;  // --perturb-velocity EPS: a random direction of norm EPS |v|
+                                // added to the guided velocity of every step
   bool magi2_only() const {
     return nvfp4_experts || moe_combine != ops::CombineSum::ByOutput || nvfp4_expert_inputs ||
            !expert_mask.empty();

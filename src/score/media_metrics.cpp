@@ -15,7 +15,8 @@ namespace {
 
 void require_frames(const Tensor& a, const Tensor& b) {
   AVDIT_REQUIRE(a.ndim() == 4 && a.size(1) == 3 && a.shape() == b.shape(),
-                "score: frames {} and {}: expected two [T, 3, H, W] clips of one shape", a.shape_str(), b.shape_str());
+                "score: frames {} and {}: expected two [T, 3, H, W] clips of one shape",
+                a.shape_str(), b.shape_str());
 }
 
 double unit(float v) { return std::clamp((static_cast<double>(v) + 1.0) * 0.5, 0.0, 1.0); }
@@ -24,7 +25,8 @@ double unit(float v) { return std::clamp((static_cast<double>(v) + 1.0) * 0.5, 0
 std::vector<std::vector<double>> luma(const Tensor& frames_in) {
   const Tensor f = frames_in.to_f32();
   const int64_t T = f.size(0), HW = f.size(2) * f.size(3);
-  std::vector<std::vector<double>> out(static_cast<size_t>(T), std::vector<double>(static_cast<size_t>(HW)));
+  std::vector<std::vector<double>> out(static_cast<size_t>(T),
+                                       std::vector<double>(static_cast<size_t>(HW)));
   for (int64_t t = 0; t < T; ++t) {
     const float* p = f.f32() + t * 3 * HW;
     for (int64_t i = 0; i < HW; ++i)
@@ -34,7 +36,8 @@ std::vector<std::vector<double>> luma(const Tensor& frames_in) {
 }
 
 // Separable 'valid' Gaussian filtering of an H x W plane with a normalised 1-D window.
-std::vector<double> filter_valid(const std::vector<double>& x, int64_t H, int64_t W, const std::vector<double>& g) {
+std::vector<double> filter_valid(const std::vector<double>& x, int64_t H, int64_t W,
+                                 const std::vector<double>& g) {
   const int64_t n = static_cast<int64_t>(g.size()), Ho = H - n + 1, Wo = W - n + 1;
   std::vector<double> rows(static_cast<size_t>(H * Wo));
   for (int64_t y = 0; y < H; ++y)
@@ -94,20 +97,25 @@ double ssim_luma(const Tensor& a_in, const Tensor& b_in) {
   n = std::max<int64_t>(n, 1);
   std::vector<double> g(static_cast<size_t>(n));
   double gs = 0;
-  for (int64_t k = 0; k < n; ++k) gs += g[k] = std::exp(-std::pow(double(k - (n - 1) / 2), 2) / (2 * 1.5 * 1.5));
+  for (int64_t k = 0; k < n; ++k)
+    gs += g[k] = std::exp(-std::pow(double(k - (n - 1) / 2), 2) / (2 * 1.5 * 1.5));
   for (double& v : g) v /= gs;
   constexpr double C1 = (0.01 * 1.0) * (0.01 * 1.0), C2 = (0.03 * 1.0) * (0.03 * 1.0);
   const auto A = luma(a_in), B = luma(b_in);
   double total = 0;
   for (size_t t = 0; t < A.size(); ++t) {
     std::vector<double> aa(A[t].size()), bb(A[t].size()), ab(A[t].size());
-    for (size_t i = 0; i < A[t].size(); ++i) aa[i] = A[t][i] * A[t][i], bb[i] = B[t][i] * B[t][i], ab[i] = A[t][i] * B[t][i];
+    for (size_t i = 0; i < A[t].size(); ++i)
+      aa[i] = A[t][i] * A[t][i], bb[i] = B[t][i] * B[t][i], ab[i] = A[t][i] * B[t][i];
     const auto ma = filter_valid(A[t], H, W, g), mb = filter_valid(B[t], H, W, g);
-    const auto saa = filter_valid(aa, H, W, g), sbb = filter_valid(bb, H, W, g), sab = filter_valid(ab, H, W, g);
+    const auto saa = filter_valid(aa, H, W, g), sbb = filter_valid(bb, H, W, g),
+               sab = filter_valid(ab, H, W, g);
     double s = 0;
     for (size_t i = 0; i < ma.size(); ++i) {
-      const double va = saa[i] - ma[i] * ma[i], vb = sbb[i] - mb[i] * mb[i], cov = sab[i] - ma[i] * mb[i];
-      s += ((2 * ma[i] * mb[i] + C1) * (2 * cov + C2)) / ((ma[i] * ma[i] + mb[i] * mb[i] + C1) * (va + vb + C2));
+      const double va = saa[i] - ma[i] * ma[i], vb = sbb[i] - mb[i] * mb[i],
+                   cov = sab[i] - ma[i] * mb[i];
+      s += ((2 * ma[i] * mb[i] + C1) * (2 * cov + C2)) /
+           ((ma[i] * ma[i] + mb[i] * mb[i] + C1) * (va + vb + C2));
     }
     total += s / double(ma.size());
   }
@@ -118,7 +126,8 @@ std::vector<double> mel_filters(double sr, int n_fft, int n_mels, double fmin, d
   const int bins = n_fft / 2 + 1;
   std::vector<double> mel_f(static_cast<size_t>(n_mels + 2));
   const double lo = hz_to_mel(fmin), hi = hz_to_mel(fmax);
-  for (int i = 0; i < n_mels + 2; ++i) mel_f[i] = mel_to_hz(lo + (hi - lo) * i / double(n_mels + 1));
+  for (int i = 0; i < n_mels + 2; ++i)
+    mel_f[i] = mel_to_hz(lo + (hi - lo) * i / double(n_mels + 1));
   std::vector<double> w(static_cast<size_t>(n_mels * bins), 0.0);
   for (int m = 0; m < n_mels; ++m) {
     const double enorm = 2.0 / (mel_f[m + 2] - mel_f[m]);
@@ -134,16 +143,19 @@ std::vector<double> mel_filters(double sr, int n_fft, int n_mels, double fmin, d
 
 std::vector<double> log_mel(const float* x, int64_t samples, double sr, int window, int n_mels) {
   const int pad = window / 2, hop = window / 4, bins = window / 2 + 1;
-  AVDIT_REQUIRE(samples > pad, "log-mel: {} samples are too few for a window of {}", samples, window);
+  AVDIT_REQUIRE(samples > pad, "log-mel: {} samples are too few for a window of {}", samples,
+                window);
   const int64_t frames = 1 + samples / hop;
-  // Reflect padding (torch.stft(center=True, pad_mode="reflect")): x[-i] = x[i], x[n-1+i] = x[n-1-i].
+  // Reflect padding (torch.stft(center=True, pad_mode="reflect")): x[-i] = x[i], x[n-1+i] =
+  // x[n-1-i].
   auto at = [&](int64_t i) {
     if (i < 0) i = -i;
     if (i >= samples) i = 2 * (samples - 1) - i;
     return static_cast<double>(x[i]);
   };
   std::vector<double> hann(static_cast<size_t>(window));
-  for (int i = 0; i < window; ++i) hann[i] = 0.5 - 0.5 * std::cos(2.0 * M_PI * i / window);  // periodic
+  for (int i = 0; i < window; ++i)
+    hann[i] = 0.5 - 0.5 * std::cos(2.0 * M_PI * i / window);  // periodic
   const std::vector<double> fb = mel_filters(sr, window, n_mels, 0.0, sr / 2.0);
   std::vector<double> out(static_cast<size_t>(n_mels * frames));
   std::vector<std::complex<double>> buf(static_cast<size_t>(window));
@@ -163,8 +175,8 @@ std::vector<double> log_mel(const float* x, int64_t samples, double sr, int wind
 
 double multiscale_log_mel_l1(const Tensor& a_in, const Tensor& b_in, double sr, int* scales_used) {
   AVDIT_REQUIRE(a_in.ndim() == 2 && a_in.shape() == b_in.shape(),
-                "score: waveforms {} and {}: expected two [channels, samples] of one shape", a_in.shape_str(),
-                b_in.shape_str());
+                "score: waveforms {} and {}: expected two [channels, samples] of one shape",
+                a_in.shape_str(), b_in.shape_str());
   const Tensor a = a_in.to_f32(), b = b_in.to_f32();
   const int64_t C = a.size(0), S = a.size(1);
   double total = 0;

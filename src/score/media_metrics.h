@@ -27,15 +27,17 @@ inline constexpr std::array<int, 7> kMelBands = {5, 10, 20, 40, 80, 160, 320};
 
 // Slaney mel filter bank [n_mels, n_fft / 2 + 1] (librosa.filters.mel's default: Slaney scale and
 // area normalisation), row-major.
-std::vector<double> mel_filters(double sample_rate, int n_fft, int n_mels, double fmin, double fmax);
+std::vector<double> mel_filters(double sample_rate, int n_fft, int n_mels, double fmin,
+                                double fmax);
 
 // Log-mel spectrogram log10(max(mel, 1e-5)) of one channel: [n_mels, frames] row-major; frames =
 // 1 + samples / hop. Needs samples > window / 2 (the reflect padding).
-std::vector<double> log_mel(const float* x, int64_t samples, double sample_rate, int window, int n_mels);
+std::vector<double> log_mel(const float* x, int64_t samples, double sample_rate, int window,
+                            int n_mels);
 
-// Sum over the scales of mean |log_mel(a) - log_mel(b)|; waveforms [channels, samples] of one shape.
-// Scales whose window does not fit the clip (window / 2 >= samples) are skipped; `scales_used`
-// receives how many were summed.
+// Sum over the scales of mean |log_mel(a) - log_mel(b)|; waveforms [channels, samples] of one
+// shape. Scales whose window does not fit the clip (window / 2 >= samples) are skipped;
+// `scales_used` receives how many were summed.
 double multiscale_log_mel_l1(const Tensor& waveform, const Tensor& reference, double sample_rate,
                              int* scales_used = nullptr);
 

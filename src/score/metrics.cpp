@@ -11,8 +11,8 @@ namespace avdit::score {
 namespace {
 
 void require_same(const Tensor& a, const Tensor& b) {
-  AVDIT_REQUIRE(a.shape() == b.shape(), "score: comparing latents of shapes {} and {}", a.shape_str(),
-                b.shape_str());
+  AVDIT_REQUIRE(a.shape() == b.shape(), "score: comparing latents of shapes {} and {}",
+                a.shape_str(), b.shape_str());
 }
 
 }  // namespace
@@ -49,11 +49,13 @@ double snr_db(const Tensor& x, const Tensor& ref) {
 }
 
 StepSeries step_series(const sample::Trajectory& c, const sample::Trajectory& t) {
-  AVDIT_REQUIRE(c.steps() == t.steps(), "score: a run of {} steps against a teacher of {}", c.steps(), t.steps());
+  AVDIT_REQUIRE(c.steps() == t.steps(), "score: a run of {} steps against a teacher of {}",
+                c.steps(), t.steps());
   StepSeries s;
   for (int k = 1; k <= t.steps(); ++k)
     for (size_t m = 0; m < 2; ++m) {
-      AVDIT_CHECK(c.latents[k].size() == 2 && t.latents[k].size() == 2, "score: trajectories of two modalities");
+      AVDIT_CHECK(c.latents[k].size() == 2 && t.latents[k].size() == 2,
+                  "score: trajectories of two modalities");
       s.error[m].push_back(step_error(c.latents[k][m], t.latents[k][m], t.latents[k - 1][m]));
       s.snr[m].push_back(snr_db(c.latents[k][m], t.latents[k][m]));
     }
@@ -72,7 +74,9 @@ double mean_finite_or_inf(const std::vector<double>& v) {
     sum += x;
     ++n;
   }
-  if (n == 0) return inf > 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  if (n == 0)
+    return inf > 0 ? std::numeric_limits<double>::infinity()
+                   : std::numeric_limits<double>::quiet_NaN();
   // A finite mean over the finite values: an infinite SNR at some step means "no error there"; the
   // mean of the rest is what is left to report (the count of exact steps is reported beside it).
   return sum / n;

@@ -25,7 +25,9 @@ double mean(const std::vector<double>& v) {
 double ratio(double a, double b) { return b > 0 && std::isfinite(b) ? a / b : kNaN; }
 
 // Latent relative error from an SNR in dB (0 for +inf).
-double rel_from_snr(double db) { return std::isinf(db) && db > 0 ? 0.0 : std::pow(10.0, -db / 20.0); }
+double rel_from_snr(double db) {
+  return std::isinf(db) && db > 0 ? 0.0 : std::pow(10.0, -db / 20.0);
+}
 
 std::string csv_field(const std::string& s) {
   std::string out = "\"";
@@ -67,7 +69,8 @@ std::array<std::vector<double>, 2> mean_error_by_step(const TeacherScores& s) {
   return out;
 }
 
-std::vector<TeacherRow> summarize(const std::vector<TeacherScores>& scores, std::optional<size_t> floor) {
+std::vector<TeacherRow> summarize(const std::vector<TeacherScores>& scores,
+                                  std::optional<size_t> floor) {
   std::vector<TeacherRow> rows;
   for (const TeacherScores& s : scores) {
     TeacherRow r{s.candidate.name, s.candidate.options, {}};
@@ -85,17 +88,20 @@ std::vector<TeacherRow> summarize(const std::vector<TeacherScores>& scores, std:
       mr.error = mean(per_prompt);
       mr.error_min = per_prompt.empty() ? kNaN : per_prompt.front();
       mr.error_max = mr.error_min;
-      for (const double x : per_prompt) mr.error_min = std::min(mr.error_min, x), mr.error_max = std::max(mr.error_max, x);
+      for (const double x : per_prompt)
+        mr.error_min = std::min(mr.error_min, x), mr.error_max = std::max(mr.error_max, x);
       mr.snr_db = mean_finite_or_inf(snr);
     }
     rows.push_back(r);
   }
   for (TeacherRow& r : rows)
-    for (size_t m = 0; m < 2; ++m) r.m[m].ratio_to_floor = floor ? ratio(r.m[m].error, rows[*floor].m[m].error) : kNaN;
+    for (size_t m = 0; m < 2; ++m)
+      r.m[m].ratio_to_floor = floor ? ratio(r.m[m].error, rows[*floor].m[m].error) : kNaN;
   return rows;
 }
 
-std::vector<Quadrature> quadrature(const std::vector<TeacherRow>& rows, const std::vector<Combination>& combos) {
+std::vector<Quadrature> quadrature(const std::vector<TeacherRow>& rows,
+                                   const std::vector<Combination>& combos) {
   std::vector<Quadrature> out;
   for (const Combination& c : combos) {
     Quadrature q{rows[c.combined].name, rows[c.a].name, rows[c.b].name, {}, {}};
@@ -108,33 +114,40 @@ std::vector<Quadrature> quadrature(const std::vector<TeacherRow>& rows, const st
   return out;
 }
 
-std::string teacher_markdown(const std::vector<TeacherRow>& rows, const std::vector<Quadrature>& q) {
+std::string teacher_markdown(const std::vector<TeacherRow>& rows,
+                             const std::vector<Quadrature>& q) {
   std::string s =
-      "| candidate | options | video error/update | audio error/update | video SNR dB | audio SNR dB | "
+      "| candidate | options | video error/update | audio error/update | video SNR dB | audio SNR "
+      "dB | "
       "video spread (prompts) | audio spread (prompts) | video x floor | audio x floor |\n"
       "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |\n";
   for (const TeacherRow& r : rows)
-    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} - {} | {} - {} | {} | {} |\n", r.name, md_cell(r.options),
-                     num(r.m[0].error), num(r.m[1].error), num(r.m[0].snr_db), num(r.m[1].snr_db),
-                     num(r.m[0].error_min), num(r.m[0].error_max), num(r.m[1].error_min), num(r.m[1].error_max),
-                     num(r.m[0].ratio_to_floor), num(r.m[1].ratio_to_floor));
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} - {} | {} - {} | {} | {} |\n", r.name,
+                     md_cell(r.options), num(r.m[0].error), num(r.m[1].error), num(r.m[0].snr_db),
+                     num(r.m[1].snr_db), num(r.m[0].error_min), num(r.m[0].error_max),
+                     num(r.m[1].error_min), num(r.m[1].error_max), num(r.m[0].ratio_to_floor),
+                     num(r.m[1].ratio_to_floor));
   for (const Quadrature& x : q)
-    s += fmt::format("\nquadrature: {} = {} (video), {} (audio); sqrt({}^2 + {}^2) = {} (video), {} (audio)\n",
-                     x.combined, num(x.measured[0]), num(x.measured[1]), x.a, x.b, num(x.predicted[0]),
-                     num(x.predicted[1]));
+    s += fmt::format(
+        "\nquadrature: {} = {} (video), {} (audio); sqrt({}^2 + {}^2) = {} (video), {} (audio)\n",
+        x.combined, num(x.measured[0]), num(x.measured[1]), x.a, x.b, num(x.predicted[0]),
+        num(x.predicted[1]));
   return s;
 }
 
 std::string teacher_csv(const std::vector<TeacherRow>& rows) {
   std::string s = "candidate,options";
   for (const char* m : kModalities)
-    s += fmt::format(",{0}_error,{0}_error_min,{0}_error_max,{0}_snr_db,{0}_exact_steps,{0}_steps,{0}_ratio_to_floor", m);
+    s += fmt::format(
+        ",{0}_error,{0}_error_min,{0}_error_max,{0}_snr_db,{0}_exact_steps,{0}_steps,{0}_ratio_to_"
+        "floor",
+        m);
   s += "\n";
   for (const TeacherRow& r : rows) {
     s += csv_field(r.name) + "," + csv_field(r.options);
     for (const ModalityRow& m : r.m)
-      s += fmt::format(",{},{},{},{},{},{},{}", num(m.error), num(m.error_min), num(m.error_max), num(m.snr_db),
-                       m.exact_steps, m.steps, num(m.ratio_to_floor));
+      s += fmt::format(",{},{},{},{},{},{},{}", num(m.error), num(m.error_min), num(m.error_max),
+                       num(m.snr_db), m.exact_steps, m.steps, num(m.ratio_to_floor));
     s += "\n";
   }
   return s;
@@ -168,13 +181,17 @@ json teacher_json(const std::vector<TeacherRow>& rows, const std::vector<Teacher
   }
   json quad = json::array();
   for (const Quadrature& x : q)
-    quad.push_back({{"combined", x.combined},
-                    {"a", x.a},
-                    {"b", x.b},
-                    {"measured", {{"video", json_num(x.measured[0])}, {"audio", json_num(x.measured[1])}}},
-                    {"predicted", {{"video", json_num(x.predicted[0])}, {"audio", json_num(x.predicted[1])}}}});
-  return json{{"metric", "error[k] = |c[k] - t[k]| / |t[k] - t[k-1]| (L2 over each modality's latent), c[k] "
-                         "the candidate's step from the teacher's t[k-1]; SNR = 10 log10(|t[k]|^2 / |c[k] - t[k]|^2)"},
+    quad.push_back(
+        {{"combined", x.combined},
+         {"a", x.a},
+         {"b", x.b},
+         {"measured", {{"video", json_num(x.measured[0])}, {"audio", json_num(x.measured[1])}}},
+         {"predicted",
+          {{"video", json_num(x.predicted[0])}, {"audio", json_num(x.predicted[1])}}}});
+  return json{{"metric",
+               "error[k] = |c[k] - t[k]| / |t[k] - t[k-1]| (L2 over each modality's latent), c[k] "
+               "the candidate's step from the teacher's t[k-1]; SNR = 10 log10(|t[k]|^2 / |c[k] - "
+               "t[k]|^2)"},
               {"candidates", cands},
               {"quadrature", quad}};
 }
@@ -202,13 +219,16 @@ std::vector<E2eRow> summarize(const std::vector<E2eScores>& scores, std::optiona
     r.mel_ratio_to_floor = floor ? ratio(r.mel_l1, rows[*floor].mel_l1) : kNaN;
     for (size_t m = 0; m < 2; ++m)
       r.latent_ratio_to_floor[m] =
-          floor ? ratio(rel_from_snr(r.final_snr[m]), rel_from_snr(rows[*floor].final_snr[m])) : kNaN;
+          floor ? ratio(rel_from_snr(r.final_snr[m]), rel_from_snr(rows[*floor].final_snr[m]))
+                : kNaN;
   }
   return rows;
 }
 
 std::string e2e_markdown(const std::vector<E2eRow>& rows, bool decoded) {
-  std::string s = "| candidate | options | final video SNR dB | final audio SNR dB | video latent x floor | audio latent x floor |";
+  std::string s =
+      "| candidate | options | final video SNR dB | final audio SNR dB | video latent x floor | "
+      "audio latent x floor |";
   std::string sep = "| --- | --- | ---: | ---: | ---: | ---: |";
   if (decoded) {
     s += " frame PSNR dB | SSIM (luma) | log-mel L1 | log-mel x floor |";
@@ -216,11 +236,12 @@ std::string e2e_markdown(const std::vector<E2eRow>& rows, bool decoded) {
   }
   s += "\n" + sep + "\n";
   for (const E2eRow& r : rows) {
-    s += fmt::format("| {} | {} | {} | {} | {} | {} |", r.name, md_cell(r.options), num(r.final_snr[0]),
-                     num(r.final_snr[1]), num(r.latent_ratio_to_floor[0]), num(r.latent_ratio_to_floor[1]));
+    s += fmt::format("| {} | {} | {} | {} | {} | {} |", r.name, md_cell(r.options),
+                     num(r.final_snr[0]), num(r.final_snr[1]), num(r.latent_ratio_to_floor[0]),
+                     num(r.latent_ratio_to_floor[1]));
     if (decoded)
-      s += fmt::format(" {} | {} | {} | {} |", num(r.psnr), fmt::format("{:.4f}", r.ssim), num(r.mel_l1),
-                       num(r.mel_ratio_to_floor));
+      s += fmt::format(" {} | {} | {} | {} |", num(r.psnr), fmt::format("{:.4f}", r.ssim),
+                       num(r.mel_l1), num(r.mel_ratio_to_floor));
     s += "\n";
   }
   return s;
@@ -231,9 +252,10 @@ std::string e2e_csv(const std::vector<E2eRow>& rows) {
       "candidate,options,final_video_snr_db,final_audio_snr_db,video_latent_ratio_to_floor,"
       "audio_latent_ratio_to_floor,frame_psnr_db,ssim_luma,log_mel_l1,log_mel_ratio_to_floor\n";
   for (const E2eRow& r : rows)
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.name), csv_field(r.options), num(r.final_snr[0]),
-                     num(r.final_snr[1]), num(r.latent_ratio_to_floor[0]), num(r.latent_ratio_to_floor[1]),
-                     num(r.psnr), std::isnan(r.ssim) ? std::string("-") : fmt::format("{:.6f}", r.ssim),
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.name), csv_field(r.options),
+                     num(r.final_snr[0]), num(r.final_snr[1]), num(r.latent_ratio_to_floor[0]),
+                     num(r.latent_ratio_to_floor[1]), num(r.psnr),
+                     std::isnan(r.ssim) ? std::string("-") : fmt::format("{:.6f}", r.ssim),
                      num(r.mel_l1), num(r.mel_ratio_to_floor));
   return s;
 }
@@ -250,17 +272,21 @@ json e2e_json(const std::vector<E2eRow>& rows, const std::vector<E2eScores>& sco
         for (const double x : p.snr_by_step[m]) v.push_back(json_num(x));
         snr[kModalities[m]] = v;
       }
-      prompts.push_back({{"snr_db_by_step", snr},
-                         {"final_snr_db", {{"video", json_num(p.final_snr[0])}, {"audio", json_num(p.final_snr[1])}}},
-                         {"frame_psnr_db", json_num(p.psnr)},
-                         {"ssim_luma", json_num(p.ssim)},
-                         {"log_mel_l1", json_num(p.mel_l1)}});
+      prompts.push_back(
+          {{"snr_db_by_step", snr},
+           {"final_snr_db",
+            {{"video", json_num(p.final_snr[0])}, {"audio", json_num(p.final_snr[1])}}},
+           {"frame_psnr_db", json_num(p.psnr)},
+           {"ssim_luma", json_num(p.ssim)},
+           {"log_mel_l1", json_num(p.mel_l1)}});
     }
     cands.push_back({{"name", r.name},
                      {"options", r.options},
-                     {"final_snr_db", {{"video", json_num(r.final_snr[0])}, {"audio", json_num(r.final_snr[1])}}},
+                     {"final_snr_db",
+                      {{"video", json_num(r.final_snr[0])}, {"audio", json_num(r.final_snr[1])}}},
                      {"latent_ratio_to_floor",
-                      {{"video", json_num(r.latent_ratio_to_floor[0])}, {"audio", json_num(r.latent_ratio_to_floor[1])}}},
+                      {{"video", json_num(r.latent_ratio_to_floor[0])},
+                       {"audio", json_num(r.latent_ratio_to_floor[1])}}},
                      {"frame_psnr_db", json_num(r.psnr)},
                      {"ssim_luma", json_num(r.ssim)},
                      {"log_mel_l1", json_num(r.mel_l1)},

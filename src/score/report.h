@@ -22,7 +22,8 @@ std::string num(double v);
 // JSON numbers, with the strings "inf" / "-inf" where JSON has none and null for NaN.
 nlohmann::json json_num(double v);
 
-// ---- teacher-forced ------------------------------------------------------------------------------
+// ---- teacher-forced
+// ------------------------------------------------------------------------------
 
 struct TeacherScores {
   Candidate candidate;
@@ -30,7 +31,7 @@ struct TeacherScores {
 };
 
 struct ModalityRow {
-  double error = 0;                // mean over steps, then over prompts
+  double error = 0;                     // mean over steps, then over prompts
   double error_min = 0, error_max = 0;  // the per-prompt means' range (the spread over prompts)
   double snr_db = 0;               // mean over steps and prompts of the finite values; +inf if none
   int exact_steps = 0, steps = 0;  // steps whose latents equal the teacher's bit for bit
@@ -45,27 +46,31 @@ struct TeacherRow {
 // The error by step averaged over prompts, per modality (the plot's series).
 std::array<std::vector<double>, 2> mean_error_by_step(const TeacherScores& s);
 
-std::vector<TeacherRow> summarize(const std::vector<TeacherScores>& scores, std::optional<size_t> floor);
+std::vector<TeacherRow> summarize(const std::vector<TeacherScores>& scores,
+                                  std::optional<size_t> floor);
 
 // Quadrature lines: per combination, measured vs sqrt(a^2 + b^2) per modality.
 struct Quadrature {
   std::string combined, a, b;
   double measured[2], predicted[2];
 };
-std::vector<Quadrature> quadrature(const std::vector<TeacherRow>& rows, const std::vector<Combination>& combos);
+std::vector<Quadrature> quadrature(const std::vector<TeacherRow>& rows,
+                                   const std::vector<Combination>& combos);
 
 std::string teacher_markdown(const std::vector<TeacherRow>& rows, const std::vector<Quadrature>& q);
 std::string teacher_csv(const std::vector<TeacherRow>& rows);
-nlohmann::json teacher_json(const std::vector<TeacherRow>& rows, const std::vector<TeacherScores>& scores,
+nlohmann::json teacher_json(const std::vector<TeacherRow>& rows,
+                            const std::vector<TeacherScores>& scores,
                             const std::vector<Quadrature>& q);
 
-// ---- end to end ----------------------------------------------------------------------------------
+// ---- end to end
+// ----------------------------------------------------------------------------------
 
 struct E2ePrompt {
   std::array<std::vector<double>, 2> snr_by_step;  // latent SNR after each step vs the reference
   double final_snr[2] = {0, 0};                    // of the final latents
-  // Decoded (pipeline folders): frame PSNR and SSIM (luma) averaged over frames, multi-scale log-mel
-  // L1 of the waveform; NaN when not decoded.
+  // Decoded (pipeline folders): frame PSNR and SSIM (luma) averaged over frames, multi-scale
+  // log-mel L1 of the waveform; NaN when not decoded.
   double psnr = 0, ssim = 0, mel_l1 = 0;
 };
 

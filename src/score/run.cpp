@@ -23,7 +23,9 @@ namespace {
 // --velocity-bf16: each model answer (cond and uncond) rounded once to bf16, on its context.
 class VelocityBf16 final : public Probe {
  public:
-  bool wants(const Point& p) const override { return p.is(sample::kCondPoint) || p.is(sample::kUncondPoint); }
+  bool wants(const Point& p) const override {
+    return p.is(sample::kCondPoint) || p.is(sample::kUncondPoint);
+  }
   void on(ops::Context& ctx, const Point&, Tensor& t) override {
     t = ops::cast(ctx, ops::cast(ctx, t, DType::BF16), DType::F32);
   }
@@ -39,14 +41,16 @@ class PerturbVelocity final : public Probe {
   bool wants(const Point& p) const override { return p.is(sample::kVelocityPoint); }
   void on(ops::Context& ctx, const Point& p, Tensor& t) override {
     Tensor v = ctx.download(t).to(DType::F32);
-    const Tensor u = sample::make_noise(v.shape(), kSeed, static_cast<uint64_t>(p.index * 2 + p.part));
+    const Tensor u =
+        sample::make_noise(v.shape(), kSeed, static_cast<uint64_t>(p.index * 2 + p.part));
     double nv = 0, nu = 0;
     for (int64_t i = 0; i < v.numel(); ++i) {
       nv += double(v.f32()[i]) * v.f32()[i];
       nu += double(u.f32()[i]) * u.f32()[i];
     }
     const double scale = nu > 0 ? eps_ * std::sqrt(nv / nu) : 0.0;
-    for (int64_t i = 0; i < v.numel(); ++i) v.f32()[i] = static_cast<float>(v.f32()[i] + scale * u.f32()[i]);
+    for (int64_t i = 0; i < v.numel(); ++i)
+      v.f32()[i] = static_cast<float>(v.f32()[i] + scale * u.f32()[i]);
     t = ctx.upload(v);
   }
 
@@ -55,7 +59,9 @@ class PerturbVelocity final : public Probe {
   double eps_;
 };
 
-DType act_of(const std::string& precision) { return precision == "bf16" ? DType::BF16 : DType::F32; }
+DType act_of(const std::string& precision) {
+  return precision == "bf16" ? DType::BF16 : DType::F32;
+}
 
 }  // namespace
 
@@ -81,16 +87,19 @@ struct CandidateRunner::Impl {
   std::optional<models::h3::H3Model> h3;
 };
 
-CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool magi2, const Knobs& knobs,
-                                 const std::string& precision)
+CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool magi2,
+                                 const Knobs& knobs, const std::string& precision)
     : impl_(std::make_unique<Impl>(Impl{ctx, knobs, std::nullopt, std::nullopt})) {
   AVDIT_REQUIRE(magi2 || !knobs.magi2_only(),
-                "{}: --nvfp4-experts, --moe-combine, --nvfp4-expert-inputs and --expert-mask are MAGI-2 knobs; "
+                "{}: --nvfp4-experts, --moe-combine, --nvfp4-expert-inputs and --expert-mask are "
+                "MAGI-2 knobs; "
                 "this is an H3 model",
                 ckpt.source().string());
   AVDIT_REQUIRE(knobs.expert_mask.empty(),
-                "--expert-mask {}: this build's generate has no expert masks yet (issue 34)", knobs.expert_mask);
-  AVDIT_REQUIRE(!knobs.nvfp4_expert_inputs, "--nvfp4-expert-inputs: not in this build's generate yet");
+                "--expert-mask {}: this build's generate has no expert masks yet (issue 34)",
+                knobs.expert_mask);
+  AVDIT_REQUIRE(!knobs.nvfp4_expert_inputs,
+                "--nvfp4-expert-inputs: not in this build's generate yet");
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
@@ -104,8 +113,9 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
 
 CandidateRunner::~CandidateRunner() = default;
 
-pipeline::GenerateResult CandidateRunner::run(const Prompt& p, const Sampling& s, const sample::Trajectory* teacher,
-                                              const std::function<void(int, int, double)>& progress) const {
+pipeline::GenerateResult CandidateRunner::run(
+    const Prompt& p, const Sampling& s, const sample::Trajectory* teacher,
+    const std::function<void(int, int, double)>& progress) const {
   pipeline::RunOptions run;
   run.steps = s.steps;
   run.shift = s.shift;

@@ -52,7 +52,8 @@ class CandidateRunner {
 
   // Samples `prompt`; with `teacher` its latents replace the run's before every step. The result
   // carries the recorded trajectory (host float32).
-  pipeline::GenerateResult run(const Prompt& prompt, const Sampling& s, const sample::Trajectory* teacher,
+  pipeline::GenerateResult run(const Prompt& prompt, const Sampling& s,
+                               const sample::Trajectory* teacher,
                                const std::function<void(int, int, double)>& progress = {}) const;
 
  private:

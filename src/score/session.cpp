@@ -17,10 +17,12 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-void save_trajectory(const Session& s, const Candidate& c, const Prompt& p, const sample::Trajectory& t) {
+void save_trajectory(const Session& s, const Candidate& c, const Prompt& p,
+                     const sample::Trajectory& t) {
   if (s.save_trajectories.empty()) return;
   write_safetensors(s.save_trajectories / fmt::format("{}-{}.safetensors", c.name, p.id),
-                    sample::trajectory_to_tensors(t), {{"candidate", c.name}, {"options", c.options}, {"prompt", p.id}});
+                    sample::trajectory_to_tensors(t),
+                    {{"candidate", c.name}, {"options", c.options}, {"prompt", p.id}});
 }
 
 std::function<void(int, int, double)> ticker(const Session& s) {
@@ -42,12 +44,14 @@ int64_t teacher_steps_to_run(const Session& s, const fs::path& dir, const fs::pa
   return runs * s.sampling.steps;
 }
 
-std::vector<TeacherScores> score_teacher(const Session& s, const fs::path& dir, const fs::path& file) {
-  AVDIT_REQUIRE(file.empty() || s.prompts.size() == 1, "--teacher FILE scores one prompt; {} were given",
-                s.prompts.size());
+std::vector<TeacherScores> score_teacher(const Session& s, const fs::path& dir,
+                                         const fs::path& file) {
+  AVDIT_REQUIRE(file.empty() || s.prompts.size() == 1,
+                "--teacher FILE scores one prompt; {} were given", s.prompts.size());
   const Checkpoint ckpt = Checkpoint::open(s.dit);
   const std::string fp = model_fingerprint(ckpt);
-  // Every teacher first: a mismatching given or stored trajectory is refused before any candidate runs.
+  // Every teacher first: a mismatching given or stored trajectory is refused before any candidate
+  // runs.
   std::vector<sample::Trajectory> teachers;
   std::optional<CandidateRunner> teacher_model;
   for (const Prompt& p : s.prompts) {
@@ -71,7 +75,8 @@ std::vector<TeacherScores> score_teacher(const Session& s, const fs::path& dir, 
     TeacherScores sc{c, {}};
     const CandidateRunner runner(*s.ctx, ckpt, s.magi2, c.knobs, s.sampling.precision);
     for (size_t i = 0; i < s.prompts.size(); ++i) {
-      const pipeline::GenerateResult r = runner.run(s.prompts[i], s.sampling, &teachers[i], ticker(s));
+      const pipeline::GenerateResult r =
+          runner.run(s.prompts[i], s.sampling, &teachers[i], ticker(s));
       save_trajectory(s, c, s.prompts[i], r.trajectory);
       sc.prompts.push_back(step_series(r.trajectory, teachers[i]));
     }
@@ -80,7 +85,8 @@ std::vector<TeacherScores> score_teacher(const Session& s, const fs::path& dir, 
   return out;
 }
 
-E2eOutcome score_e2e(const Session& s, const std::optional<pipeline::PipelineComponents>& decode, ops::Context* vae) {
+E2eOutcome score_e2e(const Session& s, const std::optional<pipeline::PipelineComponents>& decode,
+                     ops::Context* vae) {
   const Checkpoint ckpt = Checkpoint::open(s.dit);
   struct Run {
     sample::Trajectory trajectory;
@@ -123,7 +129,8 @@ E2eOutcome score_e2e(const Session& s, const std::optional<pipeline::PipelineCom
       if (decode) {
         e.psnr = frame_psnr_db(runs[i].clip.frames, ref[i].clip.frames);
         e.ssim = ssim_luma(runs[i].clip.frames, ref[i].clip.frames);
-        e.mel_l1 = multiscale_log_mel_l1(runs[i].clip.audio, ref[i].clip.audio, ref[i].clip.sample_rate);
+        e.mel_l1 =
+            multiscale_log_mel_l1(runs[i].clip.audio, ref[i].clip.audio, ref[i].clip.sample_rate);
         out.frames[i].push_back(runs[i].clip.frames);
       }
       sc.prompts.push_back(std::move(e));

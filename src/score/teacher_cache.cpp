@@ -27,7 +27,8 @@ void hash_file_sample(Sha256& h, const fs::path& p) {
   auto span = [&](uint64_t at, uint64_t n) {
     f.seekg(static_cast<std::streamoff>(at));
     f.read(buf.data(), static_cast<std::streamsize>(n));
-    AVDIT_REQUIRE(static_cast<uint64_t>(f.gcount()) == n, "{}: short read at byte {}", p.string(), at);
+    AVDIT_REQUIRE(static_cast<uint64_t>(f.gcount()) == n, "{}: short read at byte {}", p.string(),
+                  at);
     h.update(std::string_view(buf.data(), n));
   };
   span(0, std::min(size, kHead));
@@ -73,11 +74,13 @@ fs::path teacher_path(const fs::path& dir, const json& key) {
 }
 
 sample::Trajectory read_teacher(const fs::path& file, const json& key) {
-  AVDIT_REQUIRE(fs::is_regular_file(file), "{}: no such file (a teacher trajectory of avdit score)", file.string());
+  AVDIT_REQUIRE(fs::is_regular_file(file), "{}: no such file (a teacher trajectory of avdit score)",
+                file.string());
   const auto st = SafetensorsFile::open(file);
   const auto it = st->metadata().find(kMetaKey);
   AVDIT_REQUIRE(it != st->metadata().end(),
-                "{}: not a teacher trajectory of avdit score (no {} metadata): its model and settings cannot be "
+                "{}: not a teacher trajectory of avdit score (no {} metadata): its model and "
+                "settings cannot be "
                 "checked",
                 file.string(), kMetaKey);
   json have;
@@ -86,7 +89,8 @@ sample::Trajectory read_teacher(const fs::path& file, const json& key) {
   } catch (const json::exception&) {
     throw BadInput(fmt::format("{}: its {} metadata is not JSON", file.string(), kMetaKey));
   }
-  AVDIT_REQUIRE(have.is_object(), "{}: its {} metadata is not a JSON object", file.string(), kMetaKey);
+  AVDIT_REQUIRE(have.is_object(), "{}: its {} metadata is not a JSON object", file.string(),
+                kMetaKey);
   std::string diff;
   for (const auto& [field, want] : key.items()) {
     const json got = have.contains(field) ? have[field] : json(nullptr);
@@ -95,18 +99,21 @@ sample::Trajectory read_teacher(const fs::path& file, const json& key) {
       const std::string s = v.dump();
       return field == "model" || field == "prompt" ? s.substr(0, 14) + "..\"" : s;
     };
-    diff += fmt::format("{}{} {} (this run: {})", diff.empty() ? "" : ", ", field, shown(got), shown(want));
+    diff += fmt::format("{}{} {} (this run: {})", diff.empty() ? "" : ", ", field, shown(got),
+                        shown(want));
   }
   AVDIT_REQUIRE(diff.empty(), "{}: the teacher of another run: {}", file.string(), diff);
   TensorMap tensors;
   for (const TensorInfo& t : st->tensors()) tensors.emplace(t.name, st->get(t.name));
   sample::Trajectory t = sample::trajectory_from_tensors(tensors, {"video", "audio"});
-  AVDIT_REQUIRE(t.steps() == key["steps"].get<int>(), "{}: {} steps of latents, its metadata says {}",
-                file.string(), t.steps(), key["steps"].get<int>());
+  AVDIT_REQUIRE(t.steps() == key["steps"].get<int>(),
+                "{}: {} steps of latents, its metadata says {}", file.string(), t.steps(),
+                key["steps"].get<int>());
   for (size_t m = 0; m < 2; ++m) {
     const json want = m == 0 ? key["video_shape"] : key["audio_shape"];
-    AVDIT_REQUIRE(json(t.latents[0][m].shape()) == want, "{}: {} latents of shape {}, expected {}", file.string(),
-                  m == 0 ? "video" : "audio", t.latents[0][m].shape_str(), want.dump());
+    AVDIT_REQUIRE(json(t.latents[0][m].shape()) == want, "{}: {} latents of shape {}, expected {}",
+                  file.string(), m == 0 ? "video" : "audio", t.latents[0][m].shape_str(),
+                  want.dump());
   }
   for (const auto& row : t.latents)
     for (const Tensor& x : row) {

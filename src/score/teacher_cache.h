@@ -23,8 +23,8 @@ namespace avdit::score {
 std::string model_fingerprint(const Checkpoint& ckpt);
 
 // The key of one prompt's teacher run.
-nlohmann::json teacher_key(const std::string& fingerprint, const std::string& family, const Prompt& prompt,
-                           const Sampling& s);
+nlohmann::json teacher_key(const std::string& fingerprint, const std::string& family,
+                           const Prompt& prompt, const Sampling& s);
 
 // DIR/teacher-<24 hex of SHA-256(key)>.safetensors.
 std::filesystem::path teacher_path(const std::filesystem::path& dir, const nlohmann::json& key);
@@ -34,6 +34,7 @@ std::filesystem::path teacher_path(const std::filesystem::path& dir, const nlohm
 sample::Trajectory read_teacher(const std::filesystem::path& file, const nlohmann::json& key);
 
 // Writes the trajectory with its key (atomically).
-void write_teacher(const std::filesystem::path& file, const nlohmann::json& key, const sample::Trajectory& t);
+void write_teacher(const std::filesystem::path& file, const nlohmann::json& key,
+                   const sample::Trajectory& t);
 
 }  // namespace avdit::score

@@ -28,27 +28,33 @@ TEST_F(MoeCombineBackend, ForcedSums) {
     const int64_t G = cs.H * cs.E, W = cs.H * cs.D;
     const Tensor gate = random_tensor({G, cs.D}, DType::F32, 40, 1.5f / std::sqrt(float(cs.D)));
     const Tensor bias = random_tensor({G}, DType::F32, 41, 0.15f);
-    const Tensor wg = random_tensor({G, cs.D, cs.De}, DType::BF16, 42, 2.5f / std::sqrt(float(cs.D)));
-    const Tensor wu = random_tensor({G, cs.D, cs.De}, DType::BF16, 43, 2.5f / std::sqrt(float(cs.D)));
-    const Tensor wd = random_tensor({G, cs.De, cs.D}, DType::BF16, 44, 0.3f / std::sqrt(float(cs.De)));
-    for (const auto& [d, sum] : {std::pair{DType::F32, CombineSum::Bf16}, std::pair{DType::BF16, CombineSum::F32}}) {
+    const Tensor wg =
+        random_tensor({G, cs.D, cs.De}, DType::BF16, 42, 2.5f / std::sqrt(float(cs.D)));
+    const Tensor wu =
+        random_tensor({G, cs.D, cs.De}, DType::BF16, 43, 2.5f / std::sqrt(float(cs.D)));
+    const Tensor wd =
+        random_tensor({G, cs.De, cs.D}, DType::BF16, 44, 0.3f / std::sqrt(float(cs.De)));
+    for (const auto& [d, sum] :
+         {std::pair{DType::F32, CombineSum::Bf16}, std::pair{DType::BF16, CombineSum::F32}}) {
       MoeConfig mc;
-      mc.heads = cs.H, mc.experts = cs.E, mc.top_k = cs.K, mc.head_dim = cs.D, mc.route_scale = 2.5f;
+      mc.heads = cs.H, mc.experts = cs.E, mc.top_k = cs.K, mc.head_dim = cs.D,
+      mc.route_scale = 2.5f;
       mc.combine = sum;
       const Tensor x = random_tensor({cs.T, W}, d, 47);
       const Routing r = route(cpu(), x, gate, bias, mc, false);
-      check({fmt::format("combine {} sum, {} act, T {} D {} De {}", sum == CombineSum::Bf16 ? "bf16" : "fp32",
-                         dtype_name(d), cs.T, cs.D, cs.De),
-             kBf16, [&](Context& c) {
-               ExpertWeights w;
-               w.inter = cs.De, w.begin = 0, w.end = cs.E;
-               w.gate = {wg}, w.up = {wu}, w.down = {wd};
-               w = prepare_experts(c, w, mc, d);
-               const Routing rc{c.upload(r.indices), c.upload(r.weights), Tensor()};
-               Tensor out = c.zeros({cs.T, W}, d);
-               routed_experts(c, c.upload(x), rc, w, mc, out);
-               return std::vector<Tensor>{out};
-             }});
+      check(
+          {fmt::format("combine {} sum, {} act, T {} D {} De {}",
+                       sum == CombineSum::Bf16 ? "bf16" : "fp32", dtype_name(d), cs.T, cs.D, cs.De),
+           kBf16, [&](Context& c) {
+             ExpertWeights w;
+             w.inter = cs.De, w.begin = 0, w.end = cs.E;
+             w.gate = {wg}, w.up = {wu}, w.down = {wd};
+             w = prepare_experts(c, w, mc, d);
+             const Routing rc{c.upload(r.indices), c.upload(r.weights), Tensor()};
+             Tensor out = c.zeros({cs.T, W}, d);
+             routed_experts(c, c.upload(x), rc, w, mc, out);
+             return std::vector<Tensor>{out};
+           }});
     }
   }
 }

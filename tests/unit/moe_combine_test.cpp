@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <random>
 #include "core/dtype.h"
 #include "ops/context.h"
 #include "ops/moe.h"
-#include <random>
 
 namespace avdit::ops {
 namespace {
@@ -52,14 +52,17 @@ Tensor run(Context& ctx, const Moe& m, CombineSum sum, DType out) {
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
+  return a.nbytes() == b.nbytes() &&
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
 TEST(MoeCombine, Fp32SumUnderFp32IsTheDefault) {
   CpuContext ctx;
   const Moe m = make_moe(3);
-  EXPECT_TRUE(same_bits(run(ctx, m, CombineSum::ByOutput, DType::F32), run(ctx, m, CombineSum::F32, DType::F32)));
-  EXPECT_TRUE(same_bits(run(ctx, m, CombineSum::ByOutput, DType::BF16), run(ctx, m, CombineSum::Bf16, DType::BF16)));
+  EXPECT_TRUE(same_bits(run(ctx, m, CombineSum::ByOutput, DType::F32),
+                        run(ctx, m, CombineSum::F32, DType::F32)));
+  EXPECT_TRUE(same_bits(run(ctx, m, CombineSum::ByOutput, DType::BF16),
+                        run(ctx, m, CombineSum::Bf16, DType::BF16)));
 }
 
 TEST(MoeCombine, Bf16SumOfOneChoiceIsTheFp32ResultRounded) {
@@ -67,7 +70,8 @@ TEST(MoeCombine, Bf16SumOfOneChoiceIsTheFp32ResultRounded) {
   const Moe m = make_moe(1);
   const Tensor f = run(ctx, m, CombineSum::ByOutput, DType::F32);
   const Tensor b = run(ctx, m, CombineSum::Bf16, DType::F32);
-  for (int64_t i = 0; i < f.numel(); ++i) ASSERT_EQ(b.f32()[i], bf16_to_f32(f32_to_bf16(f.f32()[i]))) << i;
+  for (int64_t i = 0; i < f.numel(); ++i)
+    ASSERT_EQ(b.f32()[i], bf16_to_f32(f32_to_bf16(f.f32()[i]))) << i;
 }
 
 TEST(MoeCombine, Bf16SumOfSeveralChoicesStaysOnTheGridAndNear) {

@@ -1,7 +1,8 @@
 // avdit score's parts on the CPU: candidate option sets, the error and SNR formulas, the exactness
-// the issue asks for (the teacher as its own candidate: 0 error and infinite SNR at every step, both
-// families; a planted velocity perturbation of relative size eps scores eps within 1%), the teacher
-// file's refusals, and the decoded-clip metrics against direct (slow, independent) computations.
+// the issue asks for (the teacher as its own candidate: 0 error and infinite SNR at every step,
+// both families; a planted velocity perturbation of relative size eps scores eps within 1%), the
+// teacher file's refusals, and the decoded-clip metrics against direct (slow, independent)
+// computations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,7 +34,8 @@ Tensor randn(Shape shape, uint32_t seed, float std = 1.f) {
 }
 
 TEST(ScoreCandidate, ParsesOptionsAndRefusesUnknownOnes) {
-  const Candidate c = parse_candidate("both=--nvfp4-experts  --moe-combine bf16 --perturb-velocity=0.25");
+  const Candidate c =
+      parse_candidate("both=--nvfp4-experts  --moe-combine bf16 --perturb-velocity=0.25");
   EXPECT_EQ(c.name, "both");
   EXPECT_TRUE(c.knobs.nvfp4_experts);
   EXPECT_EQ(c.knobs.moe_combine, ops::CombineSum::Bf16);
@@ -51,15 +53,17 @@ TEST(ScoreCandidate, ParsesOptionsAndRefusesUnknownOnes) {
     parse_candidate("fp4=--nvfp4-expert");
     FAIL();
   } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("--candidate fp4: unknown option '--nvfp4-expert'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--candidate fp4: unknown option '--nvfp4-expert'"),
+              std::string::npos)
         << e.what();
   }
 }
 
 TEST(ScoreCandidate, FindsCombinationsForTheQuadratureCheck) {
-  const std::vector<Candidate> cs = {parse_candidate("floor=--moe-combine bf16"), parse_candidate("fp4=--nvfp4-experts"),
-                                     parse_candidate("pert=--perturb-velocity 0.1"),
-                                     parse_candidate("both=--perturb-velocity 0.1 --nvfp4-experts")};
+  const std::vector<Candidate> cs = {
+      parse_candidate("floor=--moe-combine bf16"), parse_candidate("fp4=--nvfp4-experts"),
+      parse_candidate("pert=--perturb-velocity 0.1"),
+      parse_candidate("both=--perturb-velocity 0.1 --nvfp4-experts")};
   const auto combos = find_combinations(cs);
   ASSERT_EQ(combos.size(), 1u);
   EXPECT_EQ(combos[0].combined, 3u);
@@ -72,8 +76,8 @@ TEST(ScoreCandidate, FindsCombinationsForTheQuadratureCheck) {
 
 TEST(ScoreMetrics, ErrorAndSnrFormulas) {
   const Tensor before = Tensor::from_floats({0, 0, 0, 0}, {4});
-  const Tensor t = Tensor::from_floats({3, 0, 4, 0}, {4});      // update of norm 5
-  const Tensor c = Tensor::from_floats({3, 1, 4, 0}, {4});      // 1 away
+  const Tensor t = Tensor::from_floats({3, 0, 4, 0}, {4});  // update of norm 5
+  const Tensor c = Tensor::from_floats({3, 1, 4, 0}, {4});  // 1 away
   EXPECT_DOUBLE_EQ(step_error(c, t, before), 0.2);
   EXPECT_DOUBLE_EQ(snr_db(c, t), 20.0 * std::log10(5.0));
   EXPECT_EQ(step_error(t, t, before), 0.0);
@@ -85,7 +89,8 @@ TEST(ScoreMetrics, ErrorAndSnrFormulas) {
 
 // The fixture text states of each tiny model as a Prompt.
 Prompt fixture_prompt(bool magi2) {
-  const fs::path file = magi2 ? kGolden / "magi2-tiny/sampler.safetensors" : kGolden / "h3-tiny/inputs.safetensors";
+  const fs::path file =
+      magi2 ? kGolden / "magi2-tiny/sampler.safetensors" : kGolden / "h3-tiny/inputs.safetensors";
   const TensorMap t = read_all(file);
   Prompt p;
   p.id = "p1";
@@ -125,23 +130,25 @@ TEST_P(ScoreExactness, TeacherAsItsOwnCandidateIsExact) {
   }
 }
 
-// H3's Euler update is (1 - r)(1 - t) v: a velocity off by eps |v| moves the latent by eps times the
-// teacher's update at every step. MAGI-2's UniPC mixes steps (its corrector), except on a one-step
-// run, whose only update is the last one: -sigma v.
+// H3's Euler update is (1 - r)(1 - t) v: a velocity off by eps |v| moves the latent by eps times
+// the teacher's update at every step. MAGI-2's UniPC mixes steps (its corrector), except on a
+// one-step run, whose only update is the last one: -sigma v.
 TEST_P(ScoreExactness, PlantedPerturbationScoresItsSize) {
   const bool magi2 = GetParam();
   ops::CpuContext ctx;
   const Checkpoint ckpt = Checkpoint::open(kGolden / (magi2 ? "magi2-tiny" : "h3-tiny"));
   const Prompt p = fixture_prompt(magi2);
   const Sampling s = tiny_sampling(magi2, magi2 ? 1 : 6);
-  const sample::Trajectory teacher = CandidateRunner(ctx, ckpt, magi2, Knobs{}, "fp32").run(p, s, nullptr).trajectory;
+  const sample::Trajectory teacher =
+      CandidateRunner(ctx, ckpt, magi2, Knobs{}, "fp32").run(p, s, nullptr).trajectory;
   for (const double eps : {0.01, 0.1, 0.5}) {
     Knobs k;
     k.perturb_velocity = eps;
-    const StepSeries series = step_series(CandidateRunner(ctx, ckpt, magi2, k, "fp32").run(p, s, &teacher).trajectory,
-                                          teacher);
+    const StepSeries series = step_series(
+        CandidateRunner(ctx, ckpt, magi2, k, "fp32").run(p, s, &teacher).trajectory, teacher);
     for (size_t m = 0; m < 2; ++m)
-      for (const double e : series.error[m]) EXPECT_NEAR(e, eps, 0.01 * eps) << "eps " << eps << " modality " << m;
+      for (const double e : series.error[m])
+        EXPECT_NEAR(e, eps, 0.01 * eps) << "eps " << eps << " modality " << m;
   }
 }
 
@@ -157,7 +164,8 @@ TEST(ScoreTeacherFile, RefusesAnotherRunByName) {
   const nlohmann::json key = teacher_key("model-a", "h3", p, s);
   sample::Trajectory t;
   t.modalities = {"video", "audio"};
-  for (int k = 0; k <= 2; ++k) t.latents.push_back({randn(s.video_shape, k), randn(s.audio_shape, 10 + k)});
+  for (int k = 0; k <= 2; ++k)
+    t.latents.push_back({randn(s.video_shape, k), randn(s.audio_shape, 10 + k)});
   const fs::path file = teacher_path(dir, key);
   write_teacher(file, key, t);
   EXPECT_EQ(read_teacher(file, key).steps(), 2);
@@ -203,9 +211,11 @@ TEST(ScoreMediaMetrics, PsnrAndSsim) {
         double wsum = 0, ma = 0, mb = 0, aa = 0, bb = 0, ab = 0;
         for (int64_t dy = 0; dy < n; ++dy)
           for (int64_t dx = 0; dx < n; ++dx) {
-            const double w = std::exp(-((dy - 5) * (dy - 5) + (dx - 5) * (dx - 5)) / (2 * 1.5 * 1.5));
+            const double w =
+                std::exp(-((dy - 5) * (dy - 5) + (dx - 5) * (dx - 5)) / (2 * 1.5 * 1.5));
             const double va = Y(a, t, y0 + dy, x0 + dx), vb = Y(b, t, y0 + dy, x0 + dx);
-            wsum += w, ma += w * va, mb += w * vb, aa += w * va * va, bb += w * vb * vb, ab += w * va * vb;
+            wsum += w, ma += w * va, mb += w * vb, aa += w * va * va, bb += w * vb * vb,
+                ab += w * va * vb;
           }
         ma /= wsum, mb /= wsum, aa /= wsum, bb /= wsum, ab /= wsum;
         const double c1 = 1e-4, c2 = 9e-4;
@@ -222,7 +232,9 @@ TEST(ScoreMediaMetrics, LogMelAgainstADirectDft) {
   const double sr = 8000;
   const int64_t S = 700;
   std::vector<float> x(S);
-  for (int64_t i = 0; i < S; ++i) x[i] = static_cast<float>(0.5 * std::sin(2 * M_PI * 440 * i / sr) + 0.01 * std::cos(0.3 * i * i));
+  for (int64_t i = 0; i < S; ++i)
+    x[i] =
+        static_cast<float>(0.5 * std::sin(2 * M_PI * 440 * i / sr) + 0.01 * std::cos(0.3 * i * i));
   const int window = 64, mels = 10, hop = 16, bins = 33;
   const auto got = log_mel(x.data(), S, sr, window, mels);
   const auto fb = mel_filters(sr, window, mels, 0, sr / 2);
@@ -237,7 +249,8 @@ TEST(ScoreMediaMetrics, LogMelAgainstADirectDft) {
           int64_t j = f * hop - window / 2 + i;
           if (j < 0) j = -j;
           if (j >= S) j = 2 * (S - 1) - j;
-          X += double(x[j]) * (0.5 - 0.5 * std::cos(2 * M_PI * i / window)) * std::polar(1.0, -2 * M_PI * k * i / window);
+          X += double(x[j]) * (0.5 - 0.5 * std::cos(2 * M_PI * i / window)) *
+               std::polar(1.0, -2 * M_PI * k * i / window);
         }
         mel += fb[m * bins + k] * std::abs(X);
       }
