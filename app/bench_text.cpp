@@ -20,6 +20,8 @@
 #include "run_checks.h"
 #if AVDIT_HAVE_CUDA
 #include "backend/cuda/context.h"
+#include "backend/cuda/point_timer.h"
+#include "core/observer.h"
 #include "models/text/qwen3vl/encoder.h"
 #endif
 
@@ -68,6 +70,22 @@ int run(const TextBenchOptions& o) {
       if (i >= o.warmup) t.ms.push_back(ms);
     }
     const int64_t peak = ctx.pool_peak();
+    // The middle layer's split: CUDA events at its named points (a separate, observed encode);
+    // host stalls show up as gaps too, since an event is enqueued when the host reaches it.
+    const int64_t layer = o.layers / 2;
+    ops::PointTimer timer([layer](const Point& p) { return p.index == layer; });
+    {
+      const ProbeScope scope(ctx.observer(), &timer);
+      timer.start(ctx);
+      const Tensor out = enc.encode(ids);
+    }
+    std::string line = fmt::format("tokens {} layer {} (ms from the previous point):", T, layer);
+    double layer_ms = 0;
+    for (const auto& [p, ms] : timer.take()) {
+      line += fmt::format(" {} {:.3f};", p.str(), ms);
+      layer_ms += ms;
+    }
+    fmt::print("{} total {:.3f}\n", line, layer_ms);
     report.row();
     report.set("tokens", T);
     report.set("layers", o.layers);

@@ -47,6 +47,7 @@ struct GenerateArgs {
   std::string device = "cpu", precision = "fp32";
   bool nvfp4_experts = false;
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
+  bool nvfp4_expert_inputs = false;
   ClipArgs clip;  // pipeline mode (--prompt)
 };
 
@@ -132,9 +133,11 @@ void check_memory(const GenerateArgs& a, const std::string& family, const json& 
 int run_generate(const GenerateArgs& a) {
   if (!a.clip.prompt.empty()) {
     AVDIT_REQUIRE(a.text.empty() && a.negative.empty() && a.noise.empty() && a.teacher.empty() &&
-                      a.save_trajectory.empty() && a.time_freqs.empty() && a.moe_combine.empty(),
+                      a.save_trajectory.empty() && a.time_freqs.empty() && a.moe_combine.empty() &&
+                      !a.nvfp4_expert_inputs,
                   "--prompt runs the whole pipeline of a release folder; --text, --negative, --noise, "
-                  "--teacher, --save-trajectory, --time-embedding-freqs and --moe-combine belong to the latent mode");
+                  "--teacher, --save-trajectory, --time-embedding-freqs, --moe-combine and --nvfp4-expert-inputs "
+                  "belong to the latent mode");
     for (const auto& [value, option] :
          {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
           std::pair{a.audio_guidance, "--audio-guidance"}})
@@ -181,6 +184,8 @@ int run_generate(const GenerateArgs& a) {
                 *family);
   AVDIT_REQUIRE(a.moe_combine.empty() || magi2, "--moe-combine sets MAGI-2's MoE combine; {} is a {} model", a.model,
                 *family);
+  AVDIT_REQUIRE(!a.nvfp4_expert_inputs || magi2, "--nvfp4-expert-inputs quantises MAGI-2's expert inputs; {} is a {} "
+                "model", a.model, *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
   // Outputs are checked before the work: writable folders, two distinct files, no input replaced.
   std::vector<fs::path> inputs = checkpoint_files(ckpt);
@@ -243,6 +248,7 @@ int run_generate(const GenerateArgs& a) {
     load.nvfp4_experts = a.nvfp4_experts;
     if (!a.moe_combine.empty())
       load.moe_combine = a.moe_combine == "bf16" ? ops::CombineSum::Bf16 : ops::CombineSum::F32;
+    load.nvfp4_expert_inputs = a.nvfp4_expert_inputs;
     const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
     r = pipeline::generate_magi2(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
@@ -384,6 +390,9 @@ Run add_generate(CLI::App& app) {
                   "MAGI-2, latent mode: sum the K expert rows with a bf16 running sum or in fp32 rounded once "
                   "(default: as the activations; a precision knob for avdit score)")
       ->check(CLI::IsMember({"bf16", "fp32"}));
+  cmd->add_flag("--nvfp4-expert-inputs", a->nvfp4_expert_inputs,
+                "MAGI-2, latent mode, CPU: fake NVFP4 on both expert GEMM inputs (dynamic per-tensor scale), "
+                "to measure what NVFP4 activations cost");
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")

@@ -29,6 +29,10 @@ struct MoeConfig {
   bool route_norm = true;  // L1-normalise the K unbiased scores (eps 1e-12) before route_scale
   float route_scale = 1.0f;
   CombineSum combine = CombineSum::ByOutput;
+  // NVFP4 fake quantisation of both expert GEMM inputs (x, and the hidden activations before the
+  // down projection), each with a dynamic per-tensor scale (quant/nvfp4_activations.h): what NVFP4
+  // activations would cost (generate --nvfp4-expert-inputs). The CPU only for now.
+  bool nvfp4_inputs = false;
 };
 
 // Routing of every (token, head): fp32 logits x_h . gate_h^T, scores, the top K of score + bias

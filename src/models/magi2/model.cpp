@@ -28,7 +28,11 @@ Magi2Model::Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, DType act,
 
 Magi2Model::Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, const Magi2Config& config,
                        DType act, const LoadOptions& load)
-    : ctx_(ctx), config_(config), act_(act), moe_combine_(load.moe_combine) {
+    : ctx_(ctx),
+      config_(config),
+      act_(act),
+      moe_combine_(load.moe_combine),
+      nvfp4_expert_inputs_(load.nvfp4_expert_inputs) {
   w_ = load_weights(ctx, ckpt, config_, act_, load, &weight_bytes_);
   time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
 }
@@ -224,6 +228,7 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
   AVDIT_CHECK(w_.layers[i].moe, "magi2: layer {} is not a MoE layer", i);
   ops::MoeConfig mc = moe_config(c);
   mc.combine = moe_combine_;
+  mc.nvfp4_inputs = nvfp4_expert_inputs_;
   const int64_t L = p.tokens(), hidden = c.hidden_size, W = c.moe_width,
                 Is = c.moe.shared_expert_intermediate_size;
   auto packed = [&](const Tensor& t) { return ops::gather_rows(ctx, t, p.inv); };

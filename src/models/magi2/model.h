@@ -90,6 +90,7 @@ class Magi2Model {
   Tensor time_freqs_;
   int64_t weight_bytes_ = 0;
   ops::CombineSum moe_combine_ = ops::CombineSum::ByOutput;  // LoadOptions::moe_combine
+  bool nvfp4_expert_inputs_ = false;                          // LoadOptions::nvfp4_expert_inputs
 };
 
 }  // namespace avdit::models::magi2

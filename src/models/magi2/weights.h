@@ -92,6 +92,9 @@ struct LoadOptions {
   // option; it rides here because the model is built once per set of options (generate
   // --moe-combine, the floor of `avdit score`).
   ops::CombineSum moe_combine = ops::CombineSum::ByOutput;
+  // NVFP4 fake quantisation of the expert GEMM inputs (ops::MoeConfig::nvfp4_inputs; generate
+  // --nvfp4-expert-inputs): also a numerics knob.
+  bool nvfp4_expert_inputs = false;
 };
 
 // The MoE config of the ops (router and experts) from the model config.

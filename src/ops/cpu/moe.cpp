@@ -12,6 +12,7 @@
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "ops/rows.h"
+#include "quant/nvfp4_activations.h"
 
 namespace avdit::ops::cpu {
 namespace {
@@ -123,34 +124,66 @@ void routed_experts(const Tensor& x_in, const Routing& r, const ExpertWeights& w
   const DType sum_dtype = c.combine == CombineSum::Bf16  ? DType::BF16
                           : c.combine == CombineSum::F32 ? DType::F32
                                                          : act;
-  const Tensor x = f32(x_in);
   const Tensor wt = f32(r.weights);
-  std::vector<float> acc(static_cast<size_t>(L * W), 0.f);
-  const float* zv = x.f32();
   const float* wts = wt.f32();
   const int64_t held = w.end - w.begin;
-  for (int64_t h = 0; h < Hm; ++h) {
-    // Token slots (l, k) per expert, in token order.
-    std::vector<std::vector<std::pair<int64_t, float>>> slots(held);
+  // Token slots (l, k) per head and expert, in token order.
+  std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> slots(
+      Hm, std::vector<std::vector<std::pair<int64_t, float>>>(held));
+  for (int64_t h = 0; h < Hm; ++h)
     for (int64_t l = 0; l < L; ++l)
       for (int64_t k = 0; k < K; ++k) {
         const int64_t e = index_at(r.indices, (l * Hm + h) * K + k);
         if (e >= w.begin && e < w.end)
-          slots[e - w.begin].emplace_back(l, wts[(l * Hm + h) * K + k]);
+          slots[h][e - w.begin].emplace_back(l, wts[(l * Hm + h) * K + k]);
       }
+  Tensor x = f32(x_in);
+  if (c.nvfp4_inputs) {  // NVFP4 GEMM inputs: x with its own per-tensor scale
+    x = x.clone();
+    quant::fake_quantize_nvfp4_rows(x.f32(), L, W, quant::nvfp4_tensor_scale(x.f32(), L * W));
+    for (int64_t i = 0; i < L * W; ++i) x.f32()[i] = round_to(act, x.f32()[i]);
+  }
+  const float* zv = x.f32();
+  // Expert j of head h on its tokens: h = swiglu7(xs Wg, xs Wu) in fp32, rounded to the activation
+  // dtype ([n, De]).
+  auto hidden = [&](int64_t h, int64_t j) {
+    const auto& s = slots[h][j];
+    const int64_t n = static_cast<int64_t>(s.size());
+    Tensor xs = Tensor::empty({n, Dm}, DType::F32);
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(zv + s[i].first * W + h * Dm, zv + s[i].first * W + (h + 1) * Dm,
+                xs.f32() + i * Dm);
+    const Tensor gate = matmul_f32(xs, expert_matrix(w.gate, w.gate_q, h, j, held));  // [n, De]
+    const Tensor up = matmul_f32(xs, expert_matrix(w.up, w.up_q, h, j, held));
+    Tensor h_act = Tensor::empty(gate.shape(), act);
+    gated(Gated::Swiglu7Split, gate, &up, h_act, 0);
+    return h_act;
+  };
+  // NVFP4 inputs of the down GEMM: one scale for the hidden activations of every expert (the
+  // grouped GEMM's A operand), so a first pass finds their amax.
+  float h_scale = 0;
+  if (c.nvfp4_inputs) {
+    float amax = 0;
+    for (int64_t h = 0; h < Hm; ++h)
+      for (int64_t j = 0; j < held; ++j)
+        if (!slots[h][j].empty()) {
+          const Tensor t = hidden(h, j).to(DType::F32);
+          for (int64_t i = 0; i < t.numel(); ++i) amax = std::max(amax, std::fabs(t.f32()[i]));
+        }
+    h_scale = quant::nvfp4_global_scale(amax);
+  }
+  std::vector<float> acc(static_cast<size_t>(L * W), 0.f);
+  for (int64_t h = 0; h < Hm; ++h)
     for (int64_t j = 0; j < held; ++j) {
-      const auto& s = slots[j];
+      const auto& s = slots[h][j];
       if (s.empty()) continue;
       const int64_t n = static_cast<int64_t>(s.size());
-      Tensor xs = Tensor::empty({n, Dm}, DType::F32);
-      for (int64_t i = 0; i < n; ++i)
-        std::copy(zv + s[i].first * W + h * Dm, zv + s[i].first * W + (h + 1) * Dm,
-                  xs.f32() + i * Dm);
-      const Tensor gate = matmul_f32(xs, expert_matrix(w.gate, w.gate_q, h, j, held));  // [n, De]
-      const Tensor up = matmul_f32(xs, expert_matrix(w.up, w.up_q, h, j, held));
-      Tensor h_act =
-          Tensor::empty(gate.shape(), act);  // swiglu7 in fp32, rounded to the activation dtype
-      gated(Gated::Swiglu7Split, gate, &up, h_act, 0);
+      Tensor h_act = hidden(h, j);
+      if (c.nvfp4_inputs) {
+        Tensor q = h_act.to(DType::F32);
+        quant::fake_quantize_nvfp4_rows(q.f32(), n, q.size(1), h_scale);
+        h_act = q.to(act);
+      }
       const Tensor y = matmul_f32(h_act, expert_matrix(w.down, w.down_q, h, j, held));  // [n, Dm]
       const float* yv = y.f32();
       for (int64_t i = 0; i < n; ++i) {
@@ -160,7 +193,6 @@ void routed_experts(const Tensor& x_in, const Routing& r, const ExpertWeights& w
           dst[d] = round_to(sum_dtype, dst[d] + round_to(act, p * yv[i * Dm + d]));
       }
     }
-  }
   const Tensor result = Tensor::from_data({L, W}, DType::F32, acc.data());
   copy_columns(result, 0, out, 0, W);
 }
