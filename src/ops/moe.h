@@ -41,6 +41,10 @@ struct Routing {
   Tensor indices;  // I32 [T, heads, K], by descending biased score
   Tensor weights;  // F32 [T, heads, K] (route_scale included)
   Tensor logits;   // F32 [T, heads, E] when asked for (a probe wants them), else undefined
+  // F32 [T, heads] when asked for (router statistics), else undefined: the K-th minus the (K+1)-th
+  // biased score (score + bias) of the (token, head), how close the choice came to flipping; +inf
+  // when K = E.
+  Tensor gap;
 };
 
 namespace cuda {
@@ -74,7 +78,7 @@ struct MoeOutputWeights {
 
 namespace cpu {
 Routing route(const Tensor& x, const Tensor& gate, const Tensor& bias, const MoeConfig& cfg,
-              bool keep_logits);
+              bool keep_logits, bool keep_gap);
 void routed_experts(const Tensor& x, const Routing& r, const ExpertWeights& w, const MoeConfig& cfg,
                     Tensor& out);
 void moe_output(const Tensor& cat, const Tensor& specific, const MoeOutputWeights& w, Tensor& out,
@@ -82,7 +86,7 @@ void moe_output(const Tensor& cat, const Tensor& specific, const MoeOutputWeight
 }  // namespace cpu
 namespace cuda {
 Routing route(CudaContext& c, const Tensor& x, const Tensor& gate, const Tensor& bias,
-              const MoeConfig& cfg, bool keep_logits);
+              const MoeConfig& cfg, bool keep_logits, bool keep_gap);
 ExpertWeights prepare_experts(CudaContext& c, ExpertWeights w, const MoeConfig& cfg, DType act);
 void routed_experts(CudaContext& c, const Tensor& x, const Routing& r, const ExpertWeights& w,
                     const MoeConfig& cfg, Tensor& out);
@@ -94,8 +98,8 @@ void moe_output(CudaContext& c, const Tensor& cat, const Tensor& specific,
 
 // x [T, heads * head_dim] (F32 or BF16); gate F32 [heads * E, head_dim]; bias F32 [heads * E].
 inline Routing route(Context& ctx, const Tensor& x, const Tensor& gate, const Tensor& bias,
-                     const MoeConfig& cfg, bool keep_logits = false) {
-  return AVDIT_OP(ctx, route, x, gate, bias, cfg, keep_logits);
+                     const MoeConfig& cfg, bool keep_logits = false, bool keep_gap = false) {
+  return AVDIT_OP(ctx, route, x, gate, bias, cfg, keep_logits, keep_gap);
 }
 
 // The experts as the context runs them (see ExpertWeights). act: the activation dtype of the calls

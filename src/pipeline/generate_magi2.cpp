@@ -141,6 +141,9 @@ GenerateResult generate_magi2(const magi2::Magi2Model& model, const Magi2Generat
   };
   std::vector<Tensor> latents = {ctx.upload(x_video), ctx.upload(x_audio)};
   const RunProbes probes(ctx, run, result, so, latents, steps);
+  if (o.route_recorder)
+    o.route_recorder->begin(ctx, config, stepper.layout(x_video.shape(), x_audio.shape()), steps);
+  const ProbeScope route_scope(ctx.observer(), o.route_recorder);
   std::vector<std::unique_ptr<sample::Stepper>> steppers;
   steppers.push_back(sample::make_unipc_stepper(ctx, schedule.sigmas));
   steppers.push_back(sample::make_unipc_stepper(ctx, schedule.sigmas));

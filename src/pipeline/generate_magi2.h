@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "analysis/routes/recorder.h"
 #include "models/magi2/model.h"
 #include "pipeline/generate_common.h"
 #include "sample/cfg.h"
@@ -29,6 +30,9 @@ struct Magi2GenerateOptions {
   // table, e.g. the fixture's GPU-evaluated `time_embedding_freqs` (see magi2-tiny README);
   // optional.
   LabeledTensor time_embedding_freqs;
+  // Router statistics of the run (--route-stats): begun with the loop's packed layout, attached
+  // for the loop; the caller takes them with finish().
+  analysis::routes::RouteRecorder* route_recorder = nullptr;
 };
 
 // Runs the sampler on the model's context; steps, shift and guidance default to the model's

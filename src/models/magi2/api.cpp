@@ -130,26 +130,7 @@ std::vector<std::array<Tensor, 2>> Magi2Stepper::velocity(const Tensor& video_an
   AVDIT_REQUIRE(video.dtype() == DType::F32 && audio.dtype() == DType::F32,
                 "magi2 stepper: latents must be F32, found {} and {}", dtype_name(video.dtype()),
                 dtype_name(audio.dtype()));
-  if (!index_ || video.shape() != video_shape_ || audio.shape() != audio_shape_) {
-    // Once per latent shape: the packing indices, the plan, the source buffer with the texts in it.
-    video_shape_ = video.shape();
-    audio_shape_ = audio.shape();
-    index_.emplace(packing_index(c, video_shape_, audio_shape_, text_lens_, text_rows_));
-    const PackedSequence& l = index_->layout;
-    plan_.emplace(m.plan(l.modality, l.coords, l.cu_seqlens));
-    x_index_ = ops::index_tensor(ctx, index_->x);
-    source_ = ctx.zeros({index_->source_size}, DType::F32);
-    const int64_t va = video.numel() + audio.numel();
-    Tensor texts = source_.slice_rows(va, va + text_.numel());
-    ops::copy_(ctx, texts, ctx.upload(text_.reshape({text_.numel()})));
-    video_out_.clear();
-    audio_out_.clear();
-    for (size_t b = 0; b < text_lens_.size(); ++b) {
-      video_out_.push_back(ops::index_tensor(ctx, index_->video_out[b]));
-      audio_out_.push_back(ops::index_tensor(ctx, index_->audio_out[b]));
-    }
-    noisy_.assign(index_->noisy.begin(), index_->noisy.end());
-  }
+  prepare(video.shape(), audio.shape());
   // Per step: the latents into the source, one gather into the packed rows, the per-token times.
   const int64_t V = video.numel(), A = audio.numel(), L = plan_->tokens();
   Tensor dst_v = source_.slice_rows(0, V), dst_a = source_.slice_rows(V, V + A);
@@ -173,6 +154,37 @@ std::vector<std::array<Tensor, 2>> Magi2Stepper::velocity(const Tensor& video_an
     v.push_back(item);
   }
   return v;
+}
+
+const PackedSequence& Magi2Stepper::layout(const Shape& video, const Shape& audio) {
+  prepare(video, audio);
+  return index_->layout;
+}
+
+void Magi2Stepper::prepare(const Shape& video, const Shape& audio) {
+  const Magi2Model& m = model_;
+  const Magi2Config& c = m.config();
+  ops::Context& ctx = m.ctx();
+  if (!index_ || video != video_shape_ || audio != audio_shape_) {
+    // Once per latent shape: the packing indices, the plan, the source buffer with the texts in it.
+    video_shape_ = video;
+    audio_shape_ = audio;
+    index_.emplace(packing_index(c, video_shape_, audio_shape_, text_lens_, text_rows_));
+    const PackedSequence& l = index_->layout;
+    plan_.emplace(m.plan(l.modality, l.coords, l.cu_seqlens));
+    x_index_ = ops::index_tensor(ctx, index_->x);
+    source_ = ctx.zeros({index_->source_size}, DType::F32);
+    const int64_t va = shape_numel(video) + shape_numel(audio);
+    Tensor texts = source_.slice_rows(va, va + text_.numel());
+    ops::copy_(ctx, texts, ctx.upload(text_.reshape({text_.numel()})));
+    video_out_.clear();
+    audio_out_.clear();
+    for (size_t b = 0; b < text_lens_.size(); ++b) {
+      video_out_.push_back(ops::index_tensor(ctx, index_->video_out[b]));
+      audio_out_.push_back(ops::index_tensor(ctx, index_->audio_out[b]));
+    }
+    noisy_.assign(index_->noisy.begin(), index_->noisy.end());
+  }
 }
 
 }  // namespace avdit::models::magi2

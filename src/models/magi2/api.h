@@ -60,8 +60,13 @@ class Magi2Stepper {
   // model's time of this step. Returns per item {video, audio} velocities, F32 on the model's
   // context.
   std::vector<std::array<Tensor, 2>> velocity(const Tensor& video, const Tensor& audio, float t);
+  // The packed layout velocity() runs for latents of these shapes (modality, cu_seqlens, grid; no
+  // x): what a probe of the forward needs to know about its rows (router statistics).
+  const PackedSequence& layout(const Shape& video, const Shape& audio);
 
  private:
+  void prepare(const Shape& video, const Shape& audio);  // indices and plan, once per shape
+
   const Magi2Model& model_;
   std::vector<int64_t> text_lens_;
   int64_t text_rows_ = 0;

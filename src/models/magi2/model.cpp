@@ -238,9 +238,12 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
   const Tensor split =
       ops::linear(ctx, xn, w.split_linear, nullptr, act_);  // [L, W]: the heads side by side
   ops::observe(ctx, {"moe.{}.split", i}, split);
-  // Router logits only when a probe wants them.
+  // Router logits and score gaps only when a probe wants them; the gap comes before the choices
+  // (router statistics pair them, analysis/routes/recorder.h).
   const ops::Routing r = ops::route(ctx, split, w.gate, w.expert_bias, mc,
-                                    ops::observed(ctx, {"layers.{}.router.logits", i}));
+                                    ops::observed(ctx, {"layers.{}.router.logits", i}),
+                                    ops::observed(ctx, {"moe.{}.router.gap", i}));
+  if (r.gap.defined()) ops::observe(ctx, {"moe.{}.router.gap", i}, r.gap);
   ops::observe(ctx, {"moe.{}.router", i}, r.indices);
   // [routed experts' output | shared expert's h] side by side: moe_output sums both in one GEMM on
   // the GPU.

@@ -247,7 +247,7 @@ class Assembler {
     return m;
   }
 
-  MoeWeights moe(const std::string& p, const LoadOptions& opt) {
+  MoeWeights moe(int64_t layer, const std::string& p, const LoadOptions& opt) {
     const int64_t hidden = c_.hidden_size;
     const std::string m = p + "mlp.";
     MoeWeights w;
@@ -257,8 +257,17 @@ class Assembler {
     const std::string bias = m + "moe_mlp.router.expert_bias";
     // As the reference's loader: expert_bias_ema (the EMA model's bias) replaces expert_bias when
     // present.
-    w.expert_bias = f32(
-        src_.host(!opt.router_bias_from_main && src_.has(bias + "_ema") ? bias + "_ema" : bias));
+    Tensor b =
+        src_.host(!opt.router_bias_from_main && src_.has(bias + "_ema") ? bias + "_ema" : bias);
+    if (auto add = opt.router_bias_add.find(layer); add != opt.router_bias_add.end()) {
+      AVDIT_CHECK(add->second.numel() == b.numel(), "router bias of {}: {} values to add to {}",
+                  bias, add->second.numel(), b.numel());
+      Tensor sum = b.to(DType::F32);  // a copy: the stored bias may be a read-only mapping
+      const Tensor delta = add->second.to_f32();
+      for (int64_t e = 0; e < sum.numel(); ++e) sum.f32()[e] += delta.f32()[e];
+      b = sum;
+    }
+    w.expert_bias = f32(b);
     w.shared_fc1 = src_.matrix(m + "shared_expert_fc1.weight", act_);
     w.ms_fc1 = src_.matrix(m + "modality_specific_shared_expert_fc1.weight", act_);
     w.ms_fc2 = src_.matrix(m + "modality_specific_shared_expert_fc2.weight", act_);
@@ -292,7 +301,7 @@ class Assembler {
     a.k_norm = f32(src_.host(p + "attention.k_norm.weight"), {G, D});
     a.sinks = f32(combined_sinks(src_.host(p + "attention.sinks")));
     if (L.moe) {
-      L.moe_mlp = moe(p, opt);
+      L.moe_mlp = moe(i, p, opt);
     } else {
       L.dense.pre_norm = f32(src_.host(p + "mlp.pre_norm.weight"), {G, hidden});
       L.dense.up_gate_proj = src_.matrix(p + "mlp.up_gate_proj.weight", act_);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -95,6 +96,10 @@ struct LoadOptions {
   // NVFP4 fake quantisation of the expert GEMM inputs (ops::MoeConfig::nvfp4_inputs; generate
   // --nvfp4-expert-inputs): also a numerics knob.
   bool nvfp4_expert_inputs = false;
+  // Added to the router bias of the MoE layers it names (block index -> F32 [H_moe * E]): an
+  // expert mask (generate --expert-mask, analysis/routes/mask.h) moves masked experts far below
+  // any score.
+  std::map<int64_t, Tensor> router_bias_add;
 };
 
 // The MoE config of the ops (router and experts) from the model config.

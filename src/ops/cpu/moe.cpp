@@ -3,6 +3,7 @@
 // summation order of the bf16 contract, and the output linears as separate bf16 tensors.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -50,7 +51,7 @@ Tensor matmul_f32(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Routing route(const Tensor& x_in, const Tensor& gate, const Tensor& bias_in, const MoeConfig& c,
-              bool keep_logits) {
+              bool keep_logits, bool keep_gap) {
   const int64_t Hm = c.heads, E = c.experts, K = c.top_k, Dm = c.head_dim;
   AVDIT_CHECK(x_in.ndim() == 2 && x_in.size(1) == Hm * Dm, "moe route: x {} for {} heads of {}",
               x_in.shape_str(), Hm, Dm);
@@ -64,6 +65,7 @@ Routing route(const Tensor& x_in, const Tensor& gate, const Tensor& bias_in, con
   r.indices = Tensor::empty({L, Hm, K}, DType::I32);
   r.weights = Tensor::empty({L, Hm, K}, DType::F32);
   if (keep_logits) r.logits = Tensor::empty({L, Hm, E}, DType::F32);
+  if (keep_gap) r.gap = Tensor::empty({L, Hm}, DType::F32);
   int32_t* idx = r.indices.data<int32_t>();
   float* wts = r.weights.f32();
   const Tensor bias_t = f32(bias_in);
@@ -90,10 +92,16 @@ Routing route(const Tensor& x_in, const Tensor& gate, const Tensor& bias_in, con
       }
       for (int64_t e = 0; e < E; ++e) biased[e] = score[e] + bias[h * E + e];
       std::iota(order.begin(), order.end(), 0);
-      // Descending biased score; equal scores: the lower expert index first.
-      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int64_t a, int64_t b) {
-        return biased[a] > biased[b] || (biased[a] == biased[b] && a < b);
-      });
+      // Descending biased score; equal scores: the lower expert index first. The gap needs the
+      // (K+1)-th too.
+      const int64_t sorted = keep_gap ? std::min(K + 1, E) : K;
+      std::partial_sort(order.begin(), order.begin() + sorted, order.end(),
+                        [&](int64_t a, int64_t b) {
+                          return biased[a] > biased[b] || (biased[a] == biased[b] && a < b);
+                        });
+      if (keep_gap)
+        r.gap.f32()[l * Hm + h] = K < E ? biased[order[K - 1]] - biased[order[K]]
+                                        : std::numeric_limits<float>::infinity();
       float norm = 0;
       for (int64_t k = 0; k < K; ++k) norm += std::fabs(score[order[k]]);
       const float denom = c.route_norm ? std::max(norm, kRouteNormEps) : 1.0f;

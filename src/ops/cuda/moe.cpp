@@ -44,9 +44,10 @@ Tensor stack(CudaContext& c, const std::vector<Tensor>& parts, DType dtype) {
 }  // namespace
 
 Routing route(CudaContext& c, const Tensor& x, const Tensor& gate, const Tensor& bias,
-              const MoeConfig& cfg, bool keep_logits) {
-  const moe::Routing r = moe::route(c.dev(), x, gate, bias, router_config(cfg), keep_logits);
-  return Routing{r.indices, r.weights, r.logits};
+              const MoeConfig& cfg, bool keep_logits, bool keep_gap) {
+  const moe::Routing r =
+      moe::route(c.dev(), x, gate, bias, router_config(cfg), keep_logits, keep_gap);
+  return Routing{r.indices, r.weights, r.logits, r.gap};
 }
 
 ExpertWeights prepare_experts(CudaContext& c, ExpertWeights w, const MoeConfig& cfg, DType act) {

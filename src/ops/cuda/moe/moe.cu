@@ -512,7 +512,7 @@ void check_config(const RouterConfig& cfg) {
 }
 
 Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
-              const RouterConfig& cfg, bool keep_logits) {
+              const RouterConfig& cfg, bool keep_logits, bool keep_gap) {
   check_config(cfg);
   require_cuda(x, "moe route x");
   require_cuda(gate, "moe route gate");
@@ -533,10 +533,12 @@ Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bi
   r.indices = cuda_empty(dev, {T, cfg.heads, cfg.top_k}, DType::I32);
   r.weights = cuda_empty(dev, {T, cfg.heads, cfg.top_k}, DType::F32);
   if (keep_logits) r.logits = cuda_empty(dev, {T, cfg.heads, cfg.experts}, DType::F32);
+  if (keep_gap) r.gap = cuda_empty(dev, {T, cfg.heads}, DType::F32);
   if (T == 0) return r;
   launch_router(dev, x, gate, bias, cfg, T, static_cast<int*>(device_ptr(r.indices)),
                 static_cast<float*>(device_ptr(r.weights)),
-                keep_logits ? static_cast<float*>(device_ptr(r.logits)) : nullptr);
+                keep_logits ? static_cast<float*>(device_ptr(r.logits)) : nullptr,
+                keep_gap ? static_cast<float*>(device_ptr(r.gap)) : nullptr, true);
   return r;
 }
 

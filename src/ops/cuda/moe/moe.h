@@ -28,12 +28,13 @@ struct Routing {
   Tensor indices;  // [T, heads, K] I32, by descending biased score
   Tensor weights;  // [T, heads, K] F32 (route_scale included)
   Tensor logits;   // [T, heads, E] F32, only when keep_logits (dumps); else undefined
+  Tensor gap;      // [T, heads] F32, only when keep_gap: K-th minus (K+1)-th biased score
 };
 
 // x [T, heads*head_dim] F32 or BF16 on the device; gate [heads*E, head_dim] F32; bias [heads*E]
 // F32.
 Routing route(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
-              const RouterConfig& cfg, bool keep_logits = false);
+              const RouterConfig& cfg, bool keep_logits = false, bool keep_gap = false);
 
 // Routed expert weights of all heads as the checkpoint stores them ([in, out] matrices), on the
 // device: gate, up [heads*E, D, De]; down [heads*E, De, D]; F32 or BF16. The B-operand loader of

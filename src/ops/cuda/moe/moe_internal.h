@@ -74,7 +74,11 @@ __global__ void tile_fill_kernel(const int* offsets, const int* tile_base, int G
 void check_config(const RouterConfig& cfg);
 // The fused router kernel (router.cu) on checked operands: indices and weights [T, heads, K], and
 // the [T, heads, E] logits when `logits` is not null. BF16 x on sm_80+ takes the tensor-core kernel
-// unless `allow_tensor_cores` is false (the tests compare the two); returns whether it did.
+// unless `allow_tensor_cores` is false (the tests compare the two); returns whether it did. gap
+// (not null): [T, heads], the K-th minus the (K+1)-th biased score of each (token, head).
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
+                   const RouterConfig& cfg, int64_t T, int* idx, float* w, float* logits,
+                   float* gap, bool allow_tensor_cores);
 bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
                    const RouterConfig& cfg, int64_t T, int* idx, float* w, float* logits,
                    bool allow_tensor_cores = true);

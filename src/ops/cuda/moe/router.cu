@@ -75,6 +75,11 @@ __device__ __forceinline__ unsigned order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The float of a key (order_key's inverse; key 0, "none", is not passed here).
+__device__ __forceinline__ float key_value(unsigned k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 // gate [H*E, D] -> gt [H, Dp, 256] (k-major, zero rows k >= D and zero columns e >= E), so that the
 // router's B stages are plain 16-byte copies with no bounds. 3 MB for the preview's 12 x 256 x 256.
 __global__ void transpose_gate_kernel(const float* gate, int H, int E, int D, int Dp, float* gt) {
@@ -153,6 +158,7 @@ struct RouterArgs {
   float* w;                 // [T, H, K]
   float* logits;            // [T, H, E] or null
   const __nv_bfloat16* gp;  // split_gate_kernel's output (router_mma_kernel)
+  float* gap;               // [T, H] or null: K-th minus (K+1)-th biased score (router statistics)
 };
 
 // This lane's bias in the slot order of expert_of.
@@ -208,7 +214,8 @@ __device__ __forceinline__ void store_choice(const RouterArgs& a, int64_t p, boo
 
 // The K rounds: each lane keeps its best two untaken (key, slot) pairs and a round pops the
 // winner's; the scores are fetched once after the rounds, summed into l1 in the CPU's order k = 0,
-// 1, ...
+// 1, ... With a.gap, one more round finds the (K+1)-th best key, and lane 0 stores the K-th biased
+// score minus it (+inf when no expert is left: K = E), the CPU's subtraction of the same floats.
 template <int NT>
 __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const float (&sc)[NT][8],
                                             unsigned (&key)[NT][8], const int64_t (&p)[NT],
@@ -221,19 +228,28 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
   int my_e[NT];  // lane k keeps the k-th choice
   unsigned k1[NT], k2[NT], taken[NT];
   int j1[NT], j2[NT], popped[NT];
+  unsigned kth[NT], next[NT];  // the K-th and (K+1)-th best keys (with a.gap)
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     my_e[n] = 0;
     taken[n] = 0;
     popped[n] = 0;
+    kth[n] = next[n] = 0u;
     lane_top2(key[n], 0u, k1[n], j1[n], k2[n], j2[n]);
   }
-  for (int k = 0; k < a.K; ++k) {
+  const int rounds = a.K + (a.gap != nullptr ? 1 : 0);  // uniform across the warp
+  for (int k = 0; k < rounds; ++k) {
     unsigned m[NT];
 #pragma unroll
     for (int n = 0; n < NT; ++n) m[n] = warp_max_u32(k1[n]);
+    if (k == a.K) {  // the extra round: only its best key, nothing is chosen
+#pragma unroll
+      for (int n = 0; n < NT; ++n) next[n] = m[n];
+      break;
+    }
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
+      if (k == a.K - 1) kth[n] = m[n];
       bool all;
       const int wl = winner_lane(k1[n], m[n], j1[n] < 4, all);  // slot < 4: expert < 128
       const int jw = __shfl_sync(full, j1[n], wl);
@@ -247,7 +263,8 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
         ++popped[n];
       }
       if (lane == k) my_e[n] = w;
-      if (__any_sync(full, popped[n] == 2) && k + 1 < a.K) {  // the winner used up its pair: rescan
+      // The winner used up its pair: rescan.
+      if (__any_sync(full, popped[n] == 2) && k + 1 < rounds) {
         lane_top2(key[n], taken[n], k1[n], j1[n], k2[n], j2[n]);
         popped[n] = 0;
       }
@@ -269,6 +286,8 @@ __device__ __forceinline__ void top_k_pairs(const RouterArgs& a, int lane, const
     float l1 = 0.f;
     for (int k = 0; k < a.K; ++k) l1 += fabsf(__shfl_sync(full, s, k));
     store_choice(a, p[n], valid[n], lane, my_e[n], s, l1);
+    if (a.gap && valid[n] && lane == 0)
+      a.gap[p[n]] = next[n] != 0u ? key_value(kth[n]) - key_value(next[n]) : INFINITY;
   }
 }
 
@@ -683,6 +702,12 @@ bool mma_router_available(Device& dev) {
 bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
                    const RouterConfig& cfg, int64_t T, int* idx, float* w, float* logits,
                    bool allow_tensor_cores) {
+  return launch_router(dev, x, gate, bias, cfg, T, idx, w, logits, nullptr, allow_tensor_cores);
+}
+
+bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tensor& bias,
+                   const RouterConfig& cfg, int64_t T, int* idx, float* w, float* logits,
+                   float* gap, bool allow_tensor_cores) {
   const Elt xt = elt_of(x, "moe route x");
   const int H = static_cast<int>(cfg.heads), E = static_cast<int>(cfg.experts),
             D = static_cast<int>(cfg.head_dim);
@@ -702,7 +727,8 @@ bool launch_router(Device& dev, const Tensor& x, const Tensor& gate, const Tenso
                idx,
                w,
                logits,
-               nullptr};
+               nullptr,
+               gap};
   const bool vec = xt == Elt::BF16 && D % 8 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
   const dim3 grid(static_cast<unsigned>((T + kBT - 1) / kBT), static_cast<unsigned>(H));
   if (allow_tensor_cores && xt == Elt::BF16 && mma_router_available(dev)) {
