@@ -98,13 +98,12 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
   AVDIT_REQUIRE(knobs.expert_mask.empty(),
                 "--expert-mask {}: this build's generate has no expert masks yet (issue 34)",
                 knobs.expert_mask);
-  AVDIT_REQUIRE(!knobs.nvfp4_expert_inputs,
-                "--nvfp4-expert-inputs: not in this build's generate yet");
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
     load.nvfp4_experts = knobs.nvfp4_experts;
     load.moe_combine = knobs.moe_combine;
+    load.nvfp4_expert_inputs = knobs.nvfp4_expert_inputs;
     impl_->magi2.emplace(ctx, ckpt, act, load);
   } else {
     impl_->h3.emplace(ctx, ckpt, act);
