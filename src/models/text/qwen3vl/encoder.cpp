@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -55,6 +56,20 @@ Tensor apply_rope(ops::Context& ctx, const Tensor& x, const RopeTable& table) {
   Tensor out = ops::mul(ctx, flat, table.cos);
   ops::add_(ctx, out, ops::mul(ctx, swapped, table.sin));
   return out.reshape(x.shape());
+}
+
+// The per-head tables [T * heads, D] on ctx: the [T, D] tables (rounded to the activation dtype,
+// sin signed for the rotate-half) built on the host once, then gathered per head on the device,
+// so the host builds T * D values instead of T * heads * D.
+RopeTable per_head_on(ops::Context& ctx, const RopeTable& t, int64_t heads, DType dtype) {
+  const RopeTable one = per_head(t, 1, dtype);
+  const int64_t T = one.cos.size(0);
+  std::vector<int32_t> idx(static_cast<size_t>(T * heads));
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t h = 0; h < heads; ++h) idx[static_cast<size_t>(r * heads + h)] = static_cast<int32_t>(r);
+  const Tensor index = ctx.upload(Tensor::from_data({T * heads}, DType::I32, idx.data()));
+  return {ops::gather_rows(ctx, ctx.upload(one.cos), index),
+          ops::gather_rows(ctx, ctx.upload(one.sin), index)};
 }
 
 struct LayerInputs {
@@ -136,9 +151,8 @@ Tensor Qwen3VLTextEncoder::encode(const std::vector<int32_t>& ids) const {
   const RopeTable rope = rope_table(T, c.head_dim, c.rope_theta);
   ops::observe_lazy(ctx, {"rope.cos"}, [&] { return ctx.upload(rope.cos); });
   ops::observe_lazy(ctx, {"rope.sin"}, [&] { return ctx.upload(rope.sin); });
-  auto place = [&](const RopeTable& t) { return RopeTable{ctx.upload(t.cos), ctx.upload(t.sin)}; };
-  const RopeTable rope_q = place(per_head(rope, c.num_attention_heads, act_));
-  const RopeTable rope_k = place(per_head(rope, c.num_key_value_heads, act_));
+  const RopeTable rope_q = per_head_on(ctx, rope, c.num_attention_heads, act_);
+  const RopeTable rope_k = per_head_on(ctx, rope, c.num_key_value_heads, act_);
   // One document, causal: the prompt is batch 1 with an all-ones attention mask.
   ops::Segments causal = ops::plan_segments(ctx, {0, T}, c.num_attention_heads, c.head_dim, act_);
   causal.causal = true;
