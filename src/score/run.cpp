@@ -5,10 +5,12 @@
 #include <cmath>
 #include <optional>
 
+#include "analysis/routes/mask.h"
 #include "core/error.h"
 #include "core/observer.h"
 #include "core/sha256.h"
 #include "models/h3/model.h"
+#include "models/magi2/api.h"
 #include "models/magi2/model.h"
 #include "ops/dispatch.h"
 #include "ops/rows.h"
@@ -95,15 +97,16 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
                 "MAGI-2 knobs; "
                 "this is an H3 model",
                 ckpt.source().string());
-  AVDIT_REQUIRE(knobs.expert_mask.empty(),
-                "--expert-mask {}: this build's generate has no expert masks yet (issue 34)",
-                knobs.expert_mask);
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
     load.nvfp4_experts = knobs.nvfp4_experts;
     load.moe_combine = knobs.moe_combine;
     load.nvfp4_expert_inputs = knobs.nvfp4_expert_inputs;
+    if (!knobs.expert_mask.empty())  // as generate --expert-mask: a router bias far below any score
+      load.router_bias_add = analysis::routes::mask_router_bias(
+          analysis::routes::read_expert_mask(knobs.expert_mask),
+          models::magi2::config_from_checkpoint(ckpt), knobs.expert_mask);
     impl_->magi2.emplace(ctx, ckpt, act, load);
   } else {
     impl_->h3.emplace(ctx, ckpt, act);
