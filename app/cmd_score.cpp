@@ -254,6 +254,7 @@ Setup setup(const ScoreArgs& a, bool teacher_mode) {
     for (size_t i = 0; i < a.texts.size(); ++i) {
       AVDIT_REQUIRE(fs::is_regular_file(a.texts[i]), "--text {}: no such file", a.texts[i]);
       const TensorMap t = read_all(a.texts[i]);
+      require_finite(t, a.texts[i]);
       pipeline::NamedTensors states(t.begin(), t.end());
       ss.prompts.push_back(
           prompt_from_states(states, ss.magi2, a.texts[i], fmt::format("p{}", i + 1), a.texts[i]));

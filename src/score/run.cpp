@@ -97,6 +97,8 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
                 "MAGI-2 knobs; "
                 "this is an H3 model",
                 ckpt.source().string());
+  AVDIT_REQUIRE(!knobs.nvfp4_expert_inputs || !ctx.is_cuda(),
+                "--nvfp4-expert-inputs runs on the CPU only for now (--device cpu)");
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
