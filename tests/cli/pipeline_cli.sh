@@ -28,6 +28,30 @@ done
 "$avdit" -q init --pipeline h3 --out "$tmp/h3" 2>"$tmp/err" && fail "init over a pipeline succeeded"
 grep -q "exists and is not an empty folder" "$tmp/err" || fail "init over a pipeline: $(cat "$tmp/err")"
 
+# inspect: every component in stage order; the weights the run reads (the tiny H3 encoder: all 6
+# layers, fewer than 50) and the largest stage's GPU weights, checked against the safetensors headers.
+"$avdit" inspect "$tmp/h3" --json >"$tmp/inspect.json" || fail "inspect pipeline"
+"$py" - "$tmp/inspect.json" "$tmp/h3" <<'PY' || fail "inspect pipeline figures"
+import json, struct, sys
+j = json.load(open(sys.argv[1]))
+assert [c["stage"] for c in j["components"]] == ["encode", "sample", "decode video", "decode audio"], j
+def params(path, keep=lambda k: True):
+    b = open(path, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    out = 0
+    for k, v in h.items():
+        if k != "__metadata__" and keep(k):
+            e = 1
+            for d in v["shape"]: e *= d
+            out += e
+    return out
+# The encoder reads its embedding and decoder layers: not the vision tower, final norm or lm_head.
+lm = lambda k: k.startswith(("model.language_model.embed_tokens.", "model.language_model.layers."))
+for c, sub, keep in zip(j["components"], ["text_encoder", "transformer", "video_vae", "audio_vae"],
+                        [lm, lambda k: True, lambda k: True, lambda k: True]):
+    assert c["params"] == params(f"{sys.argv[2]}/{sub}/model.safetensors", keep), (c, sub)
+assert j["peak_gpu_weight_bytes"] == max(c["gpu_weight_bytes"] for c in j["components"])
+PY
+
 P="A red fox runs through fresh snow at dawn."
 h3() { "$avdit" generate --model "$tmp/h3" --prompt "$P" --frames 22 --height 64 --width 96 --steps 3 "$@"; }
 m2() { "$avdit" ${Q:-} generate --model "$tmp/m2" --prompt "$P" --seconds 2 --height 64 --width 96 --steps 3 "$@"; }
