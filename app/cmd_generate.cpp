@@ -27,6 +27,7 @@
 #include "pipeline/generate_magi2.h"
 #include "pipeline/latent_shape.h"
 #include "generate_clip.h"
+#include "route_options.h"
 #include "run_checks.h"
 
 namespace avdit::app {
@@ -48,7 +49,8 @@ struct GenerateArgs {
   bool nvfp4_experts = false;
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   bool nvfp4_expert_inputs = false;
-  ClipArgs clip;  // pipeline mode (--prompt)
+  RouteCli routes;  // MAGI-2's router statistics and expert mask (both modes)
+  ClipArgs clip;    // pipeline mode (--prompt)
 };
 
 // Noise tensors from --noise (both modalities required when the file is given).
@@ -157,6 +159,7 @@ int run_generate(const GenerateArgs& a) {
     m.width = a.width;
     m.nvfp4_experts = a.nvfp4_experts;
     m.json = a.json;
+    m.routes = a.routes;
     return run_generate_clip(m, a.clip);
   }
   AVDIT_REQUIRE(!a.text.empty(),
@@ -195,6 +198,8 @@ int run_generate(const GenerateArgs& a) {
   if (!a.save_trajectory.empty()) check_output_path(a.save_trajectory, "--save-trajectory", inputs);
   if (!a.out.empty() && !a.save_trajectory.empty())
     check_distinct_outputs(a.out, "--out", a.save_trajectory, "--save-trajectory");
+  RouteRun routes(a.routes, magi2, a.model, *ckpt.config(), inputs,
+                  {{a.out, "--out"}, {a.save_trajectory, "--save-trajectory"}});
 
   pipeline::RunOptions run;
   run.steps = a.steps;
@@ -249,6 +254,8 @@ int run_generate(const GenerateArgs& a) {
     if (!a.moe_combine.empty())
       load.moe_combine = a.moe_combine == "bf16" ? ops::CombineSum::Bf16 : ops::CombineSum::F32;
     load.nvfp4_expert_inputs = a.nvfp4_expert_inputs;
+    load.router_bias_add = routes.router_bias_add();
+    o.route_recorder = routes.recorder();
     const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
     r = pipeline::generate_magi2(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
@@ -293,6 +300,7 @@ int run_generate(const GenerateArgs& a) {
   std::vector<OutputFile*> outputs;
   for (auto* f : {&out_file, &trajectory_file})
     if (*f) outputs.push_back(&**f);
+  if (OutputFile* f = routes.write(*ctx)) outputs.push_back(f);
   publish_together(outputs);
 
   std::vector<std::vector<double>> step_err;
@@ -300,6 +308,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.json) {
     json j = summary(a, *family, r, seconds, sha_video, sha_audio);
     if (run.teacher) j["teacher_step_error"] = {{"video", step_err[0]}, {"audio", step_err[1]}};
+    j.update(routes.json());
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -321,6 +330,8 @@ int run_generate(const GenerateArgs& a) {
                              step_err[0][k], step_err[1][k]);
   if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   if (!a.save_trajectory.empty()) std::cout << "wrote trajectory " << a.save_trajectory << "\n";
+  if (!a.routes.stats.empty())
+    std::cout << routes.summary() << "\nwrote route statistics " << a.routes.stats << "\n";
   return 0;
 }
 
@@ -398,6 +409,7 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  add_route_options(cmd, a->routes);
   add_clip_options(cmd, a->clip);
   return [a] { return run_generate(*a); };
 }

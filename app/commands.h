@@ -22,5 +22,6 @@ Run add_enhance(CLI::App& app);
 Run add_encode(CLI::App& app);
 Run add_decode(CLI::App& app);
 Run add_score(CLI::App& app);
+Run add_routes(CLI::App& app);
 
 }  // namespace avdit::app

@@ -153,6 +153,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
     check_output_path(a.keep_latents, "--keep-latents", inputs);
     check_distinct_outputs(m.out, "--out", a.keep_latents, "--keep-latents");
   }
+  RouteRun routes(m.routes, magi2, c.dit.string(), dit_config, inputs,
+                  {{m.out, "--out"}, {a.keep_latents, "--keep-latents"}});
 
   // Enhancement (optional), before anything loads: its failures are the cheapest to report.
   std::string prompt = a.prompt;
@@ -182,6 +184,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   r.audio_guidance = m.audio_guidance;
   r.act = activation_dtype(m.precision);
   r.nvfp4_experts = m.nvfp4_experts;
+  r.route_recorder = routes.recorder();
+  r.router_bias_add = routes.router_bias_add();
   r.cache_dir = cache_root(a);
   const int total = m.steps.value_or(
       magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(dit_config)).steps
@@ -202,6 +206,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
 
   const auto t_all = std::chrono::steady_clock::now();
   pipeline::Clip clip = pipeline::text_to_clip(c, r, ctx);
+  if (OutputFile* f = routes.write(*ctx.dit)) f->publish();
 
   // Outputs: the latents (optional), then the mp4, each written to a temporary name and renamed.
   const std::string sha_video = sha256_hex(clip.video_latent), sha_audio = sha256_hex(clip.audio_latent);
@@ -253,6 +258,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
            {"frames", {{"shape", clip.frames.shape()}, {"fps", clip.fps}, {"sha256", sha_frames}}},
            {"waveform", {{"shape", clip.audio.shape()}, {"sample_rate", clip.sample_rate}, {"sha256", sha_wave}}},
            {"out", m.out},         {"mp4_sha256", sha_mp4}};
+    j.update(routes.json());
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -269,6 +275,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   std::cout << fmt::format("frames {} at {} fps  sha256 {}\n", clip.frames.shape_str(), clip.fps, sha_frames);
   std::cout << fmt::format("waveform {} at {} Hz  sha256 {}\n", clip.audio.shape_str(), clip.sample_rate, sha_wave);
   if (!a.keep_latents.empty()) std::cout << "wrote " << a.keep_latents << "\n";
+  if (!m.routes.stats.empty())
+    std::cout << routes.summary() << "\nwrote route statistics " << m.routes.stats << "\n";
   std::cout << fmt::format("wrote {}  sha256 {}\n", m.out, sha_mp4);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "enhance_options.h"
+#include "route_options.h"
 
 namespace avdit::app {
 
@@ -36,6 +37,7 @@ struct ClipCommon {
   std::optional<float> video_guidance, audio_guidance;
   std::optional<int64_t> frames, height, width;
   bool nvfp4_experts = false, json = false;
+  RouteCli routes;
 };
 
 int run_generate_clip(const ClipCommon& common, const ClipArgs& a);

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_encode);
   add(avdit::app::add_decode);
   add(avdit::app::add_score);
+  add(avdit::app::add_routes);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -173,6 +173,8 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
       o.audio_guidance = r.audio_guidance;
       models::magi2::LoadOptions load;
       load.nvfp4_experts = r.nvfp4_experts;
+      load.router_bias_add = r.router_bias_add;
+      o.route_recorder = r.route_recorder;
       const models::magi2::Magi2Model model(*ctx.dit, ckpt, r.act, load);
       g = generate_magi2(model, o);
     } else {

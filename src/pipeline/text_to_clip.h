@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@
 
 namespace avdit::ops {
 class Context;
+}
+namespace avdit::analysis::routes {
+class RouteRecorder;
 }
 
 namespace avdit::pipeline {
@@ -32,6 +36,10 @@ struct ClipRequest {
   std::optional<float> video_guidance, audio_guidance;
   DType act = DType::F32;         // activations of the DiT and the text encoder
   bool nvfp4_experts = false;     // MAGI-2: routed experts packed to NVFP4 at load time
+  // MAGI-2: router statistics of the sampling (attached for it; the caller finishes them) and an
+  // expert mask's router bias (models/magi2/weights.h LoadOptions::router_bias_add).
+  analysis::routes::RouteRecorder* route_recorder = nullptr;
+  std::map<int64_t, Tensor> router_bias_add;
   std::optional<std::filesystem::path> cache_dir;  // prompt-state cache; nullopt: none
   // Called once per sampling step (done, total, seconds of the step).
   std::function<void(int, int, double)> step_progress;
