@@ -150,7 +150,7 @@ struct Setup {
 
 // Everything checked before any sampling: the model, candidates, sizes, outputs; then the prompts
 // (encoding them, in pipeline mode).
-Setup setup(const ScoreArgs& a, bool teacher_mode) {
+Setup setup(const ScoreArgs& a) {
   AVDIT_REQUIRE(a.texts.empty() != a.prompts.empty(),
                 "give --text FILE (text states; --model a DiT folder) or --prompts FILE (--model a "
                 "pipeline folder)");
@@ -231,7 +231,6 @@ Setup setup(const ScoreArgs& a, bool teacher_mode) {
     check_output_path(fs::path(dir) / ".avdit-score-check", option, s.inputs);
   }
   ss.save_trajectories = a.save_trajectories;
-  (void)teacher_mode;
 
   s.ctx = make_context(a.device);
   ss.ctx = s.ctx.get();
@@ -291,7 +290,7 @@ json context_json(const score::Session& s) {
 }
 
 int run_teacher(const ScoreArgs& a) {
-  Setup st = setup(a, true);
+  Setup st = setup(a);
   score::Session& s = st.session;
   std::optional<Progress> bar;
   const int64_t total = score::teacher_steps_to_run(s, a.teacher_dir, a.teacher);
@@ -333,7 +332,7 @@ int run_teacher(const ScoreArgs& a) {
 }
 
 int run_e2e(const ScoreArgs& a) {
-  Setup st = setup(a, false);
+  Setup st = setup(a);
   score::Session& s = st.session;
   std::optional<Progress> bar;
   const int64_t total =
