@@ -57,7 +57,11 @@ void add_clip_options(CLI::App* cmd, ClipArgs& a) {
   cmd->add_option("--cache-dir", a.cache_dir,
                   "Pipeline mode: the prompt-state cache (default $XDG_CACHE_HOME/avdit or "
                   "~/.cache/avdit)");
-  cmd->add_flag("--no-cache", a.no_cache, "Pipeline mode: encode the prompt even when cached");
+  cmd->add_flag("--no-cache", a.no_cache,
+                "Pipeline mode: no prompt-state or adaLN-table cache (compute both)");
+  cmd->add_flag("--no-adaln-table", a.no_adaln_table,
+                "H3: compute the modulation from the adaLN projections at every step (on the device) "
+                "instead of a table of the run's timesteps");
   cmd->add_option("--keep-latents", a.keep_latents,
                   "Pipeline mode: also write the final latents and text states (.safetensors)");
   cmd->add_option("--crf", a.crf, "Pipeline mode: x264 quality, 0 (lossless) .. 51")
@@ -187,6 +191,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   r.route_recorder = routes.recorder();
   r.router_bias_add = routes.router_bias_add();
   r.cache_dir = cache_root(a);
+  r.adaln_table = !a.no_adaln_table;
+  AVDIT_REQUIRE(!a.no_adaln_table || !magi2, "--no-adaln-table applies to MiniMax-H3");
   const int total = m.steps.value_or(
       magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(dit_config)).steps
             : pipeline::kH3DefaultSteps);

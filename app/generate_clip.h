@@ -20,6 +20,7 @@ struct ClipArgs {
   std::string text_device;                                         // default: --device
   std::string cache_dir;
   bool no_cache = false;
+  bool no_adaln_table = false;
   std::string keep_latents;
   int crf = 18;
   std::string enhance_url, enhance_model;

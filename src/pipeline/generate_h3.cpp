@@ -2,11 +2,14 @@
 // latents with each modality's own sigma, guidance per modality, Euler per modality.
 #include "pipeline/generate_h3.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "models/h3/api.h"
 #include "models/h3/model.h"
 #include "models/h3/config.h"
+#include "models/h3/packing.h"
 #include "sample/noise.h"
 #include "sample/schedule.h"
 
@@ -41,6 +44,19 @@ std::vector<int64_t> token_tags(const LabeledTensor& t, int64_t text_len) {
 }
 
 }  // namespace
+
+std::vector<std::vector<float>> h3_timestep_sets(int steps, double video_shift, double audio_shift) {
+  const sample::H3Schedule schedule = sample::h3_schedule(steps, video_shift, audio_shift);
+  std::vector<std::vector<float>> sets;
+  for (int k = 0; k < schedule.steps(); ++k) {
+    std::vector<float> set = {h3::timestep_from_sigma(schedule.video_sigmas[k]),
+                              h3::timestep_from_sigma(schedule.audio_sigmas[k])};
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    if (std::find(sets.begin(), sets.end(), set) == sets.end()) sets.push_back(set);
+  }
+  return sets;
+}
 
 GenerateResult generate_h3(const h3::H3Model& model, const H3GenerateOptions& o) {
   const h3::H3Config& c = model.config();

@@ -25,6 +25,12 @@ struct H3GenerateOptions {
   std::optional<float> video_guidance, audio_guidance;  // default 1: a single conditional pass
 };
 
+// Each step's sorted unique timesteps of a text-to-video-and-audio run (PackedTimesteps::unique:
+// the video's timestep on text, video and pad rows, the audio's on audio rows), in step order: the
+// sets an adaLN table must hold (H3TableOptions).
+std::vector<std::vector<float>> h3_timestep_sets(int steps, double video_shift = kH3VideoShift,
+                                                 double audio_shift = kH3AudioShift);
+
 // Unpacked layouts: video [1, latents_dim, T, H, W] (H, W multiples of the patch), audio [2, 32, T_a].
 // BadInput names the file:tensor and the expected shape for bad text, noise or teacher tensors.
 // The latents live on the model's context for the whole loop; the result is on the host.

@@ -39,7 +39,7 @@ constexpr const char* kStateNames[] = {"text_embeds", "text_token_tags", "txt_fe
 
 }  // namespace
 
-std::string encoder_identity(const fs::path& dir) {
+std::string folder_identity(const fs::path& dir) {
   Sha256 h;
   h.update("config.json\n");
   h.update(read_text(dir / "config.json"));

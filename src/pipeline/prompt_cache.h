@@ -12,12 +12,12 @@
 
 namespace avdit::pipeline {
 
-// What identifies a text encoder folder without reading its weights: config.json's bytes and, per
-// *.safetensors file, its name, size, modification time and header.
-std::string encoder_identity(const std::filesystem::path& encoder_dir);
+// What identifies a model folder (a text encoder, a DiT) without reading its weights: config.json's
+// bytes and, per *.safetensors file, its name, size, modification time and header.
+std::string folder_identity(const std::filesystem::path& dir);
 
 // The cache key of the states of `ids` under an encoder identity and the run's settings.
-std::string prompt_state_key(const std::string& encoder_identity, const PromptIds& ids,
+std::string prompt_state_key(const std::string& folder_identity, const PromptIds& ids,
                              const std::string& settings);
 
 // DIR/prompts/KEY.safetensors when present and readable; nullopt on a miss (a damaged entry is

@@ -14,6 +14,8 @@
 #include "models/text/text_encoder.h"
 #include "models/vae/decoder_factory.h"
 #include "ops/context.h"
+#include "models/h3/config.h"
+#include "pipeline/adaln_cache.h"
 #include "pipeline/clip_frames.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
@@ -115,7 +117,7 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
                     ctx.text->is_cuda() ? "cuda" : "cpu");
     std::string key;
     if (r.cache_dir) {
-      key = prompt_state_key(encoder_identity(c.text_encoder), ids, settings);
+      key = prompt_state_key(folder_identity(c.text_encoder), ids, settings);
       if (auto hit = load_prompt_states(*r.cache_dir, key)) clip.text_states = std::move(*hit);
     }
     if (!clip.text_states.empty()) {
@@ -164,6 +166,7 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     run.progress = r.step_progress;
     const Checkpoint ckpt = Checkpoint::open(c.dit);
     GenerateResult g;
+    std::string table_note;
     if (magi2) {
       Magi2GenerateOptions o;
       o.run = run;
@@ -184,14 +187,36 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
       o.text_token_tags = state(clip.text_states, "text_token_tags");
       o.video_guidance = r.video_guidance;
       o.audio_guidance = r.audio_guidance;
-      const models::h3::H3Model model(*ctx.dit, ckpt, r.act);
-      g = generate_h3(model, o);
+      if (!r.adaln_table) {
+        const models::h3::H3Model model(*ctx.dit, ckpt, r.act);
+        g = generate_h3(model, o);
+      } else {
+        models::h3::H3TableOptions table;
+        table.sets = h3_timestep_sets(r.steps.value_or(kH3DefaultSteps));
+        std::string key;
+        if (r.cache_dir) {
+          key = adaln_table_key(c.dit, table.sets, r.act, ctx.dit->is_cuda());
+          const auto config = models::h3::H3Config::from_json(read_json(c.dit / "config.json"));
+          if (auto given = load_adaln_table(*ctx.dit, config, *r.cache_dir, key, table.sets))
+            table.given = std::move(*given);
+        }
+        const bool cached = !table.given.empty();
+        const models::h3::H3Model model(*ctx.dit, ckpt, r.act, table);
+        if (r.cache_dir && !cached) store_adaln_table(*ctx.dit, *r.cache_dir, key, model);
+        g = generate_h3(model, o);
+        table_note = fmt::format(", adaLN table of {} timestep sets ({}{})", table.sets.size(),
+                                 cached ? "cached" : "computed at load",
+                                 model.adaln_bytes_avoided() > 0
+                                     ? fmt::format("; {:.2f} GiB of projections never on the GPU",
+                                                   model.adaln_bytes_avoided() / double(int64_t{1} << 30))
+                                     : "");
+      }
     }
     ctx.dit->forget_fixed();  // CUDA graphs of the steps hold activations; the DiT is gone
     clip.video_latent = g.video;
     clip.audio_latent = g.audio;
     clip.steps = g.steps;
-    s.done(fmt::format("{} steps{}", g.steps, g.cfg ? " with CFG" : ""));
+    s.done(fmt::format("{} steps{}{}", g.steps, g.cfg ? " with CFG" : "", table_note));
   }
   decode_latents(c, *ctx.vae, clip);
   return clip;

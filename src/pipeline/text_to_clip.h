@@ -36,6 +36,9 @@ struct ClipRequest {
   std::optional<float> video_guidance, audio_guidance;
   DType act = DType::F32;         // activations of the DiT and the text encoder
   bool nvfp4_experts = false;     // MAGI-2: routed experts packed to NVFP4 at load time
+  // H3: the modulation as a table of the run's timesteps (H3TableOptions), cached beside the
+  // prompt states: the adaLN projections never reach the device.
+  bool adaln_table = true;
   // MAGI-2: router statistics of the sampling (attached for it; the caller finishes them) and an
   // expert mask's router bias (models/magi2/weights.h LoadOptions::router_bias_add).
   analysis::routes::RouteRecorder* route_recorder = nullptr;

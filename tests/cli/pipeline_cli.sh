@@ -70,8 +70,15 @@ h3 --out "$tmp/b.mp4" >"$tmp/b.txt" 2>&1 || fail "h3 warm: $(cat "$tmp/b.txt")"
 grep -q "^| encode | .* | prompt-state cache hit |$" "$tmp/b.txt" || fail "no cache hit: $(cat "$tmp/b.txt")"
 [ "$(shas "$tmp/a.txt")" = "$(shas "$tmp/b.txt")" ] || fail "h3 warm run differs"
 cmp -s "$tmp/a.mp4" "$tmp/b.mp4" || fail "h3 warm mp4 differs"
+grep -q "^| sample | .* | 3 steps, adaLN table of 3 timestep sets (cached) |$" "$tmp/b.txt" ||
+  fail "no adaLN table cache hit: $(cat "$tmp/b.txt")"
 h3 --out "$tmp/c.mp4" --no-cache >"$tmp/c.txt" 2>&1 || fail "h3 no cache: $(cat "$tmp/c.txt")"
 [ "$(shas "$tmp/a.txt")" = "$(shas "$tmp/c.txt")" ] || fail "h3 run without the cache differs"
+grep -q "adaLN table of 3 timestep sets (computed at load)" "$tmp/c.txt" || fail "table: $(cat "$tmp/c.txt")"
+# The adaLN table (each step's modulation computed ahead by the same linears) changes no bit.
+h3 --out "$tmp/d.mp4" --no-cache --no-adaln-table >"$tmp/d.txt" 2>&1 || fail "h3 no table: $(cat "$tmp/d.txt")"
+[ "$(shas "$tmp/a.txt")" = "$(shas "$tmp/d.txt")" ] || fail "h3 run without the adaLN table differs"
+grep -q "^| sample | .* | 3 steps |$" "$tmp/d.txt" || fail "--no-adaln-table: $(cat "$tmp/d.txt")"
 # The kept latents are what `avdit decode` turns into the same frames' clip.
 "$py" - "$tmp/a.safetensors" <<'PY' || fail "kept latents"
 import sys

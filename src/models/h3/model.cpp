@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -132,11 +133,10 @@ H3Plan H3Model::plan(const PackedLayout& l) const {
   return p;
 }
 
-H3Tables H3Model::tables(const std::vector<float>& unique) const {
+Tensor H3Model::time_input(const std::vector<float>& unique, H3Tables& t) const {
   AVDIT_REQUIRE(!unique.empty(), "H3: no timesteps");
   ops::Context& ctx = ctx_;
   const H3Config& c = config_;
-  H3Tables t;
   t.timesteps = unique;
   // 3. Time embedding in fp32 (the reference's island), then silu -> adaLN input.
   if (c.curve_variant()) {
@@ -149,19 +149,89 @@ H3Tables H3Model::tables(const std::vector<float>& unique) const {
     t.adaln_input = ops::silu(ctx, t.t_emb);
   }
   // silu(t_emb) is cast to the activation dtype before the adaLN linears.
-  const Tensor in = ops::cast(ctx, t.adaln_input, act_);
-  const auto M = static_cast<int64_t>(unique.size()), A = c.adaln_out_features,
-             Af = c.final_adaln_out_features;
+  return ops::cast(ctx, t.adaln_input, act_);
+}
+
+void H3Model::allocate(H3Tables& t, int64_t M) const {
+  const H3Config& c = config_;
+  const int64_t A = c.adaln_out_features, Af = c.final_adaln_out_features;
   const auto n = static_cast<int64_t>(w_.blocks.size());
-  t.storage = ctx.empty({n * M * A + M * Af}, act_);
+  t.storage = ctx_.empty({n * M * A + M * Af}, act_);
   for (int64_t i = 0; i < n; ++i)
     t.block.push_back(t.storage.slice_rows(i * M * A, (i + 1) * M * A).reshape({M, A}));
   t.final = t.storage.slice_rows(n * M * A, n * M * A + M * Af).reshape({M, Af});
-  for (int64_t i = 0; i < n; ++i) {
+}
+
+H3Tables H3Model::tables(const std::vector<float>& unique) const {
+  for (const auto& [key, t] : table_)
+    if (key == unique) return t;
+  AVDIT_REQUIRE(table_.empty(),
+                "H3: the adaLN table has no entry for timesteps [{}] (it was made for another "
+                "schedule; run without the table or rebuild it for this one)",
+                fmt::join(unique, ", "));
+  ops::Context& ctx = ctx_;
+  H3Tables t;
+  const Tensor in = time_input(unique, t);
+  allocate(t, static_cast<int64_t>(unique.size()));
+  for (size_t i = 0; i < w_.blocks.size(); ++i) {
     const BlockWeights& b = w_.blocks[i];
     ops::linear_into(ctx, in, b.adaln_weight, &b.adaln_bias, t.block[i]);
   }
   ops::linear_into(ctx, in, w_.final_adaln_weight, &w_.final_adaln_bias, t.final);
+  return t;
+}
+
+H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act, const H3TableOptions& table)
+    : ctx_(ctx), config_(resolve_variant(config_of(ckpt), ckpt)), act_(checked_act(act)) {
+  AVDIT_REQUIRE(!table.sets.empty(), "H3: an adaLN table needs the run's timestep sets");
+  AVDIT_REQUIRE(table.given.empty() || table.given.size() == table.sets.size(),
+                "H3: {} cached tables for {} timestep sets", table.given.size(), table.sets.size());
+  w_ = load_weights(ctx, ckpt, config_, act_, &weight_bytes_, /*adaln=*/false);
+  const auto n = static_cast<int64_t>(w_.blocks.size());
+  const int64_t bytes = ctx.is_cuda() ? dtype_nbytes(act_, 1) : 0;
+  adaln_bytes_avoided_ = bytes * (config_.time_embed_dim + 1) *
+                         (n * config_.adaln_out_features + config_.final_adaln_out_features);
+  if (!table.given.empty()) {
+    for (size_t s = 0; s < table.sets.size(); ++s) table_.emplace_back(table.sets[s], table.given[s]);
+    return;
+  }
+  // Each set's time embedding, then block by block: the block's projection placed on ctx once,
+  // applied to every set with the very linear tables() runs (so the values are tables()'s), freed.
+  std::vector<Tensor> inputs;
+  for (const auto& set : table.sets) {
+    H3Tables t;
+    inputs.push_back(time_input(set, t));
+    allocate(t, static_cast<int64_t>(set.size()));
+    table_.emplace_back(set, std::move(t));
+  }
+  auto place = [&](const std::string& name) {
+    const Tensor h = ckpt.get(name);
+    return ctx.is_cuda() ? ctx.upload(h.to(act_)) : h;
+  };
+  for (int64_t i = 0; i <= n; ++i) {
+    const std::string p = i < n ? fmt::format("blocks.{}.adaln_proj.linear.", i)
+                                : std::string("final_layer.adaln_proj.linear.");
+    const Tensor w = place(p + "weight"), b = place(p + "bias");
+    for (size_t s = 0; s < table_.size(); ++s)
+      ops::linear_into(ctx, inputs[s], w, &b, i < n ? table_[s].second.block[i] : table_[s].second.final);
+  }
+}
+
+H3Tables tables_over_storage(const H3Config& c, int64_t blocks, std::vector<float> set,
+                             Tensor storage, Tensor adaln_input, Tensor t_emb) {
+  const auto M = static_cast<int64_t>(set.size());
+  const int64_t A = c.adaln_out_features, Af = c.final_adaln_out_features;
+  AVDIT_REQUIRE(storage.numel() == blocks * M * A + M * Af,
+                "H3 adaLN table: {} values for {} timesteps, expected {}", storage.numel(), M,
+                blocks * M * A + M * Af);
+  H3Tables t;
+  t.timesteps = std::move(set);
+  t.storage = storage;
+  for (int64_t i = 0; i < blocks; ++i)
+    t.block.push_back(storage.slice_rows(i * M * A, (i + 1) * M * A).reshape({M, A}));
+  t.final = storage.slice_rows(blocks * M * A, blocks * M * A + M * Af).reshape({M, Af});
+  t.adaln_input = std::move(adaln_input);
+  t.t_emb = std::move(t_emb);
   return t;
 }
 

@@ -49,6 +49,21 @@ struct H3Outputs {
   Tensor audio;  // F32 [2 T_a, 32]: audio head at audio_pos rows
 };
 
+// The adaLN table: the modulation depends only on the timestep, and a run visits a fixed set of
+// timestep sets (one per step: the video's and the audio's timestep), so it is a table computed at
+// load, and the adaLN projections (39% of the DiT's weights) are never placed on the device.
+struct H3TableOptions {
+  std::vector<std::vector<float>> sets;  // each step's sorted unique timesteps (PackedTimesteps)
+  // The tables of `sets` made earlier (a cache on disk, same order): then the projections are not
+  // even read. Empty: computed at load, one block's projection on the device at a time.
+  std::vector<H3Tables> given;
+};
+
+// Tables of M = set.size() timesteps over a storage laid out as H3Model's (`blocks` blocks of
+// [M, adaln_out_features], then [M, final_adaln_out_features]): a table read back from a cache.
+H3Tables tables_over_storage(const H3Config& c, int64_t blocks, std::vector<float> set,
+                             Tensor storage, Tensor adaln_input, Tensor t_emb);
+
 class H3Model {
  public:
   // Weights from a checkpoint (config from its config.json unless given), on ctx in the activation
@@ -59,12 +74,18 @@ class H3Model {
           DType act = DType::F32);
   // Random weights made on ctx (benchmarks and memory runs at full width without a checkpoint).
   H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed);
+  // With the adaLN table of `table` (see H3TableOptions): tables() then answers those sets only.
+  H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act, const H3TableOptions& table);
 
   const H3Config& config() const { return config_; }
   const H3Weights& weights() const { return w_; }
   ops::Context& ctx() const { return ctx_; }
   DType act() const { return act_; }
   int64_t weight_bytes() const { return weight_bytes_; }
+  // The bytes the adaLN projections would take on ctx, when a table replaced them (else 0).
+  int64_t adaln_bytes_avoided() const { return adaln_bytes_avoided_; }
+  // The table's sets and tables (on ctx), in H3TableOptions::sets order; empty without a table.
+  const std::vector<std::pair<std::vector<float>, H3Tables>>& table() const { return table_; }
 
   // text_embeds [L, text_dim] (or [1, L, text_dim]; any float dtype, any context) -> [L, H] in the
   // activation dtype on ctx: condition_proj, the refiner blocks (attention over the text rows, no
@@ -72,6 +93,8 @@ class H3Model {
   Tensor refine_text(const Tensor& text_embeds) const;
 
   H3Plan plan(const PackedLayout& layout) const;
+  // The modulation of one step's timesteps: from the adaLN table when the model has one (BadInput
+  // for a set it lacks), else computed from the projections.
   H3Tables tables(const std::vector<float>& unique_timesteps) const;
 
   // One forward. On ctx: text_refined [L, H] (activation dtype), video_rows [n_img, 96] and
@@ -86,8 +109,16 @@ class H3Model {
   ops::Context& ctx_;
   H3Config config_;
   DType act_;
+  // The time embedding of `unique` into t (timesteps, t_emb, adaln_input); returns silu(t_emb) in
+  // the activation dtype, the adaLN projections' input.
+  Tensor time_input(const std::vector<float>& unique, H3Tables& t) const;
+  // t's storage and block / final views for M timesteps.
+  void allocate(H3Tables& t, int64_t M) const;
+
   H3Weights w_;
   int64_t weight_bytes_ = 0;
+  int64_t adaln_bytes_avoided_ = 0;
+  std::vector<std::pair<std::vector<float>, H3Tables>> table_;
 };
 
 }  // namespace avdit::models::h3

@@ -126,11 +126,17 @@ bool is_fp32_island(const std::string& n) {
          starts_with(n, "final_layer.audio_out.") || n == "rope.inv_freq" || n == "adaln_t_table";
 }
 
+bool is_adaln_projection(const std::string& n) {
+  return (starts_with(n, "blocks.") || starts_with(n, "final_layer.")) &&
+         n.find(".adaln_proj.linear.") != std::string::npos;
+}
+
 H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act,
-                       int64_t* bytes) {
+                       int64_t* bytes, bool adaln) {
   validate(ckpt, config);
   int64_t total = 0;
   return assemble(config, [&](const std::string& name) {
+    if (!adaln && is_adaln_projection(name)) return Tensor();
     Tensor t = ckpt.get(name);
     if (!ctx.is_cuda() || host_only(name)) return t;
     Tensor d = ctx.upload(t.to(device_dtype(name, act)));

@@ -68,8 +68,13 @@ bool is_fp32_island(const std::string& name);
 // above). BadInput names the tensor, the checkpoint and what was expected when a tensor is missing,
 // has another shape or a non-float dtype. Float dtypes other than the official one (F32/BF16/F16)
 // are accepted. bytes (optional) receives the bytes the weights take on ctx (0 on the CPU: mapped).
+// With adaln false, the blocks' and the final layer's adaLN projections (is_adaln_projection) are
+// left undefined: a model whose modulation comes from a timestep table never reads them.
 H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config, DType act,
-                       int64_t* bytes = nullptr);
+                       int64_t* bytes = nullptr, bool adaln = true);
+
+// The adaLN projections: blocks.{i}.adaln_proj.linear.* and final_layer.adaln_proj.linear.*.
+bool is_adaln_projection(const std::string& name);
 
 // Random weights with the golden README's scales (init_checkpoint's rule), made on ctx in the
 // dtypes load_weights gives (value i of a tensor depends only on (seed, name, i)). The full
