@@ -1,9 +1,10 @@
 // The MiniMax-H3 text encoder (Qwen3-VL text path) on the GPU against ../shared/golden/
-// te-h3-qwen3vl-tiny: the same one definition on a CUDA context, fp32 activations, every case at
-// the README's fp32 bar. CUDA attention refuses causal masks until its kernel lands; the test then
-// reports that refusal as a skip with the reason, never a silent pass.
+// te-h3-qwen3vl-tiny: the same one definition on a CUDA context, every case at the README's fp32
+// bar with fp32 activations (the portable causal kernel), and at its bf16 bar with bf16
+// activations (cuDNN's causal attention) against the reference's own bf16 GPU run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "backend/cuda/context.h"
@@ -34,6 +35,26 @@ TEST(Qwen3VLTextCuda, Fp32EveryCaseMatchesTheConsumedState) {
     const Tensor& want = outputs.at("case" + std::to_string(c) + ".text_states");
     EXPECT_LE(testing::rel_err(got, want), testing::kQwen3VLFp32Bar)
         << "case " << c << " (T=" << ids.size() << ")";
+  }
+}
+
+TEST(Qwen3VLTextCuda, Bf16EveryCaseMatchesTheBf16Reference) {
+  const TensorMap inputs = read_all(kQwen3VLTiny / "inputs.safetensors");
+  const TensorMap outputs = read_all(kQwen3VLTiny / "outputs.safetensors");
+  const auto enc =
+      open_qwen3vl_text(gpu(), kQwen3VLTiny, testing::kQwen3VLTinySelected, DType::BF16);
+  for (int c = 0; c < testing::kQwen3VLCases; ++c) {
+    const Tensor got = enc->encode(testing::case_ids(inputs, c));
+    const Tensor& want = outputs.at("case" + std::to_string(c) + ".text_states_bf16_gpu");
+    EXPECT_LE(testing::rel_err(got, want), 3e-2) << "case " << c;
+    const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
+    double gw = 0, gg = 0, ww = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      gw += g.data<double>()[i] * w.data<double>()[i];
+      gg += g.data<double>()[i] * g.data<double>()[i];
+      ww += w.data<double>()[i] * w.data<double>()[i];
+    }
+    EXPECT_GE(gw / std::sqrt(gg * ww), 0.9995) << "case " << c;
   }
 }
 
