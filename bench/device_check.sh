@@ -56,6 +56,9 @@ PY
   echo "## h3 cuda fp32 again (bit-identical rerun?)"
   $A -q generate "${H3[@]}" --device cuda --out /tmp/h3-fp32b.safetensors
   cmp /tmp/h3-fp32.safetensors /tmp/h3-fp32b.safetensors && echo "  identical bytes"
+  echo "## h3 cuda bf16 without the adaLN table (bit-identical to the table's run?)"
+  $A -q generate "${H3[@]}" --device cuda --precision bf16 --no-adaln-table --out /tmp/h3-bf16-nt.safetensors
+  cmp /tmp/h3-bf16.safetensors /tmp/h3-bf16-nt.safetensors && echo "  identical bytes"
 } >"$out/pipelines.md" 2>&1
 echo "pipelines: ($((SECONDS - t0)) s)"
 if [ "${BENCH:-0}" = 1 ]; then
