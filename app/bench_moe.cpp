@@ -28,6 +28,7 @@
 #include <map>
 #include <tuple>
 
+#include "analysis/routes/recorder.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/point_timer.h"
 #include "backend/cuda/timer.h"
@@ -52,6 +53,7 @@ struct Options {
       std::string(AVDIT_SHARED_DIR) + "/reference-configs/magi2/magi2_preview.json";
   bool nvfp4 = false;
   bool clock = false;  // NVML sampling of the SM clock and power (off: it perturbs the times)
+  bool route_stats = false;  // also time the sub-layer with router statistics collected
 };
 
 }  // namespace
@@ -261,6 +263,33 @@ void nvfp4_row(ops::CudaContext& ctx, bench::Report& rep, const m2::Magi2Config&
   rep.set("path", std::string("nvfp4 (TFLOP/s column = TB/s)"));
 }
 
+// --route-stats: the sub-layer end to end without and with the router statistics probe attached
+// (what generate --route-stats adds to each MoE layer: the router's score gap and one tally
+// kernel), alternating runs so that clock drift hits both alike; per-run milliseconds of each.
+std::pair<std::vector<double>, std::vector<double>> route_stats_runs(ops::CudaContext& ctx,
+                                                                     const m2::Magi2Model& model,
+                                                                     const m2::Magi2Plan& plan,
+                                                                     const Tensor& x, int64_t T,
+                                                                     const Options& o) {
+  analysis::routes::RouteRecorder recorder;
+  m2::PackedSequence layout;
+  layout.modality = modalities(T);
+  layout.cu_seqlens = {0, T};
+  recorder.begin(ctx, model.config(), layout, 1);
+  auto once = [&](bool collect) {
+    const ProbeScope scope(ctx.observer(), collect ? &recorder : nullptr);
+    return cuda::time_on_stream(ctx.dev(), [&] { model.moe_mlp(0, plan, x); }, 0, 1).ms.front();
+  };
+  for (int i = 0; i < o.warmup; ++i) once(false), once(true);
+  std::vector<double> off, on;
+  for (int it = 0; it < o.iters; ++it) {
+    off.push_back(once(false));
+    on.push_back(once(true));
+  }
+  recorder.finish(ctx);  // checks that every run's choices were counted
+  return {off, on};
+}
+
 int run(const Options& o) {
   ops::CudaContext ctx;
   if (!o.dump_check.empty()) {
@@ -356,6 +385,18 @@ int run(const Options& o) {
     }
     row("ROUTED CORE (router..combine)", core, f_router + f_experts);
     row("SUB-LAYER (all)", total, f_router + f_experts + 2 * f_split + f_shared + f_spec);
+    if (o.route_stats) {
+      const double f_all = f_router + f_experts + 2 * f_split + f_shared + f_spec;
+      auto [off, on] = route_stats_runs(ctx, model, plan, x, T, o);
+      bench::Timing a, b;
+      a.ms = off;
+      b.ms = on;
+      row("SUB-LAYER end to end, no probe", off, f_all);
+      row("SUB-LAYER end to end, route statistics collected", on, f_all);
+      fmt::print("T {}: route statistics cost {:+.2f}% of the MoE sub-layer ({:.3f} -> {:.3f} ms, "
+                 "medians of {} alternating runs)\n",
+                 T, 100.0 * (b.median() / a.median() - 1.0), a.median(), b.median(), o.iters);
+    }
     if (o.nvfp4) nvfp4_row(ctx, rep, c, T, o);
   }
   rep.emit(o.json);
@@ -387,6 +428,9 @@ Run add_bench_moe(CLI::App& bench) {
                 "but the sampling slows the stages a little; off by default");
   cmd->add_flag("--nvfp4", opt->nvfp4,
                 "also time the NVFP4 dequantisation of the layer's routed experts");
+  cmd->add_flag("--route-stats", opt->route_stats,
+                "also time the sub-layer end to end with and without router statistics collected "
+                "(generate --route-stats), alternating runs, and print the difference");
   return [opt]() -> int {
 #if AVDIT_HAVE_CUDA
     return run(*opt);
