@@ -70,7 +70,7 @@ OutputFile* RouteRun::write(ops::Context& ctx) {
 }
 
 nlohmann::json RouteRun::json() const {
-  nlohmann::json j;
+  nlohmann::json j = nlohmann::json::object();  // merged into the run's summary, even when empty
   if (!a_.stats.empty()) j["route_stats"] = {{"file", a_.stats}, {"counts_sha256", counts_sha_}};
   if (!a_.mask.empty()) j["expert_mask"] = a_.mask;
   return j;

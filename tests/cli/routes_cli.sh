@@ -44,9 +44,12 @@ expect stats-a 0 "" gen_m2 --out "$tmp/a.safetensors" --route-stats "$tmp/s1.saf
 grep -q "^route statistics: 7344 selections" "$tmp/out.txt" || bad "summary line: $(cat "$tmp/out.txt")"
 expect stats-b 0 "" gen_m2 --route-stats "$tmp/s2.safetensors" --route-maps 2:0:0,3:1:3
 cmp -s "$tmp/s1.safetensors" "$tmp/s2.safetensors" || bad "two runs wrote different statistics"
-# Collecting changes nothing in the run.
+# Collecting changes nothing in the run; --json names the file and its counts' SHA-256.
 expect plain 0 "" gen_m2 --out "$tmp/plain.safetensors"
 cmp -s "$tmp/a.safetensors" "$tmp/plain.safetensors" || bad "--route-stats changed the latents"
+expect stats-json 0 "" gen_m2 --json --route-stats "$tmp/s3.safetensors"
+"$py" -c "import json,sys; j=json.load(open('$tmp/out.txt')); sys.exit(0 if j['route_stats']['file'].endswith('s3.safetensors') and len(j['route_stats']['counts_sha256']) == 64 else 1)" \
+  || bad "--json summary lacks route_stats"
 
 # ---- analyze -----------------------------------------------------------------------------------
 expect analyze-md 0 "" av routes analyze "$tmp/s1.safetensors"
