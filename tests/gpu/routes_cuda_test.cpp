@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "analysis/routes/analysis.h"
@@ -44,6 +46,11 @@ Tensor random(Shape shape, std::mt19937& rng, float scale) {
   std::normal_distribution<float> d(0.f, scale);
   for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = d(rng);
   return t;
+}
+
+std::string bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 void expect_same_i64(const Tensor& a, const Tensor& b, const char* what) {
@@ -153,7 +160,7 @@ TEST(RoutesCuda, RouterGapEqualsCpu) {
 }
 
 // The tiny model's statistics on the GPU equal the CPU's, file for file (the golden model's routing
-// is the same on both at fp32; the planted one's at fp32 and bf16).
+// is the same on both at fp32; the planted one's at fp32 and bf16), and a rerun's.
 TEST(RoutesCuda, TinyModelStatsEqualCpu) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("avdit_routes_cuda_{}", ::getpid());
   const auto planted = avdit::testing::write_planted_routes(kGolden, dir);
@@ -164,8 +171,8 @@ TEST(RoutesCuda, TinyModelStatsEqualCpu) {
     const char* name;
   };
   for (const Case& c : {Case{kGolden, DType::F32, DType::F32, "golden fp32"},
-                       Case{dir, DType::F32, DType::F32, "planted fp32"},
-                       Case{dir, DType::F32, DType::BF16, "planted bf16"}}) {
+                        Case{dir, DType::F32, DType::F32, "planted fp32"},
+                        Case{dir, DType::F32, DType::BF16, "planted bf16"}}) {
     SCOPED_TRACE(c.name);
     const auto a =
         avdit::testing::run_with_route_stats(cpu(), c.model, kGolden, c.cpu_act, false, {}, maps);
@@ -179,10 +186,14 @@ TEST(RoutesCuda, TinyModelStatsEqualCpu) {
       for (int64_t i = 0; i < a.stats.maps[m].experts.numel(); ++i)
         ASSERT_EQ(a.stats.maps[m].experts.data<int32_t>()[i],
                   b.stats.maps[m].experts.data<int32_t>()[i]);
+    // And so the same file, bit for bit; a second GPU run too.
+    const auto b2 =
+        avdit::testing::run_with_route_stats(gpu(), c.model, kGolden, c.gpu_act, false, {}, maps);
     write_route_stats(dir / "cpu.safetensors", a.stats);
     write_route_stats(dir / "gpu.safetensors", b.stats);
-    const TensorMap x = read_all(dir / "cpu.safetensors"), y = read_all(dir / "gpu.safetensors");
-    EXPECT_EQ(x.size(), y.size());
+    write_route_stats(dir / "gpu2.safetensors", b2.stats);
+    EXPECT_TRUE(bytes(dir / "cpu.safetensors") == bytes(dir / "gpu.safetensors"));
+    EXPECT_TRUE(bytes(dir / "gpu2.safetensors") == bytes(dir / "gpu.safetensors"));
   }
   fs::remove_all(dir);
 }
