@@ -10,7 +10,9 @@
 #include "analysis/routes/route_stats.h"
 #include "commands.h"
 #include "core/error.h"
+#include "io/finite.h"
 #include "io/output_file.h"
+#include "io/safetensors.h"
 
 namespace avdit::app {
 namespace {
@@ -20,7 +22,7 @@ namespace routes = analysis::routes;
 struct RoutesArgs {
   std::vector<std::string> stats;
   bool json = false;
-  std::string plots;
+  std::string plots, frames;
   int64_t keep = 0;
   std::string rule, out;
 };
@@ -35,10 +37,29 @@ int run_analyze(const RoutesArgs& a) {
   const std::vector<routes::RouteStats> runs = read_stats(a.stats);
   const routes::RouteAnalysis r = routes::analyze_routes(runs, a.stats);  // checks the shapes
   std::vector<std::filesystem::path> plots;
+  AVDIT_REQUIRE(a.frames.empty() || !a.plots.empty(),
+                "--frames needs --plots DIR (it is drawn on)");
   if (!a.plots.empty()) {
     AVDIT_REQUIRE(routes::route_plots_available(),
                   "--plots: this avdit was built without the PNG writer (libpng)");
-    plots = routes::write_route_plots(a.plots, r, routes::merge_route_stats(runs, a.stats), runs);
+    Tensor frames;
+    if (!a.frames.empty()) {
+      const TensorMap clip = read_all(a.frames);
+      auto it = clip.find("frames");
+      AVDIT_REQUIRE(it != clip.end(),
+                    "--frames {}: no tensor 'frames' (write the clip with avdit generate --prompt "
+                    "... --out CLIP.safetensors)",
+                    a.frames);
+      frames = it->second;
+      AVDIT_REQUIRE(frames.dtype() == DType::F32 && frames.ndim() == 4 && frames.size(1) == 3 &&
+                        frames.size(0) >= 1 && frames.size(2) >= 1 && frames.size(3) >= 1 &&
+                        frames.size(2) * frames.size(3) <= (int64_t{1} << 24),
+                    "--frames {}: tensor frames is {} {}, expected F32 [frames, 3, H, W]", a.frames,
+                    dtype_name(frames.dtype()), frames.shape_str());
+      require_finite(frames, a.frames + ":frames");
+    }
+    plots = routes::write_route_plots(a.plots, r, routes::merge_route_stats(runs, a.stats), runs,
+                                      frames);
   }
   if (a.json) {
     nlohmann::json j = routes::routes_json(r);
@@ -87,6 +108,9 @@ Run add_routes(CLI::App& app) {
   analyze->add_option("--plots", a->plots,
                       "Write PNG plots into this folder (effective experts, gap CDF, utilisation "
                       "heat maps, route maps)");
+  analyze->add_option("--frames", a->frames,
+                      "The decoded clip of the first file's run (generate --prompt ... --out "
+                      "CLIP.safetensors): its route maps also drawn over the frames");
   auto* mask = cmd->add_subcommand(
       "mask",
       "Keep N experts per (layer, head), ranked by global utilisation or by the largest share of\n"

@@ -129,8 +129,15 @@ expect analyze-masked 0 "" av routes analyze "$tmp/masked.safetensors" --json
 # ---- pipeline mode -----------------------------------------------------------------------------
 expect init-pipeline 0 "" av -q init --pipeline magi2 --size tiny --out "$tmp/p"
 expect pipeline 0 "" av -q generate --model "$tmp/p" --prompt "a red fox" --seconds 1 --steps 2 --no-cache \
-  --out "$tmp/p.safetensors" --route-stats "$tmp/ps.safetensors" --expert-mask "$tmp/mask.safetensors"
+  --out "$tmp/p.safetensors" --route-stats "$tmp/ps.safetensors" --route-maps 3:1:1 --expert-mask "$tmp/mask.safetensors"
 expect analyze-pipeline 0 "" av routes analyze "$tmp/ps.safetensors" --json
+# The route map over the decoded frames (builds with the PNG writer).
+if grep -q wrote <(av routes analyze "$tmp/ps.safetensors" --plots "$tmp/pplots" --frames "$tmp/p.safetensors" 2>&1); then
+  [ "$(head -c 8 "$tmp/pplots/route_frames_0_3_1_1.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] \
+    || bad "route map over the decoded frames"
+fi
+expect frames-without-plots 2 "--frames needs --plots" av routes analyze "$tmp/ps.safetensors" --frames "$tmp/p.safetensors"
+expect frames-not-a-clip 2 "no tensor 'frames'" av routes analyze "$tmp/ps.safetensors" --plots "$W/pl" --frames "$tmp/s1.safetensors"
 
 # ---- bad input ---------------------------------------------------------------------------------
 python3 - "$M2/config.json" "$tmp/cfg8.json" <<'PY'

@@ -15,6 +15,7 @@
 #include "io/output_file.h"
 #if AVDIT_HAVE_MEDIA
 #include "io/media/png_writer.h"
+#include "io/media/rgb8.h"
 #endif
 
 namespace avdit::analysis::routes {
@@ -236,12 +237,57 @@ std::optional<std::filesystem::path> map_plot(const std::filesystem::path& dir, 
   return path;
 }
 
+// The first choices of a route map blended half and half over the decoded frames: latent frame t
+// over decoded frame t (F - 1) / (T - 1), each pixel coloured by the token covering it.
+std::optional<std::filesystem::path> frames_plot(const std::filesystem::path& dir,
+                                                 const RouteStats& s, const RouteMap& m,
+                                                 const Tensor& frames) {
+  const auto [T, Hg, Wg] = s.video_grid;
+  const int64_t F = frames.size(0), H = frames.size(2), W = frames.size(3);
+  const int32_t* cls = s.row_class.data<int32_t>();
+  const int32_t* ex = m.experts.data<int32_t>();
+  const int64_t K = m.experts.size(1);
+  std::vector<int32_t> first;
+  for (int64_t r = 0; r < m.experts.size(0); ++r)
+    if (cls[r] == 0) first.push_back(ex[r * K]);
+  if (T <= 0 || Hg <= 0 || Wg <= 0 || static_cast<int64_t>(first.size()) != T * Hg * Wg)
+    return std::nullopt;
+  const int64_t gap = 4;
+  Canvas c(T * W + (T - 1) * gap, H, kWhite);
+  const Tensor f32 = frames.to_f32();
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t f = T > 1 ? std::min(F - 1, t * (F - 1) / (T - 1)) : 0;
+    const std::vector<uint8_t> rgb = media::frame_to_rgb8(f32.f32() + f * 3 * H * W, H, W);
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x) {
+        const Rgb e =
+            expert_colour(first[static_cast<size_t>((t * Hg + y * Hg / H) * Wg + x * Wg / W)]);
+        Rgb p{};
+        for (int k = 0; k < 3; ++k)
+          p[k] =
+              static_cast<uint8_t>((rgb[static_cast<size_t>((y * W + x) * 3 + k)] + e[k] + 1) / 2);
+        c.set(t * (W + gap) + x, y, p);
+      }
+  }
+  const auto path = dir / fmt::format("route_frames_0_{}_{}_{}.png", m.layer, m.head, m.step);
+  c.write(path,
+          {{"Title", fmt::format("first choice of each video token over the decoded frames, "
+                                 "block {} head {} step {} (conditional pass)",
+                                 m.layer, m.head, m.step)},
+           {"Layout", fmt::format("latent frames 0 to {} left to right, each over decoded frame "
+                                  "t x {} / {} of {}",
+                                  T - 1, F - 1, std::max<int64_t>(T - 1, 1), F)},
+           {"Colour", "half the frame, half one hue per expert index"}});
+  return path;
+}
+
 }  // namespace
 
 std::vector<std::filesystem::path> write_route_plots(const std::filesystem::path& dir,
                                                      const RouteAnalysis& a,
                                                      const RouteStats& merged,
-                                                     const std::vector<RouteStats>& files) {
+                                                     const std::vector<RouteStats>& files,
+                                                     const Tensor& frames) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   AVDIT_REQUIRE(!ec && std::filesystem::is_directory(dir),
@@ -255,6 +301,9 @@ std::vector<std::filesystem::path> write_route_plots(const std::filesystem::path
   for (size_t f = 0; f < files.size(); ++f)
     for (const RouteMap& m : files[f].maps)
       if (auto p = map_plot(dir, files[f], m, f)) out.push_back(*p);
+  if (frames.defined() && !files.empty())
+    for (const RouteMap& m : files[0].maps)
+      if (auto p = frames_plot(dir, files[0], m, frames)) out.push_back(*p);
   return out;
 }
 
@@ -264,7 +313,8 @@ bool route_plots_available() { return false; }
 
 std::vector<std::filesystem::path> write_route_plots(const std::filesystem::path&,
                                                      const RouteAnalysis&, const RouteStats&,
-                                                     const std::vector<RouteStats>&) {
+                                                     const std::vector<RouteStats>&,
+                                                     const Tensor&) {
   throw RuntimeFailure("--plots: this build has no PNG writer (libpng / the media writers)");
 }
 

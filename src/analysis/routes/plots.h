@@ -17,10 +17,14 @@ bool route_plots_available();
 
 // Writes into dir (made if missing): effective_experts.png, gap_cdf.png, utilisation_<layer>.png
 // for each MoE layer of `merged`, and route_map_<file>_<layer>_<head>_<step>.png for each route map
-// of each file. Returns the files written. RuntimeFailure in a build without the media writers.
+// of each file. With `frames` ([F, 3, H, W] in [-1, 1]: the decoded clip of files[0]'s run), its
+// route maps are also drawn over the decoded frames (route_frames_0_<layer>_<head>_<step>.png;
+// latent frame t over decoded frame t (F - 1) / (T - 1)). Returns the files written. RuntimeFailure
+// in a build without the media writers.
 std::vector<std::filesystem::path> write_route_plots(const std::filesystem::path& dir,
                                                      const RouteAnalysis& a,
                                                      const RouteStats& merged,
-                                                     const std::vector<RouteStats>& files);
+                                                     const std::vector<RouteStats>& files,
+                                                     const Tensor& frames = {});
 
 }  // namespace avdit::analysis::routes
