@@ -56,6 +56,7 @@ void Sha256::block(const uint8_t* p) {
 
 void Sha256::update(std::span<const uint8_t> bytes) {
   AVDIT_CHECK(!finished_, "Sha256::update after digest()");
+  if (bytes.empty()) return;  // an empty vector's data() may be null, which memcpy must not get
   total_bytes_ += bytes.size();
   size_t i = 0;
   if (buf_len_ > 0) {  // fill the pending block first

@@ -92,7 +92,10 @@ sample::Trajectory read_teacher(const fs::path& file, const json& key) {
   AVDIT_REQUIRE(have.is_object(), "{}: its {} metadata is not a JSON object", file.string(),
                 kMetaKey);
   std::string diff;
-  for (const auto& [field, want] : key.items()) {
+  for (const auto& item : key.items()) {
+    // Named copies, not structured bindings: clang 14 refuses to capture those in the lambda.
+    const std::string field = item.key();
+    const json& want = item.value();
     const json got = have.contains(field) ? have[field] : json(nullptr);
     if (got == want) continue;
     auto shown = [&](const json& v) {
