@@ -7,6 +7,8 @@
 // expert.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -159,8 +161,9 @@ TEST(RoutesCuda, RouterGapEqualsCpu) {
   }
 }
 
-// The tiny model's statistics on the GPU equal the CPU's, file for file (the golden model's routing
-// is the same on both at fp32; the planted one's at fp32 and bf16), and a rerun's.
+// The tiny model's statistics on the GPU equal the CPU's: file for file at fp32 (the golden and the
+// planted model); in bf16 (planted) the counts, rows and gap histogram exactly and each token's
+// chosen set; a GPU rerun's file always.
 TEST(RoutesCuda, TinyModelStatsEqualCpu) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("avdit_routes_cuda_{}", ::getpid());
   const auto planted = avdit::testing::write_planted_routes(kGolden, dir);
@@ -182,17 +185,34 @@ TEST(RoutesCuda, TinyModelStatsEqualCpu) {
     expect_same_i64(b.stats.rows, a.stats.rows, "rows");
     expect_same_i64(b.stats.gap_hist, a.stats.gap_hist, "gap histogram");
     ASSERT_EQ(a.stats.maps.size(), b.stats.maps.size());
-    for (size_t m = 0; m < a.stats.maps.size(); ++m)
-      for (int64_t i = 0; i < a.stats.maps[m].experts.numel(); ++i)
-        ASSERT_EQ(a.stats.maps[m].experts.data<int32_t>()[i],
-                  b.stats.maps[m].experts.data<int32_t>()[i]);
-    // And so the same file, bit for bit; a second GPU run too.
+    // At fp32 each token's K choices come in the same order; in bf16 the planted experts' near-equal
+    // scores may be ranked differently (the H200 run of 2026-12-02 gave 10 before 9 where the CPU
+    // gave 9 before 10), so there each token's set is compared.
+    const bool same_order = c.gpu_act == c.cpu_act;
+    for (size_t m = 0; m < a.stats.maps.size(); ++m) {
+      const Tensor& ea = a.stats.maps[m].experts;
+      const Tensor& eb = b.stats.maps[m].experts;
+      ASSERT_EQ(ea.shape(), eb.shape());
+      const int64_t K = ea.size(1);
+      for (int64_t r = 0; r < ea.size(0); ++r) {
+        std::vector<int32_t> ra(ea.data<int32_t>() + r * K, ea.data<int32_t>() + (r + 1) * K);
+        std::vector<int32_t> rb(eb.data<int32_t>() + r * K, eb.data<int32_t>() + (r + 1) * K);
+        if (!same_order) {
+          std::sort(ra.begin(), ra.end());
+          std::sort(rb.begin(), rb.end());
+        }
+        ASSERT_EQ(ra, rb) << "map " << m << " row " << r;
+      }
+    }
+    // And so the same file, bit for bit, where the order is the same; a second GPU run always.
     const auto b2 =
         avdit::testing::run_with_route_stats(gpu(), c.model, kGolden, c.gpu_act, false, {}, maps);
     write_route_stats(dir / "cpu.safetensors", a.stats);
     write_route_stats(dir / "gpu.safetensors", b.stats);
     write_route_stats(dir / "gpu2.safetensors", b2.stats);
-    EXPECT_TRUE(bytes(dir / "cpu.safetensors") == bytes(dir / "gpu.safetensors"));
+    if (same_order) {
+      EXPECT_TRUE(bytes(dir / "cpu.safetensors") == bytes(dir / "gpu.safetensors"));
+    }
     EXPECT_TRUE(bytes(dir / "gpu2.safetensors") == bytes(dir / "gpu.safetensors"));
   }
   fs::remove_all(dir);
