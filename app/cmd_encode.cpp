@@ -20,6 +20,8 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/text/text_encoder.h"
+#include "pipeline/enhance/caption_cache.h"
+#include "pipeline/prompt_cache.h"
 #include "pipeline/prompt_states.h"
 
 namespace avdit::app {
@@ -33,6 +35,8 @@ struct EncodeArgs {
   std::string model, inputs, prompt, negative, tokenizer, out, device = "cpu", precision = "fp32",
                                                                dtype = "bf16";
   int layers = 0;
+  std::string cache_dir;
+  bool no_cache = false;
 };
 
 void require_file(const std::string& path, const char* option) {
@@ -123,6 +127,33 @@ int run_encode(const EncodeArgs& a) {
   check_output_path(a.out, "--out", inputs);
 
   const std::unique_ptr<ops::Context> ctx = make_context(a.device);
+  // Prompt mode reads and fills the prompt-state cache that `generate --prompt` uses.
+  std::optional<fs::path> cache;
+  std::string key;
+  if (ids && !a.no_cache) {
+    if (!a.cache_dir.empty())
+      cache = fs::path(a.cache_dir);
+    else if (const auto captions = pipeline::enhance::default_cache_dir())
+      cache = captions->parent_path();
+  }
+  if (cache) {
+    key = pipeline::prompt_state_key(
+        pipeline::folder_identity(a.model), *ids,
+        pipeline::prompt_state_settings(activation_dtype(a.precision), ctx->is_cuda(), a.layers,
+                                        a.dtype == "bf16"));
+    if (auto hit = pipeline::load_prompt_states(*cache, key)) {
+      OutputFile out(a.out);
+      write_safetensors(out, *hit, {{"encoder", "prompt-state cache"}});
+      publish_together({&out});
+      std::cout << "prompt-state cache hit: " << (*cache / "prompts" / (key + ".safetensors")).string()
+                << "\n";
+      for (const auto& [name, t] : *hit)
+        std::cout << fmt::format("{} {} {}  sha256 {}\n", name, t.shape_str(), dtype_name(t.dtype()),
+                                 sha256_hex(t));
+      std::cout << "wrote " << a.out << "\n";
+      return 0;
+    }
+  }
   text::TextEncoderOptions options;
   options.selected_layers = a.layers;
   options.act = activation_dtype(a.precision);
@@ -141,6 +172,7 @@ int run_encode(const EncodeArgs& a) {
     }
   } else {
     tensors = pipeline::encode_prompt_states(*encoder, *ids, a.dtype == "bf16", &tokens);
+    if (cache) pipeline::store_prompt_states(*cache, key, tensors);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -191,6 +223,12 @@ Run add_encode(CLI::App& app) {
   cmd->add_option("--layers", a->layers,
                   "Decoder layers to run (default: the pipeline's, 50 for MiniMax-H3; tiny "
                   "fixtures state theirs)");
+  cmd->add_option("--cache-dir", a->cache_dir,
+                  "Prompt mode: the prompt-state cache that generate --prompt shares (default "
+                  "$XDG_CACHE_HOME/avdit or ~/.cache/avdit)")
+      ->excludes(inputs);
+  cmd->add_flag("--no-cache", a->no_cache, "Prompt mode: encode even when the states are cached")
+      ->excludes(inputs);
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--precision", a->precision, "Activations: fp32 (parity) or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))

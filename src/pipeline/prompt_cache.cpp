@@ -57,6 +57,13 @@ std::string folder_identity(const fs::path& dir) {
   return h.hex_digest();
 }
 
+std::string prompt_state_settings(DType act, bool cuda, int layers, bool bf16_states) {
+  std::string s = fmt::format("act {} {}-states device {}", dtype_name(act),
+                              bf16_states ? "bf16" : "f32", cuda ? "cuda" : "cpu");
+  if (layers > 0) s += fmt::format(" layers {}", layers);
+  return s;
+}
+
 std::string prompt_state_key(const std::string& identity, const PromptIds& ids,
                              const std::string& settings) {
   Sha256 h;

@@ -16,6 +16,11 @@ namespace avdit::pipeline {
 // bytes and, per *.safetensors file, its name, size, modification time and header.
 std::string folder_identity(const std::filesystem::path& dir);
 
+// What besides the ids and the encoder determines the states: the activation dtype, the device
+// (CPU and GPU states differ in the last bits) and, when not the pipeline's, the layers run and the
+// output dtype. `avdit encode` with the defaults and `generate --prompt` share entries.
+std::string prompt_state_settings(DType act, bool cuda, int layers = 0, bool bf16_states = true);
+
 // The cache key of the states of `ids` under an encoder identity and the run's settings.
 std::string prompt_state_key(const std::string& folder_identity, const PromptIds& ids,
                              const std::string& settings);

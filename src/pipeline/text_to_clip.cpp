@@ -113,8 +113,7 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
     // The device is part of the key: CPU and GPU states differ in the last bits, and a warm run
     // must give the bits of a cold one.
     const std::string settings =
-        fmt::format("act {} bf16-states device {}", dtype_name(magi2 ? DType::F32 : r.act),
-                    ctx.text->is_cuda() ? "cuda" : "cpu");
+        prompt_state_settings(magi2 ? DType::F32 : r.act, ctx.text->is_cuda());
     std::string key;
     if (r.cache_dir) {
       key = prompt_state_key(folder_identity(c.text_encoder), ids, settings);

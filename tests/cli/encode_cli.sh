@@ -5,6 +5,7 @@
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$1" "$2"
+export XDG_CACHE_HOME=$tmp/xdg  # the prompt-state cache, never the user's own
 G=$shared/golden/te-h3-qwen3vl-tiny
 T=$shared/golden/tokenizer-qwen
 
@@ -38,6 +39,15 @@ grep -q "^text_embeds \[6, 64\] BF16  sha256 [0-9a-f]\{64\}$" "$tmp/p1.txt" ||
 grep -q "^text_token_tags \[6\] I64  sha256 " "$tmp/p1.txt" || fail "no tags: $(cat "$tmp/p1.txt")"
 [ "$(sha_of text_embeds "$tmp/p1.txt")" = "$(sha_of text_embeds "$tmp/p2.txt")" ] ||
   fail "prompt mode differs between runs"
+# The second call read the prompt-state cache (the one generate --prompt shares); --no-cache
+# encodes again; all three give the same bits, the files too.
+grep -q "^prompt-state cache hit: $tmp/xdg/avdit/prompts/[0-9a-f]\{64\}.safetensors$" "$tmp/p2.txt" ||
+  fail "no cache hit: $(cat "$tmp/p2.txt")"
+enc --tokenizer "$T" --prompt "$P" --no-cache --out "$tmp/p3.safetensors" >"$tmp/p3.txt"
+grep -q "tokens in" "$tmp/p3.txt" || fail "--no-cache did not encode: $(cat "$tmp/p3.txt")"
+[ "$(sha_of text_embeds "$tmp/p1.txt")" = "$(sha_of text_embeds "$tmp/p3.txt")" ] ||
+  fail "the cached states differ from the encoded ones"
+cmp -s "$tmp/p1.safetensors" "$tmp/p3.safetensors" || fail "cached and encoded files differ"
 # `avdit generate --text` reads it (the H3 tiny DiT's text_dim is 64 too).
 "$avdit" -q generate --model "$shared/golden/h3-tiny" --text "$tmp/p1.safetensors" \
   --latent-shape 2,4,6,12 --steps 1 >"$tmp/gen.txt" || fail "generate does not read the output"
