@@ -29,6 +29,19 @@ inline double golden_rel_err(const Tensor& got, const Tensor& want) {
   return ref > 0 ? diff / ref : diff;
 }
 
+// The cosine of two tensors taken as vectors (float64 sums): the bf16 bars' second number.
+inline double golden_cosine(const Tensor& got, const Tensor& want) {
+  const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
+  EXPECT_EQ(g.numel(), w.numel());
+  double gw = 0, gg = 0, ww = 0;
+  for (int64_t i = 0; i < std::min(g.numel(), w.numel()); ++i) {
+    gw += g.data<double>()[i] * w.data<double>()[i];
+    gg += g.data<double>()[i] * g.data<double>()[i];
+    ww += w.data<double>()[i] * w.data<double>()[i];
+  }
+  return gw / std::sqrt(gg * ww);
+}
+
 // Every named point, copied to the host in F32 (values updated in place after their point, as the
 // residual, are cloned).
 class CapturePoints final : public Probe {
