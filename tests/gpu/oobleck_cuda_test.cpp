@@ -1,7 +1,6 @@
 // The Stable Audio Open Oobleck decoder (MAGI-2 audio) on the GPU against
 // ../shared/golden/vae-sa-audio-tiny: the same one definition on a CUDA context, float32, the final
-// output at the README's float32 bar. The audio ops refuse on CUDA until their kernels land; the
-// test then reports that refusal as a skip with the reason, never a silent pass.
+// output at the README's float32 bar (an op refusing CUDA fails).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -24,10 +23,7 @@ TEST(OobleckCuda, Fp32MatchesTheGolden) {
   const TensorMap in = read_all(testing::kSaAudioTiny / "inputs.safetensors");
   const TensorMap want = read_all(testing::kSaAudioTiny / "outputs.safetensors");
   const auto dec = open_decoder(gpu(), testing::kSaAudioTiny);
-  Tensor got;
-  if (const auto refused =
-          avdit::testing::cuda_refusal([&] { got = dec->decode(in.at("latent_tc")); }))
-    GTEST_SKIP() << "audio decoder ops on CUDA not implemented (" << *refused << ")";
+  const Tensor got = dec->decode(in.at("latent_tc"));
   const Tensor& ref = want.at("waveform_44k");
   ASSERT_EQ(got.numel(), ref.numel());
   // The golden's waveform_44k is time-major [samples, channels]; decode gives [channels, samples].

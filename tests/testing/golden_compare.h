@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -52,19 +51,5 @@ class CapturePoints final : public Probe {
   }
   TensorMap got;
 };
-
-// Runs `f` (a forward on a CUDA context). An op that refuses CUDA by name ("... is not
-// implemented on CUDA yet") comes back as its message, for the test to skip with it; any other
-// error propagates, and nullopt means it ran.
-template <class F>
-std::optional<std::string> cuda_refusal(F&& f) {
-  try {
-    f();
-  } catch (const BadInput& e) {
-    if (std::string(e.what()).find("not implemented on CUDA") == std::string::npos) throw;
-    return std::string(e.what());
-  }
-  return std::nullopt;
-}
 
 }  // namespace avdit::testing
