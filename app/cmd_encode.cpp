@@ -20,7 +20,6 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/text/text_encoder.h"
-#include "pipeline/enhance/caption_cache.h"
 #include "pipeline/prompt_cache.h"
 #include "pipeline/prompt_states.h"
 
@@ -128,41 +127,30 @@ int run_encode(const EncodeArgs& a) {
 
   const std::unique_ptr<ops::Context> ctx = make_context(a.device);
   // Prompt mode reads and fills the prompt-state cache that `generate --prompt` uses.
-  std::optional<fs::path> cache;
+  const std::optional<fs::path> cache =
+      ids ? pipeline::cache_root(a.cache_dir, a.no_cache) : std::nullopt;
   std::string key;
-  if (ids && !a.no_cache) {
-    if (!a.cache_dir.empty())
-      cache = fs::path(a.cache_dir);
-    else if (const auto captions = pipeline::enhance::default_cache_dir())
-      cache = captions->parent_path();
-  }
+  std::optional<pipeline::NamedTensors> cached;
   if (cache) {
     key = pipeline::prompt_state_key(
         pipeline::folder_identity(a.model), *ids,
         pipeline::prompt_state_settings(activation_dtype(a.precision), ctx->is_cuda(), a.layers,
                                         a.dtype == "bf16"));
-    if (auto hit = pipeline::load_prompt_states(*cache, key)) {
-      OutputFile out(a.out);
-      write_safetensors(out, *hit, {{"encoder", "prompt-state cache"}});
-      publish_together({&out});
-      std::cout << "prompt-state cache hit: " << (*cache / "prompts" / (key + ".safetensors")).string()
-                << "\n";
-      for (const auto& [name, t] : *hit)
-        std::cout << fmt::format("{} {} {}  sha256 {}\n", name, t.shape_str(), dtype_name(t.dtype()),
-                                 sha256_hex(t));
-      std::cout << "wrote " << a.out << "\n";
-      return 0;
-    }
+    cached = pipeline::load_prompt_states(*cache, key);
   }
-  text::TextEncoderOptions options;
-  options.selected_layers = a.layers;
-  options.act = activation_dtype(a.precision);
-  const auto encoder = text::open_text_encoder(*ctx, a.model, options);
-  log::debug("encode: {}", encoder->describe());
-
+  std::unique_ptr<text::TextEncoder> encoder;  // not even opened on a cache hit
   std::vector<std::pair<std::string, Tensor>> tensors;
   int64_t tokens = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  if (cached) {
+    tensors = std::move(*cached);
+  } else {
+    text::TextEncoderOptions options;
+    options.selected_layers = a.layers;
+    options.act = activation_dtype(a.precision);
+    encoder = text::open_text_encoder(*ctx, a.model, options);
+    log::debug("encode: {}", encoder->describe());
+  }
   if (fixture) {
     for (const std::string& c : fixture_cases(*fixture, a.inputs)) {
       const std::vector<int32_t> case_tokens = case_ids(*fixture, a.inputs, c);
@@ -170,17 +158,22 @@ int run_encode(const EncodeArgs& a) {
       tokens += static_cast<int64_t>(case_tokens.size());
       tensors.emplace_back(c + ".text_states", states.reshape({1, states.size(0), states.size(1)}));
     }
-  } else {
+  } else if (!cached) {
     tensors = pipeline::encode_prompt_states(*encoder, *ids, a.dtype == "bf16", &tokens);
     if (cache) pipeline::store_prompt_states(*cache, key, tensors);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string source = encoder ? encoder->describe() : "prompt-state cache";
   OutputFile out(a.out);
-  write_safetensors(out, tensors, {{"encoder", encoder->describe()}});
+  write_safetensors(out, tensors, {{"encoder", source}});
   publish_together({&out});
-  std::cout << fmt::format("{}: {} tokens in {:.3f} s ({:.1f} tokens/s)\n", encoder->describe(),
-                           tokens, seconds, seconds > 0 ? tokens / seconds : 0.0);
+  if (encoder)
+    std::cout << fmt::format("{}: {} tokens in {:.3f} s ({:.1f} tokens/s)\n", source, tokens,
+                             seconds, seconds > 0 ? tokens / seconds : 0.0);
+  else
+    std::cout << "prompt-state cache hit: "
+              << (*cache / "prompts" / (key + ".safetensors")).string() << "\n";
   for (const auto& [name, t] : tensors)
     std::cout << fmt::format("{} {} {}  sha256 {}\n", name, t.shape_str(), dtype_name(t.dtype()),
                              sha256_hex(t));

@@ -18,11 +18,11 @@
 #include "core/sha256.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
-#include "pipeline/enhance/caption_cache.h"
 #include "pipeline/enhance/enhancer.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/pipeline_dir.h"
+#include "pipeline/prompt_cache.h"
 #include "pipeline/text_to_clip.h"
 #include "run_checks.h"
 #if AVDIT_HAVE_MEDIA
@@ -88,14 +88,6 @@ int64_t frames_for_seconds(const pipeline::PipelineComponents& c, double seconds
 }
 
 std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
-
-std::optional<fs::path> cache_root(const ClipArgs& a) {
-  if (a.no_cache) return std::nullopt;
-  if (!a.cache_dir.empty()) return fs::path(a.cache_dir);
-  // The captions' default folder is <cache>/avdit/captions; prompt states go beside them.
-  if (auto d = pipeline::enhance::default_cache_dir()) return d->parent_path();
-  return std::nullopt;
-}
 
 std::string file_sha256(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -190,7 +182,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   r.nvfp4_experts = m.nvfp4_experts;
   r.route_recorder = routes.recorder();
   r.router_bias_add = routes.router_bias_add();
-  r.cache_dir = cache_root(a);
+  r.cache_dir = pipeline::cache_root(a.cache_dir, a.no_cache);
   r.adaln_table = !a.no_adaln_table;
   AVDIT_REQUIRE(!a.no_adaln_table || !magi2, "--no-adaln-table applies to MiniMax-H3");
   const int total = m.steps.value_or(

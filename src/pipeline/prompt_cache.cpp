@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "io/safetensors.h"
+#include "pipeline/enhance/caption_cache.h"
 
 namespace avdit::pipeline {
 
@@ -38,6 +39,13 @@ constexpr const char* kStateNames[] = {"text_embeds", "text_token_tags", "txt_fe
                                        "txt_len",     "null_txt_feat",   "null_txt_len"};
 
 }  // namespace
+
+std::optional<fs::path> cache_root(const std::string& dir, bool off) {
+  if (off) return std::nullopt;
+  if (!dir.empty()) return fs::path(dir);
+  if (auto captions = enhance::default_cache_dir()) return captions->parent_path();
+  return std::nullopt;
+}
 
 std::string folder_identity(const fs::path& dir) {
   Sha256 h;

@@ -12,6 +12,10 @@
 
 namespace avdit::pipeline {
 
+// The cache folder of a run: `dir` when given, else $XDG_CACHE_HOME/avdit or ~/.cache/avdit (the
+// parent of the captions' default folder); nullopt with `off` or when neither variable is set.
+std::optional<std::filesystem::path> cache_root(const std::string& dir, bool off);
+
 // What identifies a model folder (a text encoder, a DiT) without reading its weights: config.json's
 // bytes and, per *.safetensors file, its name, size, modification time and header.
 std::string folder_identity(const std::filesystem::path& dir);

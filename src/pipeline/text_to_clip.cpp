@@ -195,7 +195,7 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
         std::string key;
         if (r.cache_dir) {
           key = adaln_table_key(c.dit, table.sets, r.act, ctx.dit->is_cuda());
-          const auto config = models::h3::H3Config::from_json(read_json(c.dit / "config.json"));
+          const auto config = models::h3::H3Config::from_json(*ckpt.config());
           if (auto given = load_adaln_table(*ctx.dit, config, *r.cache_dir, key, table.sets))
             table.given = std::move(*given);
         }
