@@ -13,33 +13,23 @@
 #include "io/safetensors.h"
 #include "models/text/qwen35/encoder.h"
 #include "ops/gated_delta_rule.h"
-#include "testing/golden_compare.h"
+#include "testing/qwen35_golden.h"
 
 namespace avdit::models::text {
 namespace {
 
-const std::filesystem::path kTiny =
-    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "te-magi2-qwen35-tiny";
-constexpr double kBar = 1e-4;  // README: fp32 implementation, max |err| <= 1e-4 max |ref|
-constexpr int kCases = 6;
+const std::filesystem::path& kTiny = testing::kQwen35Tiny;
+constexpr double kBar = testing::kQwen35Fp32Bar;
+constexpr int kCases = testing::kQwen35Cases;
 
 ops::CudaContext& gpu() {
   static ops::CudaContext c;
   return c;
 }
 
-std::vector<int32_t> ids_of(const TensorMap& inputs, int c) {
-  const Tensor t = inputs.at("case" + std::to_string(c) + ".input_ids").to(DType::I64);
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < t.numel(); ++i) ids.push_back(static_cast<int32_t>(t.data<int64_t>()[i]));
-  return ids;
-}
-
 class Qwen35TextCuda : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kTiny / "model.safetensors"))
-      GTEST_SKIP() << "golden not found: " << kTiny;
     inputs_ = read_all(kTiny / "inputs.safetensors");
     outputs_ = read_all(kTiny / "outputs.safetensors");
   }
@@ -49,7 +39,7 @@ class Qwen35TextCuda : public ::testing::Test {
 TEST_F(Qwen35TextCuda, Fp32EveryCaseMatchesTheConsumedState) {
   const auto enc = open_qwen35_text(gpu(), kTiny);
   for (int c = 0; c < kCases; ++c) {
-    const auto ids = ids_of(inputs_, c);
+    const auto ids = testing::case_ids(inputs_, c);
     const Tensor got = enc->encode(ids);
     const Tensor& want = outputs_.at("case" + std::to_string(c) + ".text_states");
     ASSERT_EQ(got.shape(), (Shape{want.size(1), 64})) << "case " << c;
@@ -65,7 +55,7 @@ TEST_F(Qwen35TextCuda, Fp32EveryHiddenStateOfEveryCase) {
     testing::CapturePoints keep;
     {
       ProbeScope scope(gpu().observer(), &keep);
-      enc->encode(ids_of(inputs_, c));
+      enc->encode(testing::case_ids(inputs_, c));
     }
     const Tensor& hs = outputs_.at("case" + std::to_string(c) + ".hidden_states");
     for (int64_t j = 0; j <= 7; ++j) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
+#include <string>
 
 #include "core/error.h"
 #include "core/observer.h"
@@ -26,6 +28,14 @@ inline double golden_rel_err(const Tensor& got, const Tensor& want) {
     ref = std::max(ref, std::fabs(w.data<double>()[i]));
   }
   return ref > 0 ? diff / ref : diff;
+}
+
+// case{c}.input_ids [1, T] (int64) of a text encoder golden, as the encoders take them.
+inline std::vector<int32_t> case_ids(const TensorMap& inputs, int c) {
+  const Tensor t = inputs.at("case" + std::to_string(c) + ".input_ids").to(DType::I64);
+  std::vector<int32_t> ids(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) ids[i] = static_cast<int32_t>(t.data<int64_t>()[i]);
+  return ids;
 }
 
 // The cosine of two tensors taken as vectors (float64 sums): the bf16 bars' second number.

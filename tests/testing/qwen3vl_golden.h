@@ -25,14 +25,6 @@ inline constexpr int kQwen3VLTinySelected = 4;  // the README's K for this fixtu
 // README "Suggested bars": an fp32 implementation within 2e-5 of max |ref| per case.
 inline constexpr double kQwen3VLFp32Bar = 2e-5;
 
-// case{c}.input_ids [1, T] (int64) as the encoder takes them.
-inline std::vector<int32_t> case_ids(const TensorMap& inputs, int c) {
-  const Tensor t = inputs.at("case" + std::to_string(c) + ".input_ids").to(DType::I64);
-  std::vector<int32_t> ids(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) ids[i] = static_cast<int32_t>(t.data<int64_t>()[i]);
-  return ids;
-}
-
 // max |got - want| / max |want| (max |got - want| when want is all zeros); the element counts must
 // agree.
 inline double rel_err(const Tensor& got, const Tensor& want) { return golden_rel_err(got, want); }

@@ -18,37 +18,18 @@
 #include "ops/context.h"
 #include "ops/gated_delta_rule.h"
 #include "testing/compare.h"
+#include "testing/qwen35_golden.h"
 
 namespace avdit::models::text::qwen35 {
 namespace {
 
-const std::filesystem::path kTiny =
-    std::filesystem::path(AVDIT_SHARED_DIR) / "golden" / "te-magi2-qwen35-tiny";
-constexpr double kBar = 1e-4;  // README: fp32 implementation, max |err| <= 1e-4 max |ref|
-constexpr int kCases = 6;
-
-// Keeps every point of the forward on the host in float32.
-class KeepAll final : public Probe {
- public:
-  bool wants(const Point&) const override { return true; }
-  void on(ops::Context& ctx, const Point& p, Tensor& t) override {
-    out[p.str()] = ctx.download(t).to_f32().clone();
-  }
-  TensorMap out;
-};
-
-std::vector<int32_t> ids_of(const TensorMap& inputs, int c) {
-  const Tensor t = inputs.at("case" + std::to_string(c) + ".input_ids").to(DType::I64);
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < t.numel(); ++i) ids.push_back(static_cast<int32_t>(t.data<int64_t>()[i]));
-  return ids;
-}
+const std::filesystem::path& kTiny = testing::kQwen35Tiny;
+constexpr double kBar = testing::kQwen35Fp32Bar;
+constexpr int kCases = testing::kQwen35Cases;
 
 class Qwen35Golden : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kTiny / "model.safetensors"))
-      GTEST_SKIP() << "golden not found: " << kTiny;
     inputs_ = read_all(kTiny / "inputs.safetensors");
     outputs_ = read_all(kTiny / "outputs.safetensors");
   }
@@ -60,7 +41,7 @@ TEST_F(Qwen35Golden, TextStatesOfEveryCase) {
   const auto enc = open_qwen35_text(ctx_, kTiny);
   EXPECT_EQ(enc->hidden_size(), 64);
   for (int c = 0; c < kCases; ++c) {
-    const Tensor got = enc->encode(ids_of(inputs_, c));
+    const Tensor got = enc->encode(testing::case_ids(inputs_, c));
     const Tensor& want = outputs_.at("case" + std::to_string(c) + ".text_states");
     ASSERT_EQ(got.shape(), (Shape{want.size(1), 64})) << "case " << c;
     EXPECT_LT(test_util::rel_max_diff(got, want, "case" + std::to_string(c) + ".text_states"),
@@ -72,15 +53,15 @@ TEST_F(Qwen35Golden, TextStatesOfEveryCase) {
 TEST_F(Qwen35Golden, EveryHiddenStateOfEveryCase) {
   const auto enc = open_qwen35_text(ctx_, kTiny, /*skip_layers=*/1);
   for (int c = 0; c < kCases; ++c) {
-    KeepAll keep;
+    testing::CapturePoints keep;
     ProbeScope scope(ctx_.observer(), &keep);
-    enc->encode(ids_of(inputs_, c));
+    enc->encode(testing::case_ids(inputs_, c));
     const Tensor& hs = outputs_.at("case" + std::to_string(c) + ".hidden_states");
     for (int64_t j = 0; j <= 7; ++j) {
       const std::string point = j == 0 ? "embed" : "layer" + std::to_string(j - 1) + ".out";
-      ASSERT_TRUE(keep.out.count(point)) << point;
+      ASSERT_TRUE(keep.got.count(point)) << point;
       EXPECT_LT(
-          test_util::rel_max_diff(keep.out.at(point), hs.select(j),
+          test_util::rel_max_diff(keep.got.at(point), hs.select(j),
                                   "case" + std::to_string(c) + " hidden " + std::to_string(j)),
           kBar);
     }
@@ -90,15 +71,15 @@ TEST_F(Qwen35Golden, EveryHiddenStateOfEveryCase) {
 TEST_F(Qwen35Golden, IntermediatesOfTheLongestCase) {
   const TensorMap inter = read_all(kTiny / "intermediates.safetensors");
   const auto enc = open_qwen35_text(ctx_, kTiny);
-  KeepAll keep;
+  testing::CapturePoints keep;
   {
     ProbeScope scope(ctx_.observer(), &keep);
-    enc->encode(ids_of(inputs_, 5));
+    enc->encode(testing::case_ids(inputs_, 5));
   }
   const int64_t T = 333, R = 16, half = R / 2;
   for (const auto& [name, want] : inter) {
     if (name.rfind("rope.", 0) == 0) continue;
-    Tensor got = keep.out.at(name);
+    Tensor got = keep.got.at(name);
     // query / key are emitted per key head; the fixture holds them expanded to the value heads.
     if (name.ends_with("delta_rule.query") || name.ends_with("delta_rule.key")) {
       const int64_t nk = got.size(1), dk = got.size(2), nv = want.size(2);
@@ -112,7 +93,7 @@ TEST_F(Qwen35Golden, IntermediatesOfTheLongestCase) {
     EXPECT_LT(test_util::rel_max_diff(got, want, name), kBar) << name;
   }
   // RoPE: the table is [sin | cos] halves; the fixture's cos / sin repeat them over R dims.
-  const Tensor& rope = keep.out.at("rope");
+  const Tensor& rope = keep.got.at("rope");
   double worst = 0;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < R; ++i) {
@@ -158,7 +139,7 @@ TEST_F(Qwen35Golden, LoadsWithoutTheUnusedLastLayers) {
            n == "model.language_model.norm.weight" || n == "lm_head.weight";
   });
   const auto enc = open_qwen35_text(ctx_, dir);
-  const Tensor got = enc->encode(ids_of(inputs_, 3));
+  const Tensor got = enc->encode(testing::case_ids(inputs_, 3));
   EXPECT_LT(test_util::rel_max_diff(got, outputs_.at("case3.text_states"), "without layers 6-7"),
             kBar);
   // With one layer less skipped, layer 6 is needed and its absence is named.
