@@ -77,14 +77,15 @@ namespace {
 
 // H3 frames on the 17n + 5 grid nearest to `seconds` at 24 fps; MAGI-2 as its engine sizes a run:
 // round(seconds * fps * 2) frames.
-int64_t frames_for_seconds(const pipeline::PipelineComponents& c, double seconds) {
+int64_t frames_for_seconds(const pipeline::PipelineComponents& c, const json& dit_config,
+                           double seconds) {
   AVDIT_REQUIRE(std::isfinite(seconds) && seconds > 0 && seconds <= 600,
                 "--seconds {}: expected a length above 0 and at most 600", seconds);
   if (c.family == pipeline::PipelineFamily::H3) {
     const double n = std::max(0.0, std::round((seconds * 24.0 - 5.0) / 17.0));
     return 17 * static_cast<int64_t>(n) + 5;
   }
-  return std::max<int64_t>(1, std::llround(seconds * pipeline::output_fps(c) * 2.0));
+  return std::max<int64_t>(1, std::llround(seconds * pipeline::output_fps(c.family, dit_config) * 2.0));
 }
 
 std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
@@ -133,7 +134,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
     r.shapes = pipeline::latent_shapes_from_string(family, dit_config, m.latent_shape);
   } else {
     AVDIT_REQUIRE(!(a.seconds && m.frames), "--seconds and --frames both set the length: give one");
-    const int64_t frames = m.frames ? *m.frames : frames_for_seconds(c, a.seconds.value_or(magi2 ? 10.0 : 5.0));
+    const int64_t frames = m.frames ? *m.frames : frames_for_seconds(c, dit_config, a.seconds.value_or(magi2 ? 10.0 : 5.0));
     const int64_t height = m.height.value_or(magi2 ? 256 : 768), width = m.width.value_or(magi2 ? 448 : 1344);
     r.shapes = magi2 ? pipeline::magi2_latent_shapes(dit_config, frames, height, width)
                      : pipeline::h3_latent_shapes(dit_config, frames, height, width);

@@ -48,6 +48,12 @@ void require_pixels(int64_t frames, int64_t height, int64_t width) {
 
 }  // namespace
 
+double magi2_fps(const nlohmann::json& config) {
+  const nlohmann::json e = config.value("evaluation_config", nlohmann::json::object());
+  const auto it = e.find("fps");
+  return it != e.end() && it->is_number() ? it->get<double>() : 12.5;
+}
+
 LatentShapes magi2_latent_shapes(const nlohmann::json& config, int64_t frames, int64_t height, int64_t width) {
   require_pixels(frames, height, width);
   const Channels c = channels("magi2-preview", config);
@@ -59,7 +65,7 @@ LatentShapes magi2_latent_shapes(const nlohmann::json& config, int64_t frames, i
                 "MAGI-2: --height and --width must be multiples of the VAE's {}x{} (evaluation_config.vae_stride), got "
                 "{}x{}",
                 stride[1], stride[2], height, width);
-  const double fps = e.value("fps", 12.5);
+  const double fps = magi2_fps(config);
   const double audio_fps = e.value("data_proxy_config", nlohmann::json::object()).value("audio_latent_fps", 25.0);
   const double seconds = static_cast<double>(frames) / (2.0 * fps);
   const int64_t audio = static_cast<int64_t>(std::llround(seconds * audio_fps));

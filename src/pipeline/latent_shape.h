@@ -20,6 +20,9 @@ struct LatentShapes {
 // T = (frames - 1) / stride_t + 1, H = height / stride_h, W = width / stride_w,
 // L_a = round(seconds * audio_latent_fps) with seconds = frames / (2 fps).
 // video [1, video_in_channels / patch volume, T, H, W], audio [1, L_a, audio_in_channels].
+// MAGI-2's frame rate: evaluation_config.fps (the reference's default 12.5 when absent).
+double magi2_fps(const nlohmann::json& config);
+
 LatentShapes magi2_latent_shapes(const nlohmann::json& config, int64_t frames, int64_t height, int64_t width);
 
 // H3 (24 fps video, 40 Hz audio latents, VAE 16x spatial; the frame grid 17n + 5 of the ComfyUI

@@ -77,13 +77,8 @@ bool magi2_uses_negative_prompt(const nlohmann::json& config) {
 
 }  // namespace
 
-double output_fps(const PipelineComponents& c) {
-  if (c.family == PipelineFamily::H3) return 24.0;
-  const nlohmann::json config = read_json(c.dit / "config.json");
-  const auto ev = config.find("evaluation_config");
-  if (ev != config.end() && ev->is_object() && ev->contains("fps") && (*ev)["fps"].is_number())
-    return (*ev)["fps"].get<double>();
-  return 12.5;
+double output_fps(PipelineFamily family, const nlohmann::json& dit_config) {
+  return family == PipelineFamily::H3 ? 24.0 : magi2_fps(dit_config);
 }
 
 void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Context& text_ctx, Clip& clip) {
@@ -232,7 +227,8 @@ void decode_latents(const PipelineComponents& c, ops::Context& vae_ctx, Clip& cl
     AVDIT_REQUIRE(decoder->media() == vae::Media::Video, "{}: {} decodes audio, not video",
                   c.video_vae.string(), decoder->describe());
     clip.frames = writer_frames(family, decoder->decode(clip.video_latent));
-    clip.fps = decoder->rate() > 0 ? decoder->rate() : output_fps(c);
+    clip.fps = decoder->rate() > 0 ? decoder->rate()
+                                       : output_fps(c.family, read_json(c.dit / "config.json"));
     s.done(fmt::format("{} frames {}x{}", clip.frames.size(0), clip.frames.size(3),
                        clip.frames.size(2)));
   }

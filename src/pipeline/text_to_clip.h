@@ -4,6 +4,8 @@
 // Each stage reports its wall time and the peak host and device memory it reached.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -75,7 +77,7 @@ struct Clip {
 };
 
 // The release's output frame rate: H3 24; MAGI-2 evaluation_config.fps (12.5 for the preview).
-double output_fps(const PipelineComponents& c);
+double output_fps(PipelineFamily family, const nlohmann::json& dit_config);
 
 // Runs every stage. BadInput for a bad prompt or component (named); RuntimeFailure if a stage fails.
 Clip text_to_clip(const PipelineComponents& components, const ClipRequest& request,
