@@ -3,7 +3,9 @@
 # .carry/head.tar.gz (`git archive --format=tar.gz -o .carry/head.tar.gz HEAD`, so work in progress
 # in the tree never reaches the build), runs the gpu tests, then both tiny pipelines prompt -> mp4
 # on the GPU and, with BENCH=1, the H3 forward benchmark at RESULTS.md's sizes (peak activations).
-# Logs to $OUT: build.log, tests.md, pipelines.md, bench.md.
+# EXTRA (a bash command line, run last from the source root with $A the built command) adds
+# benchmarks to the same call. PIPELINES=0 skips the tiny pipelines.
+# Logs to $OUT: build.log, tests.md, pipelines.md, bench.md, extra.md.
 set -uo pipefail
 here=$PWD
 out=${OUT:-/tmp/avdit-check}
@@ -20,7 +22,7 @@ export AVDIT_SHARED_DIR=$PWD/shared LD_LIBRARY_PATH=$PWD/.devdeps/root/usr/lib/x
 timeout ${TESTS_S:-300} ctest --test-dir build-dev -L gpu ${TESTS_REGEX:+-R "$TESTS_REGEX"} --timeout 200 --output-on-failure -j1 >"$out/tests.md" 2>&1
 echo "gpu tests: exit $? ($((SECONDS - t0)) s)"
 grep -E "tests passed|tests failed|Failed|Timeout|Not Run|\*\*\*" "$out/tests.md" | head -30
-A=build-dev/avdit
+export A=$PWD/build-dev/avdit
 P="A red fox runs through fresh snow at dawn."
 # relerr GOT WANT: max |got - want| / max |want| of each float32 tensor of both files.
 relerr() {
@@ -37,7 +39,7 @@ for k in sorted(w):
     print(f"  {k}: max |gpu - cpu| / max |cpu| = {max(abs(a - b) for a, b in zip(g[k], w[k])) / ref:.3e}")
 PY
 }
-{
+[ "${PIPELINES:-1}" = 1 ] && {
   $A -q init --pipeline h3 --out /tmp/h3 && $A -q init --pipeline magi2 --out /tmp/m2
   H3=(--model /tmp/h3 --prompt "$P" --frames 39 --height 64 --width 96 --steps 8 --seed 46 --no-cache)
   M2=(--model /tmp/m2 --prompt "$P" --seconds 2 --height 64 --width 96 --steps 8 --seed 46 --no-cache)
@@ -64,4 +66,8 @@ echo "pipelines: ($((SECONDS - t0)) s)"
 if [ "${BENCH:-0}" = 1 ]; then
   $A bench h3 --rows 19456,40128 --no-canvas >"$out/bench.md" 2>&1
   echo "bench: exit $? ($((SECONDS - t0)) s)"
+fi
+if [ -n "${EXTRA:-}" ]; then
+  bash -c "$EXTRA" >"$out/extra.md" 2>&1
+  echo "extra: exit $? ($((SECONDS - t0)) s)"
 fi
