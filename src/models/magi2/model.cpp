@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/magi2/api.h"
+#include "models/magi2/layers.h"
 #include "ops/activation.h"
 #include "ops/attention_prologue.h"
 #include "ops/embedding.h"
@@ -178,44 +179,23 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   ops::observe_lazy(ctx, {"layers.{}.output", i}, [&] { return packed(s); });
 }
 
-// Fused QKV (pre_norm, then linear_g and linear_qkv per modality), QK-norm + partial rotate-half
-// RoPE into packed order, the core with the sinks, the per-head sigmoid gate back in permuted
-// order, linear_proj per modality.
+// The shared gated attention sub-layer (layers.h) around the core with the sinks.
 Tensor Magi2Model::attention(int64_t i, const Magi2Plan& p, const Tensor& attn_in) const {
   ops::Context& ctx = ctx_;
   const Magi2Config& c = config_;
   const AttentionWeights& w = w_.layers[i].attention;
-  const int64_t G = w_.layers[i].groups, L = p.tokens(), Hq = c.num_heads_q, Hkv = c.num_heads_kv,
-                D = c.head_dim;
-  const Tensor* grp = G > 1 ? &p.group : nullptr;
-  const Tensor a =
-      ops::rms_norm(ctx, attn_in, ops::RmsNormWeight{w.pre_norm, true, grp}, kNormEps, act_);
-  const Tensor g = grouped_linear(p, a, w.linear_g, G);  // [L, Hq]
-  const Tensor qkv =
-      grouped_linear(p, a, w.linear_qkv, G);  // [L, (Hq + 2 Hkv) D]: q | k | v, head-major
-  // q and k stay fp32 through the norm and RoPE in the reference (out_dtype=float32) and meet FA3
-  // in the activation dtype: the prologue rounds once, at its store.
-  Tensor q = ctx.empty({L, Hq, D}, act_), k = ctx.empty({L, Hkv, D}, act_),
-         v = ctx.empty({L, Hkv, D}, act_);
-  ops::qkv_prologue(ctx, qkv, w.q_norm, w.k_norm, grp, p.inv, p.rope, c.rope_dim / 2, q, k, v);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  const Tensor o = ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks, nullptr,
-                                  act_);  // [L, Hq, D] packed
-  Tensor gated = ctx.empty({L, Hq * D}, act_);
-  ops::gate_unpermute(ctx, o, g, p.perm, gated);
-  return grouped_linear(p, gated, w.linear_proj, G);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  return gated_attention(ctx, row_order(p), w, w_.layers[i].groups, c.num_heads_q, c.num_heads_kv,
+                         c.head_dim, c.rope_dim / 2, act_, attn_in,
+                         [&](const Tensor& q, const Tensor& k, const Tensor& v) {
+                           return ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks,
+                                                 nullptr, act_);  // [L, Hq, D] packed
+                         });
 }
 
-// pre_norm, up_gate_proj (rows interleave gate / linear), swiglu7, down_proj; per modality.
 Tensor Magi2Model::dense_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const {
-  ops::Context& ctx = ctx_;
-  const DenseMlpWeights& w = w_.layers[i].dense;
-  const int64_t G = w_.layers[i].groups;
-  const Tensor a =
-      ops::rms_norm(ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, G > 1 ? &p.group : nullptr},
-                    kNormEps, act_);
-  const Tensor u = grouped_linear(p, a, w.up_gate_proj, G);  // [L, 2I]
-  return grouped_linear(p, ops::gated(ctx, ops::Gated::Swiglu7Interleaved, u), w.down_proj, G);
+  return magi2::dense_mlp(ctx_, row_order(p), w_.layers[i].dense, w_.layers[i].groups, act_,
+                          mlp_in);
 }
 
 // The multi-head MoE: pre_norm (always the three modality rows), split linear, the per-head fp32
@@ -305,21 +285,7 @@ Tensor Magi2Model::post_adapter(const Magi2Plan& p, const Tensor& s) const {
 
 Tensor Magi2Model::grouped_linear(const Magi2Plan& p, const Tensor& x, const Tensor& w,
                                   int64_t groups) const {
-  ops::Context& ctx = ctx_;
-  AVDIT_CHECK(w.size(0) % groups == 0, "magi2: weight {} for {} groups", w.shape_str(), groups);
-  const int64_t L = x.size(0), N = w.size(0) / groups;
-  Tensor y = ctx.empty({L, N}, act_);
-  if (groups == 1) {
-    ops::linear_into(ctx, x, w, nullptr, y);
-    return y;
-  }
-  for (int64_t m = 0; m < groups; ++m) {
-    const int64_t b = p.layout.begin[m], n = p.layout.size[m];
-    if (n == 0) continue;
-    Tensor ym = y.slice_rows(b, b + n);
-    ops::linear_into(ctx, x.slice_rows(b, b + n), w.slice_rows(m * N, (m + 1) * N), nullptr, ym);
-  }
-  return y;
+  return magi2::grouped_linear(ctx_, p.layout, x, w, groups, act_);
 }
 
 }  // namespace avdit::models::magi2

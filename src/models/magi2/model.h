@@ -13,6 +13,7 @@
 
 #include "core/tensor.h"
 #include "models/magi2/config.h"
+#include "models/magi2/layers.h"
 #include "models/magi2/token_layout.h"
 #include "models/magi2/weights.h"
 #include "ops/attention.h"
@@ -35,6 +36,7 @@ struct Magi2Plan {
   ops::Segments segments;  // the items (attention documents), packed order
   int64_t tokens() const { return layout.tokens(); }
 };
+inline RowOrder row_order(const Magi2Plan& p) { return {p.layout, p.perm, p.inv, p.group, p.rope}; }
 
 class Magi2Model {
  public:
