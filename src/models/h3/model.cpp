@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "models/h3/rope.h"
 #include "models/h3/time_embedding.h"
+#include "models/stack_points.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
@@ -316,6 +317,10 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
                                              {tab.final, 0},
                                              {tab.final, H},
                                              &inverse};
+  // The stack points (models/stack_points.h): a step cache may answer the blocks from block 0 or
+  // 1; after a skip the final layer's norm runs on the stream it put at stack.output.
+  ops::observe(ctx, {models::kStackInput}, x);
+  bool skipped = false;
   if (n_blocks > 0) {
     const Tensor& t0 = tab.block[0];
     ops::residual_norm_modulate(ctx, x,
@@ -328,11 +333,13 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
                                  slice(t0, 1, H),
                                  &mod_rows},
                                 &h);
+    ops::observe(ctx, {models::kStackModulated}, h);
   } else {
     hf = ctx.empty({S, H}, DType::F32);
     ops::residual_norm_modulate(ctx, x, final_norm, &hf);
   }
   for (int64_t i = 0; i < n_blocks; ++i) {
+    if ((skipped = models::skip_rest_of_stack(ctx, i))) break;
     const BlockWeights& b = w_.blocks[i];
     const Tensor& t = tab.block[i];
     ops::observe(ctx, {"block{}_adaln_linear_out", i}, t);
@@ -408,6 +415,13 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       ops::residual_norm_modulate(ctx, x, a, &hf);
     }
     ops::observe(ctx, {"hidden_block{}", i}, x);
+    if (i == 0) ops::observe(ctx, {models::kStackBlock0}, x);
+  }
+  ops::observe_mut(ctx, {models::kStackOutput}, x);
+  if (skipped) {
+    h = Tensor();
+    hf = ctx.empty({S, H}, DType::F32);
+    ops::residual_norm_modulate(ctx, x, final_norm, &hf);
   }
   ops::observe(ctx, {"final_adaln"}, tab.final);
   // Heads in fp32 on every row, then row selection with the update masks (keyframe rows are not

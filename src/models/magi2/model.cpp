@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "models/magi2/api.h"
 #include "models/magi2/layers.h"
+#include "models/stack_points.h"
 #include "ops/activation.h"
 #include "ops/attention_prologue.h"
 #include "ops/embedding.h"
@@ -99,8 +100,36 @@ Tensor Magi2Model::forward(const Magi2Plan& p, const Tensor& x_any, const Tensor
   }
   Tensor s = embed(p, x, time);
   ops::observe(ctx, {"rope"}, p.rope);
-  for (int64_t i = 0; i < c.num_layers; ++i) layer(i, p, s);
+  // The stack points (models/stack_points.h): a step cache may answer the layers from block 0 or 1.
+  ops::observe(ctx, {models::kStackInput}, s);
+  if (c.num_layers > 0)
+    ops::observe_lazy(ctx, {models::kStackModulated}, [&] {
+      Tensor in = ctx.empty({L, c.hidden_size}, act_);
+      ops::mhc_apply_pre(ctx, s, branch_coefficients(0, p, s, w_.layers[0].mhc_attn).h_pre,
+                         c.mhc_num_stream, in);
+      return in;
+    });
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (models::skip_rest_of_stack(ctx, i)) break;
+    layer(i, p, s);
+    if (i == 0) ops::observe(ctx, {models::kStackBlock0}, s);
+  }
+  ops::observe_mut(ctx, {models::kStackOutput}, s);
   return post_adapter(p, s);
+}
+
+// The mHC coefficients of one branch of layer i: RMSNorm of the flat state with the per-modality
+// mhc_norm rows (the same weight for both branches), the phi GEMM in fp32, then sigmoid / 2
+// sigmoid / Sinkhorn, cast to the stream dtype (the reference's out_dtype = s.dtype).
+ops::MhcCoefficients Magi2Model::branch_coefficients(int64_t i, const Magi2Plan& p,
+                                                     const Tensor& s,
+                                                     const MhcBranchWeights& b) const {
+  const LayerWeights& lw = w_.layers[i];
+  const Tensor* grp = lw.groups > 1 ? &p.group : nullptr;
+  const Tensor y =
+      ops::rms_norm(ctx_, s, ops::RmsNormWeight{lw.mhc_norm, true, grp}, kNormEps, DType::F32);
+  return ops::mhc_coefficients(ctx_, ops::matmul(ctx_, y, b.phi), b.coef, config_.mhc_num_stream,
+                               act_);
 }
 
 // PreAdapter: each modality's embedder on its first C_m channels, in permuted order; then the time
@@ -138,16 +167,8 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   const Magi2Config& c = config_;
   const LayerWeights& lw = w_.layers[i];
   const int64_t L = p.tokens(), n = c.mhc_num_stream, hidden = c.hidden_size;
-  const Tensor* grp = lw.groups > 1 ? &p.group : nullptr;
   auto packed = [&](const Tensor& t) { return ops::gather_rows(ctx, t, p.inv); };
-  // mHC coefficients of a branch: RMSNorm of the flat state with the per-modality mhc_norm rows
-  // (the same weight for both branches), the phi GEMM in fp32, then sigmoid / 2 sigmoid / Sinkhorn,
-  // cast to the stream dtype (the reference's out_dtype = s.dtype).
-  auto coefficients = [&](const MhcBranchWeights& b) {
-    const Tensor y =
-        ops::rms_norm(ctx, s, ops::RmsNormWeight{lw.mhc_norm, true, grp}, kNormEps, DType::F32);
-    return ops::mhc_coefficients(ctx, ops::matmul(ctx, y, b.phi), b.coef, n, act_);
-  };
+  auto coefficients = [&](const MhcBranchWeights& b) { return branch_coefficients(i, p, s, b); };
   auto observe_coefficients = [&](const ops::MhcCoefficients& co, const char* pre, const char* post,
                                   const char* res) {
     ops::observe_lazy(ctx, {pre, i}, [&] { return packed(co.h_pre); });

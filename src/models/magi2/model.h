@@ -17,6 +17,7 @@
 #include "models/magi2/token_layout.h"
 #include "models/magi2/weights.h"
 #include "ops/attention.h"
+#include "ops/mhc.h"
 #include "ops/context.h"
 
 namespace avdit {
@@ -78,6 +79,8 @@ class Magi2Model {
  private:
   Tensor embed(const Magi2Plan& p, const Tensor& x, const Tensor& time) const;
   void layer(int64_t i, const Magi2Plan& p, Tensor& s) const;
+  ops::MhcCoefficients branch_coefficients(int64_t i, const Magi2Plan& p, const Tensor& s,
+                                           const MhcBranchWeights& b) const;
   Tensor attention(int64_t i, const Magi2Plan& p, const Tensor& attn_in) const;
   Tensor dense_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const;
   Tensor post_adapter(const Magi2Plan& p, const Tensor& s) const;
