@@ -108,7 +108,7 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
     // The device is part of the key: CPU and GPU states differ in the last bits, and a warm run
     // must give the bits of a cold one.
     const std::string settings =
-        prompt_state_settings(magi2 ? DType::F32 : r.act, ctx.text->is_cuda());
+        prompt_state_settings(r.act, ctx.text->is_cuda());
     std::string key;
     if (r.cache_dir) {
       key = prompt_state_key(folder_identity(c.text_encoder), ids, settings);
@@ -118,8 +118,7 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
       s.done("prompt-state cache hit");
     } else {
       text::TextEncoderOptions options;
-      // The Qwen3.5 encoder (MAGI-2) runs float32 activations only for now.
-      options.act = magi2 ? DType::F32 : r.act;
+      options.act = r.act;
       if (!magi2) {
         // MiniMax-H3 takes the residual after layer 50 of Qwen3-VL-32B's 64; a smaller model (the
         // tiny pipelines of `avdit init`) has no layer 50 and gives the residual after its last.

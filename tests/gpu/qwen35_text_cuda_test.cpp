@@ -1,6 +1,6 @@
 // The MAGI-2 text encoder (Qwen3.5 hybrid) on the GPU against ../shared/golden/
-// te-magi2-qwen35-tiny: the same one definition on a CUDA context (F32 activations, as on the CPU),
-// every case's consumed state and every hidden state at the README's fp32 bar (1e-4 of max |ref|),
+// te-magi2-qwen35-tiny: the same one definition on a CUDA context, every case's consumed state and
+// every hidden state at the README's fp32 bar (1e-4 of max |ref|), the bf16 mode at its bf16 bar,
 // and the DeltaNet recurrence alone on the reference kernel's own inputs.
 #include <gtest/gtest.h>
 
@@ -45,6 +45,18 @@ TEST_F(Qwen35TextCuda, Fp32EveryCaseMatchesTheConsumedState) {
     ASSERT_EQ(got.shape(), (Shape{want.size(1), 64})) << "case " << c;
     EXPECT_LE(testing::golden_rel_err(got, want), kBar)
         << "case " << c << " (T=" << ids.size() << ")";
+  }
+}
+
+// BF16 mode on the GPU (bf16 tensor-core GEMMs): the README's bf16 bar, and really rounded.
+TEST_F(Qwen35TextCuda, Bf16GemmInputsEveryCase) {
+  const auto enc = open_qwen35_text(gpu(), kTiny, 2, DType::BF16);
+  for (int c = 0; c < kCases; ++c) {
+    const Tensor got = enc->encode(testing::case_ids(inputs_, c));
+    const Tensor& want = outputs_.at("case" + std::to_string(c) + ".text_states");
+    ASSERT_EQ(got.shape(), (Shape{want.size(1), 64})) << "case " << c;
+    EXPECT_GE(testing::golden_cosine(got, want), testing::kQwen35Bf16Cosine) << "case " << c;
+    EXPECT_GT(testing::golden_rel_err(got, want), kBar) << "case " << c;
   }
 }
 

@@ -48,10 +48,6 @@ std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::fil
         options.act);
   // MAGI-2 consumes hidden_states[-3]: every layer but the last two. A layer count, when given,
   // is turned into the layers skipped at the end.
-  AVDIT_REQUIRE(options.act == DType::F32,
-                "{}: the Qwen3.5 text encoder (MAGI-2) runs float32 activations only for now "
-                "(use --precision fp32)",
-                dir.string());
   int skip = 2;
   if (options.selected_layers > 0) {
     const nlohmann::json& t = j.contains("text_config") ? j["text_config"] : j;
@@ -62,7 +58,7 @@ std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::fil
                   dir.string(), options.selected_layers, layers);
     skip = static_cast<int>(layers - options.selected_layers);
   }
-  return open_qwen35_text(ctx, dir, skip);
+  return open_qwen35_text(ctx, dir, skip, options.act);
 }
 
 }  // namespace avdit::models::text

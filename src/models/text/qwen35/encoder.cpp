@@ -1,6 +1,8 @@
 // The Qwen3.5 text forward as transformers' Qwen3_5TextModel computes it (the reference MAGI-2
-// instantiates), stopping at the consumed hidden state. Activations are F32 on every backend;
-// weights stay in the checkpoint's dtype and every product accumulates in fp32.
+// instantiates), stopping at the consumed hidden state. The residual, norms and the recurrence are
+// F32 on every backend; weights stay in the checkpoint's dtype and every product accumulates in
+// fp32. In BF16 mode the GEMMs' inputs are rounded to bf16 (as the reference's bf16 run rounds
+// them), so the weights multiply on bf16 tensor cores instead of being widened per call.
 #include "models/text/qwen35/encoder.h"
 
 #include <fmt/format.h>
@@ -41,8 +43,12 @@ Tensor qwen35_rope_table(const Qwen35TextConfig& c, int64_t tokens) {
 }
 
 Qwen35TextEncoder::Qwen35TextEncoder(ops::Context& ctx, Qwen35TextConfig config,
-                                     Qwen35TextWeights weights, std::string source)
-    : ctx_(ctx), config_(std::move(config)), w_(std::move(weights)), source_(std::move(source)) {
+                                     Qwen35TextWeights weights, std::string source, DType act)
+    : ctx_(ctx), config_(std::move(config)), w_(std::move(weights)), source_(std::move(source)),
+      act_(act) {
+  AVDIT_REQUIRE(act_ == DType::F32 || act_ == DType::BF16,
+                "Qwen3.5 text encoder {}: activations in {} are not supported (F32 or BF16)",
+                source_, dtype_name(act_));
   AVDIT_REQUIRE(!w_.layers.empty(), "Qwen3.5 text encoder {}: no layers to run", source_);
   // The attention prologue normalises q and k with the model's eps fixed at 1e-6.
   const bool any_full = std::any_of(w_.layers.begin(), w_.layers.end(), [](const LayerWeights& l) {
@@ -56,10 +62,12 @@ Qwen35TextEncoder::Qwen35TextEncoder(ops::Context& ctx, Qwen35TextConfig config,
 std::string Qwen35TextEncoder::describe() const {
   return fmt::format(
       "qwen3_5 text (Gated DeltaNet + gated attention), hidden_states[-{}]: {} of "
-      "{} layers, hidden {}",
+      "{} layers, hidden {}, {} GEMM inputs",
       config_.num_hidden_layers - layers_run() + 1, layers_run(), config_.num_hidden_layers,
-      config_.hidden_size);
+      config_.hidden_size, dtype_name(act_));
 }
+
+Tensor Qwen35TextEncoder::gemm_input(const Tensor& x) const { return ops::cast(ctx_, x, act_); }
 
 Tensor Qwen35TextEncoder::linear_attention(const LayerWeights& l, int64_t i,
                                            const Tensor& y) const {
@@ -88,7 +96,7 @@ Tensor Qwen35TextEncoder::linear_attention(const LayerWeights& l, int64_t i,
   // The gated norm: rmsnorm(core) * norm.weight (a plain weight here) * silu(z), per value head.
   const Tensor normed = ops::rms_norm(ctx, core, w.norm, static_cast<float>(c.rms_norm_eps));
   const Tensor o = ops::mul(ctx, normed, ops::silu(ctx, z));
-  return ops::linear(ctx, o.reshape({T, nv * dv}), w.out_proj);
+  return ops::linear(ctx, gemm_input(o.reshape({T, nv * dv})), w.out_proj);
 }
 
 Qwen35TextEncoder::AttentionPlan Qwen35TextEncoder::plan_attention(int64_t tokens) const {
@@ -136,14 +144,14 @@ Tensor Qwen35TextEncoder::full_attention(const LayerWeights& l, int64_t i, const
   const Tensor a = ops::attention(ctx, qr, kr, vr, scale, plan.seg);
   // The output gate is element-wise (one per head and dim), unlike the op's per-head gate.
   const Tensor gated = ops::mul(ctx, a, ops::sigmoid(ctx, gate));
-  return ops::linear(ctx, gated.reshape({T, Hq * D}), w.o_proj);
+  return ops::linear(ctx, gemm_input(gated.reshape({T, Hq * D})), w.o_proj);
 }
 
 Tensor Qwen35TextEncoder::mlp(const LayerWeights& l, const Tensor& y) const {
   ops::Context& ctx = ctx_;
   const Tensor h = ops::mul(ctx, ops::silu(ctx, ops::linear(ctx, y, l.gate_proj)),
                             ops::linear(ctx, y, l.up_proj));
-  return ops::linear(ctx, h, l.down_proj);
+  return ops::linear(ctx, gemm_input(h), l.down_proj);
 }
 
 Tensor Qwen35TextEncoder::encode(const std::vector<int32_t>& ids) const {
@@ -168,12 +176,13 @@ Tensor Qwen35TextEncoder::encode(const std::vector<int32_t>& ids) const {
     const bool linear = l.type == LayerType::LinearAttention;
     Tensor y = ops::rms_norm(ctx, x, l.input_layernorm, eps, true);
     ops::observe(ctx, {"layer{}.input_layernorm.out", i}, y);
-    const Tensor mixed = linear ? linear_attention(l, i, y) : full_attention(l, i, y, plan);
+    const Tensor yg = gemm_input(y);
+    const Tensor mixed = linear ? linear_attention(l, i, yg) : full_attention(l, i, yg, plan);
     ops::observe(ctx, {linear ? "layer{}.linear_attn.out" : "layer{}.self_attn.out", i}, mixed);
     ops::add_(ctx, x, mixed);
     y = ops::rms_norm(ctx, x, l.post_attention_layernorm, eps, true);
     ops::observe(ctx, {"layer{}.post_attention_layernorm.out", i}, y);
-    const Tensor m = mlp(l, y);
+    const Tensor m = mlp(l, gemm_input(y));
     ops::observe(ctx, {"layer{}.mlp.out", i}, m);
     ops::add_(ctx, x, m);
     ops::observe(ctx, {"layer{}.out", i}, x);
@@ -186,7 +195,7 @@ Tensor Qwen35TextEncoder::encode(const std::vector<int32_t>& ids) const {
 namespace avdit::models::text {
 
 std::unique_ptr<TextEncoder> open_qwen35_text(ops::Context& ctx, const std::filesystem::path& dir,
-                                              int skip_layers) {
+                                              int skip_layers, DType act) {
   const Checkpoint ckpt = Checkpoint::open(dir);
   AVDIT_REQUIRE(ckpt.config() != nullptr,
                 "Qwen3.5 text encoder {}: no config.json next to the weights", dir.string());
@@ -197,7 +206,7 @@ std::unique_ptr<TextEncoder> open_qwen35_text(ops::Context& ctx, const std::file
   const int64_t layers = config.num_hidden_layers - skip_layers;
   qwen35::Qwen35TextWeights w = qwen35::load_text_weights(ctx, ckpt, config, layers);
   return std::make_unique<qwen35::Qwen35TextEncoder>(ctx, std::move(config), std::move(w),
-                                                     ckpt.source().string());
+                                                     ckpt.source().string(), act);
 }
 
 }  // namespace avdit::models::text

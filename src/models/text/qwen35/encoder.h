@@ -21,9 +21,10 @@ namespace avdit::models::text::qwen35 {
 // "layer{}.out" (hidden_states[i + 1]).
 class Qwen35TextEncoder final : public TextEncoder {
  public:
-  // weights hold the layers that run: layers 0..weights.layers.size() - 1.
+  // weights hold the layers that run: layers 0..weights.layers.size() - 1. act: the GEMMs' input
+  // dtype, F32 (parity) or BF16 (the pipeline's precision); everything else runs in F32.
   Qwen35TextEncoder(ops::Context& ctx, Qwen35TextConfig config, Qwen35TextWeights weights,
-                    std::string source);
+                    std::string source, DType act = DType::F32);
   std::string describe() const override;
   int64_t hidden_size() const override { return config_.hidden_size; }
   Tensor encode(const std::vector<int32_t>& ids) const override;
@@ -43,11 +44,13 @@ class Qwen35TextEncoder final : public TextEncoder {
   Tensor full_attention(const LayerWeights& l, int64_t i, const Tensor& y,
                         const AttentionPlan& plan) const;
   Tensor mlp(const LayerWeights& l, const Tensor& y) const;
+  Tensor gemm_input(const Tensor& x) const;  // x rounded to act_ (itself when F32)
 
   ops::Context& ctx_;
   Qwen35TextConfig config_;
   Qwen35TextWeights w_;
   std::string source_;
+  DType act_;
 };
 
 // The RoPE table of positions 0..T-1: F32 [T, R] = [sin | cos] of pos * inv_freq_j, j < R / 2,
@@ -60,8 +63,8 @@ namespace avdit::models::text {
 
 // Opens the text encoder in `dir` (config.json + safetensors, single or sharded) on ctx, reading
 // only the embedding and layers 0..L - skip_layers - 1. skip_layers >= 1 (0 would be the
-// final-normed state, which MAGI-2 never consumes).
+// final-normed state, which MAGI-2 never consumes). act as the constructor's.
 std::unique_ptr<TextEncoder> open_qwen35_text(ops::Context& ctx, const std::filesystem::path& dir,
-                                              int skip_layers = 2);
+                                              int skip_layers = 2, DType act = DType::F32);
 
 }  // namespace avdit::models::text
