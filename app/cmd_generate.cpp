@@ -28,6 +28,7 @@
 #include "pipeline/latent_shape.h"
 #include "generate_clip.h"
 #include "route_options.h"
+#include "step_cache_options.h"
 #include "run_checks.h"
 
 namespace avdit::app {
@@ -50,6 +51,7 @@ struct GenerateArgs {
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   bool nvfp4_expert_inputs = false;
   RouteCli routes;  // MAGI-2's router statistics and expert mask (both modes)
+  std::string step_cache;  // --step-cache (both modes)
   ClipArgs clip;    // pipeline mode (--prompt)
 };
 
@@ -160,8 +162,10 @@ int run_generate(const GenerateArgs& a) {
     m.nvfp4_experts = a.nvfp4_experts;
     m.json = a.json;
     m.routes = a.routes;
+    m.step_cache = a.step_cache;
     return run_generate_clip(m, a.clip);
   }
+  StepCacheRun step_cache(a.step_cache);
   AVDIT_REQUIRE(!a.text.empty(),
                 "generate: give --prompt TEXT (a pipeline folder: the whole pipeline to an mp4) or "
                 "--text FILE (a DiT folder: text states to latents)");
@@ -231,6 +235,7 @@ int run_generate(const GenerateArgs& a) {
   const std::optional<float> gv = a.guidance ? a.guidance : a.video_guidance;
   const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
 
+  step_cache.attach(*ctx);
   const std::unique_ptr<StepActivity> activity = step_activity(*ctx);
   activity->wrap(run.progress);
   std::string memory;
@@ -309,6 +314,7 @@ int run_generate(const GenerateArgs& a) {
     json j = summary(a, *family, r, seconds, sha_video, sha_audio);
     if (run.teacher) j["teacher_step_error"] = {{"video", step_err[0]}, {"audio", step_err[1]}};
     j.update(routes.json());
+    if (step_cache.active()) j["step_cache"] = step_cache.json(r.step_seconds);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -323,6 +329,7 @@ int run_generate(const GenerateArgs& a) {
                              r.step_seconds.front() * 1e3, rest[rest.size() / 2] * 1e3, rest.front() * 1e3,
                              rest.back() * 1e3, rest.size());
   }
+  if (step_cache.active()) std::cout << step_cache.summary(r.step_seconds) << "\n";
   std::cout << fmt::format("final_video {}  sha256 {}\n", r.video.shape_str(), sha_video);
   std::cout << fmt::format("final_audio {}  sha256 {}\n", r.audio.shape_str(), sha_audio);
   for (size_t k = 0; run.teacher && k < step_err[0].size(); ++k)
@@ -410,6 +417,7 @@ Run add_generate(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   add_route_options(cmd, a->routes);
+  cmd->add_option("--step-cache", a->step_cache, kStepCacheHelp);
   add_clip_options(cmd, a->clip);
   return [a] { return run_generate(*a); };
 }

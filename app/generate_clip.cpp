@@ -24,6 +24,7 @@
 #include "pipeline/pipeline_dir.h"
 #include "pipeline/prompt_cache.h"
 #include "pipeline/text_to_clip.h"
+#include "step_cache_options.h"
 #include "run_checks.h"
 #if AVDIT_HAVE_MEDIA
 #include "io/media/frame_rate.h"
@@ -102,6 +103,7 @@ std::string file_sha256(const fs::path& p) {
 }  // namespace
 
 int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
+  StepCacheRun step_cache(m.step_cache);
   AVDIT_REQUIRE(!m.out.empty(), "pipeline mode (--prompt) needs --out CLIP.mp4");
   // .safetensors: the decoded clip itself (frames [T, 3, H, W] and waveform, float32), for numeric
   // comparisons and builds without FFmpeg.
@@ -190,12 +192,15 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
       magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(dit_config)).steps
             : pipeline::kH3DefaultSteps);
   std::optional<Progress> bar;
-  if (log::level() <= log::Level::Info)
-    r.step_progress = [&bar, total](int done, int total_steps, double) {
-      if (!bar) bar.emplace(total, "sample");
-      bar->tick();
-      if (done == total_steps) bar->finish();
-    };
+  std::vector<double> step_seconds;
+  const bool show_bar = log::level() <= log::Level::Info;
+  r.step_progress = [&bar, &step_seconds, total, show_bar](int done, int total_steps, double s) {
+    step_seconds.push_back(s);
+    if (!show_bar) return;
+    if (!bar) bar.emplace(total, "sample");
+    bar->tick();
+    if (done == total_steps) bar->finish();
+  };
 
   const std::unique_ptr<ops::Context> main_ctx = make_context(m.device);
   const std::string text_device = a.text_device.empty() ? m.device : a.text_device;
@@ -203,6 +208,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   if (text_device != m.device) text_ctx = make_context(text_device);
   pipeline::StageContexts ctx{text_ctx ? text_ctx.get() : main_ctx.get(), main_ctx.get(), main_ctx.get()};
 
+  step_cache.attach(*ctx.dit);
   const auto t_all = std::chrono::steady_clock::now();
   pipeline::Clip clip = pipeline::text_to_clip(c, r, ctx);
   if (OutputFile* f = routes.write(*ctx.dit)) f->publish();
@@ -258,6 +264,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
            {"waveform", {{"shape", clip.audio.shape()}, {"sample_rate", clip.sample_rate}, {"sha256", sha_wave}}},
            {"out", m.out},         {"mp4_sha256", sha_mp4}};
     j.update(routes.json());
+    if (step_cache.active()) j["step_cache"] = step_cache.json(step_seconds);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -269,6 +276,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
                              ctx.dit->is_cuda() || (ctx.text->is_cuda() && s.name == "encode") ? gib(s.device_peak) : "-",
                              s.detail);
   std::cout << "\n";
+  if (step_cache.active()) std::cout << step_cache.summary(step_seconds) << "\n";
   std::cout << fmt::format("final_video {}  sha256 {}\n", clip.video_latent.shape_str(), sha_video);
   std::cout << fmt::format("final_audio {}  sha256 {}\n", clip.audio_latent.shape_str(), sha_audio);
   std::cout << fmt::format("frames {} at {} fps  sha256 {}\n", clip.frames.shape_str(), clip.fps, sha_frames);

@@ -39,6 +39,7 @@ struct ClipCommon {
   std::optional<int64_t> frames, height, width;
   bool nvfp4_experts = false, json = false;
   RouteCli routes;
+  std::string step_cache;  // --step-cache (step_cache_options.h)
 };
 
 int run_generate_clip(const ClipCommon& common, const ClipArgs& a);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "sample/step_cache.h"
 
 namespace avdit::score {
 
@@ -26,6 +27,7 @@ constexpr OptionSpec kOptions[] = {
      "MAGI-2: fake NVFP4 activations into the two expert GEMMs (as generate)"},
     {"--expert-mask", true, "MAGI-2: FILE, a router mask (as generate)"},
     {"--precision", true, "fp32|bf16 activations (as generate; default the run's)"},
+    {"--step-cache", true, "POLICY, step caching (as generate)"},
     {"--velocity-bf16", false, "score only: each model output rounded once to bf16"},
     {"--perturb-velocity", true,
      "score only: EPS, a planted perturbation of norm EPS |v| per step"},
@@ -111,6 +113,13 @@ Candidate parse_candidate(const std::string& spec) {
       AVDIT_REQUIRE(value == "fp32" || value == "bf16",
                     "--candidate {}: --precision {}: expected fp32 or bf16", c.name, value);
       k.precision = value;
+    } else if (name == "--step-cache") {
+      try {
+        sample::parse_step_cache(value);
+      } catch (const BadInput& e) {
+        throw BadInput(fmt::format("--candidate {}: {}", c.name, e.what()));
+      }
+      k.step_cache = value;
     } else if (name == "--velocity-bf16") {
       k.velocity_bf16 = true;
     } else if (name == "--perturb-velocity") {

@@ -7,6 +7,7 @@
 
 #include "analysis/routes/mask.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/observer.h"
 #include "core/sha256.h"
 #include "models/h3/model.h"
@@ -17,6 +18,7 @@
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "sample/noise.h"
+#include "sample/step_cache.h"
 
 namespace avdit::score {
 
@@ -136,6 +138,12 @@ pipeline::GenerateResult CandidateRunner::run(
   if (impl_->knobs.perturb_velocity > 0) perturb.emplace(impl_->knobs.perturb_velocity);
   const ProbeScope bf16_scope(ctx.observer(), bf16 ? &*bf16 : nullptr);
   const ProbeScope perturb_scope(ctx.observer(), perturb ? &*perturb : nullptr);
+  std::optional<sample::StepCache> cache;
+  if (!impl_->knobs.step_cache.empty()) {
+    sample::StepCachePolicy policy = sample::parse_step_cache(impl_->knobs.step_cache);
+    if (policy.skips()) cache.emplace(std::move(policy));
+  }
+  const ProbeScope cache_scope(ctx.observer(), cache ? &*cache : nullptr);
   if (impl_->magi2) {
     pipeline::Magi2GenerateOptions o;
     o.run = run;
@@ -143,7 +151,9 @@ pipeline::GenerateResult CandidateRunner::run(
     o.negative = p.negative;
     o.video_guidance = s.video_guidance;
     o.audio_guidance = s.audio_guidance;
-    return pipeline::generate_magi2(*impl_->magi2, o);
+    pipeline::GenerateResult r = pipeline::generate_magi2(*impl_->magi2, o);
+    if (cache) log::info("{}", cache->report().line(cache->policy().spec));
+    return r;
   }
   pipeline::H3GenerateOptions o;
   o.run = run;
@@ -153,7 +163,9 @@ pipeline::GenerateResult CandidateRunner::run(
   o.negative_token_tags = p.negative_tags;
   o.video_guidance = s.video_guidance;
   o.audio_guidance = s.audio_guidance;
-  return pipeline::generate_h3(*impl_->h3, o);
+  pipeline::GenerateResult r = pipeline::generate_h3(*impl_->h3, o);
+  if (cache) log::info("{}", cache->report().line(cache->policy().spec));
+  return r;
 }
 
 }  // namespace avdit::score
