@@ -128,10 +128,7 @@ void windowed_attention_into(Context& ctx, const Tensor& q, const Tensor& k, con
                              float scale, const WindowPlan& plan, const Tensor* gate, Tensor& out,
                              Tensor* lse) {
   check_windowed_attention(q, k, v, plan, gate, out, lse);
-  if (ctx.is_cuda())
-    throw RuntimeFailure(
-        "windowed attention: no CUDA kernel in this build (run the refiner on the CPU)");
-  cpu::windowed_attention(q, k, v, scale, plan, gate, out, lse);
+  AVDIT_OP(ctx, windowed_attention, q, k, v, scale, plan, gate, out, lse);
 }
 
 }  // namespace avdit::ops

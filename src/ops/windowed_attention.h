@@ -15,11 +15,12 @@ namespace avdit::ops {
 struct Range {
   int64_t begin = 0, end = 0;  // half-open
   int64_t size() const { return end - begin; }
-  bool operator==(const Range&) const = default;
+  // Spelled out: the .cu files that include this header are C++17.
+  bool operator==(const Range& o) const { return begin == o.begin && end == o.end; }
 };
 struct RangePair {
   Range q, k;
-  bool operator==(const RangePair&) const = default;
+  bool operator==(const RangePair& o) const { return q == o.q && k == o.k; }
 };
 
 // MagiAttention's auto_range_merge view of a row list: the rows stably sorted by query start, and
@@ -56,6 +57,11 @@ WindowPlan plan_window(Context& ctx, const std::vector<RangePair>& rows, int64_t
 namespace cpu {
 void windowed_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                         const WindowPlan& plan, const Tensor* gate, Tensor& out, Tensor* lse);
+}
+namespace cuda {
+void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                        float scale, const WindowPlan& plan, const Tensor* gate, Tensor& out,
+                        Tensor* lse);
 }
 
 // out[s, h] = sum_j p_j v[j, h / (Hq / Hkv)] over the keys j of s's segment, p = softmax(scale
