@@ -23,5 +23,6 @@ Run add_encode(CLI::App& app);
 Run add_decode(CLI::App& app);
 Run add_score(CLI::App& app);
 Run add_routes(CLI::App& app);
+Run add_calibrate(CLI::App& app);
 
 }  // namespace avdit::app

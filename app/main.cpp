@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_decode);
   add(avdit::app::add_score);
   add(avdit::app::add_routes);
+  add(avdit::app::add_calibrate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
