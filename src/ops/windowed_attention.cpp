@@ -26,10 +26,9 @@ MergedRanges merge_ranges(const std::vector<RangePair>& rows) {
 
 WindowPlan plan_window(Context& ctx, const std::vector<RangePair>& rows, int64_t q_rows,
                        int64_t k_rows) {
-  AVDIT_REQUIRE(q_rows >= 0 && k_rows >= 0 && q_rows < (int64_t{1} << 31) &&
-                    k_rows < (int64_t{1} << 31),
-                "windowed attention: {} queries x {} keys do not fit 32-bit indices", q_rows,
-                k_rows);
+  AVDIT_REQUIRE(
+      q_rows >= 0 && k_rows >= 0 && q_rows < (int64_t{1} << 31) && k_rows < (int64_t{1} << 31),
+      "windowed attention: {} queries x {} keys do not fit 32-bit indices", q_rows, k_rows);
   std::vector<int64_t> cuts;
   for (size_t i = 0; i < rows.size(); ++i) {
     const RangePair& r = rows[i];
@@ -115,8 +114,8 @@ void check_windowed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                 "windowed attention: {} queries x {} keys, but the range list was planned for "
                 "{} x {}",
                 S, Sk, plan.q_rows, plan.k_rows);
-  AVDIT_REQUIRE(out.shape() == q.shape(), "windowed attention: output {} for q {}",
-                out.shape_str(), q.shape_str());
+  AVDIT_REQUIRE(out.shape() == q.shape(), "windowed attention: output {} for q {}", out.shape_str(),
+                q.shape_str());
   AVDIT_REQUIRE(!gate || gate->numel() == S * Hq,
                 "windowed attention: gate {} for {} queries x {} heads", gate->shape_str(), S, Hq);
   AVDIT_REQUIRE(!lse || (lse->numel() == S * Hq && lse->dtype() == DType::F32),

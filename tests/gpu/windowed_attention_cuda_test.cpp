@@ -49,9 +49,10 @@ std::vector<RangePair> random_rows(int64_t S, int64_t Sk, int n, uint32_t seed) 
 
 class WindowedAttentionCuda : public test_util::BackendOpsTest {
  protected:
-  void run_case(const std::string& name, const std::vector<RangePair>& rows, int64_t S,
-                int64_t Sk, int64_t Hq, int64_t Hkv, int64_t D, DType dt, uint32_t seed) {
-    const Tensor q = random_tensor({S, Hq, D}, dt, seed), k = random_tensor({Sk, Hkv, D}, dt, seed + 1),
+  void run_case(const std::string& name, const std::vector<RangePair>& rows, int64_t S, int64_t Sk,
+                int64_t Hq, int64_t Hkv, int64_t D, DType dt, uint32_t seed) {
+    const Tensor q = random_tensor({S, Hq, D}, dt, seed),
+                 k = random_tensor({Sk, Hkv, D}, dt, seed + 1),
                  v = random_tensor({Sk, Hkv, D}, dt, seed + 2),
                  g = random_tensor({S, Hq}, dt, seed + 3);
     const float scale = 1.f / std::sqrt(static_cast<float>(D));
@@ -61,9 +62,10 @@ class WindowedAttentionCuda : public test_util::BackendOpsTest {
              const Tensor o = windowed_attention(ctx, ctx.upload(q), ctx.upload(k), ctx.upload(v),
                                                  scale, plan, nullptr, dt, &lse);
              const Tensor gd = ctx.upload(g);
-             const Tensor og =
-                 windowed_attention(ctx, ctx.upload(q), ctx.upload(k), ctx.upload(v), scale, plan, &gd, dt);
-             // Uncovered queries hold -inf: compare the finite entries (the CPU test checks the rest).
+             const Tensor og = windowed_attention(ctx, ctx.upload(q), ctx.upload(k), ctx.upload(v),
+                                                  scale, plan, &gd, dt);
+             // Uncovered queries hold -inf: compare the finite entries (the CPU test checks the
+             // rest).
              Tensor l = ctx.download(lse).clone();
              for (int64_t i = 0; i < l.numel(); ++i)
                if (!std::isfinite(l.f32()[i])) l.f32()[i] = 0.f;
@@ -73,9 +75,12 @@ class WindowedAttentionCuda : public test_util::BackendOpsTest {
 };
 
 TEST_F(WindowedAttentionCuda, RandomRangeListsOddSizes) {
-  run_case("windowed S37 Sk37 6/2x19 f32", random_rows(37, 37, 12, 1), 37, 37, 6, 2, 19, DType::F32, 11);
-  run_case("windowed S53 Sk41 4/4x8 f32", random_rows(53, 41, 20, 2), 53, 41, 4, 4, 8, DType::F32, 12);
-  run_case("windowed S29 Sk67 9/3x33 bf16", random_rows(29, 67, 30, 3), 29, 67, 9, 3, 33, DType::BF16, 13);
+  run_case("windowed S37 Sk37 6/2x19 f32", random_rows(37, 37, 12, 1), 37, 37, 6, 2, 19, DType::F32,
+           11);
+  run_case("windowed S53 Sk41 4/4x8 f32", random_rows(53, 41, 20, 2), 53, 41, 4, 4, 8, DType::F32,
+           12);
+  run_case("windowed S29 Sk67 9/3x33 bf16", random_rows(29, 67, 30, 3), 29, 67, 9, 3, 33,
+           DType::BF16, 13);
   run_case("windowed S1 Sk5 2/1x3 f32", random_rows(1, 5, 2, 4), 1, 5, 2, 1, 3, DType::F32, 14);
 }
 

@@ -1,14 +1,15 @@
-// Parity of the MAGI-2 1080p refiner forward (CPU, float32) with ../shared/golden/magi2-refiner-tiny:
-// the official-layout checkpoint loaded strictly, then embed, rope, every layers.{i}.output,
-// layer 0's attention kernel inputs and output (q, k, v, out, lse), model_output and the de-packed
-// video / audio velocities, each within the README's 2e-5 of its max |value|; the windowed
-// attention op alone on the stored q, k, v; and a checkpoint with a foreign tensor refused.
+// Parity of the MAGI-2 1080p refiner forward (CPU, float32) with
+// ../shared/golden/magi2-refiner-tiny: the official-layout checkpoint loaded strictly, then embed,
+// rope, every layers.{i}.output, layer 0's attention kernel inputs and output (q, k, v, out, lse),
+// model_output and the de-packed video / audio velocities, each within the README's 2e-5 of its max
+// |value|; the windowed attention op alone on the stored q, k, v; and a checkpoint with a foreign
+// tensor refused.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 #include <string>
 
 #include "core/error.h"
@@ -90,8 +91,8 @@ TEST(Magi2RefinerParity, WindowedAttentionAloneOnStoredKernelInputs) {
   check(o, mid.at("layers.0.attn.out"), "windowed op: out");
   check(lse, mid.at("layers.0.attn.lse"), "windowed op: lse");
   // The window matters: every query seeing every key is far off (README: 0.166 of max at the end).
-  const ops::WindowPlan full = ops::plan_window(ctx, {{{0, l.tokens()}, {0, l.tokens()}}},
-                                                l.tokens(), l.tokens());
+  const ops::WindowPlan full =
+      ops::plan_window(ctx, {{{0, l.tokens()}, {0, l.tokens()}}}, l.tokens(), l.tokens());
   const Tensor dense = ops::windowed_attention(
       ctx, mid.at("layers.0.attn.q"), mid.at("layers.0.attn.k"), mid.at("layers.0.attn.v"),
       1.0f / std::sqrt(static_cast<float>(c.head_dim)), full);

@@ -1,7 +1,7 @@
 // The refiner's second stage against ../shared/golden/magi2-refiner-tiny/sampler.safetensors: the
-// ZeroSNR table, the trilinear upsample and re-noise, the 5-step shift-5 schedule, UniPC replayed on
-// the stored guided velocities (1e-6 of max), and the whole refine() from the preview latent with
-// the recorded noise, CFG video 2 / audio 5, both the shipping run (no audio tokens) and the
+// ZeroSNR table, the trilinear upsample and re-noise, the 5-step shift-5 schedule, UniPC replayed
+// on the stored guided velocities (1e-6 of max), and the whole refine() from the preview latent
+// with the recorded noise, CFG video 2 / audio 5, both the shipping run (no audio tokens) and the
 // audio variant (scale 0.5), every step's guided velocity and latent within the README's 2e-4.
 #include <gtest/gtest.h>
 
@@ -60,8 +60,8 @@ TEST(Magi2RefinerSampler, UpsampleAndRenoiseMatch) {
   const Tensor up = upsample_preview(f.at("preview_video_latent"), 8, 13);
   ASSERT_EQ(up.shape(), f.at("upsampled_video_latent").shape());
   check(up, f.at("upsampled_video_latent"), "upsampled_video_latent", 1e-6);
-  const Tensor start =
-      renoise(f.at("upsampled_video_latent"), f.at("renoise_noise"), f.at("renoise_sigma").f32()[0]);
+  const Tensor start = renoise(f.at("upsampled_video_latent"), f.at("renoise_noise"),
+                               f.at("renoise_sigma").f32()[0]);
   check(start, f.at("renoised_video_latent"), "renoised_video_latent", 1e-6);
   EXPECT_THROW(upsample_preview(Tensor::zeros({1, 48, 5, 4}, DType::F32), 8, 13), BadInput);
 }
@@ -102,8 +102,9 @@ void run_end_to_end(bool audio_variant) {
     in.audio_noise = f.at("audio.audio_noise");
   }
   sample::Trajectory traj;
-  const std::vector<std::string> modalities =
-      audio_variant ? std::vector<std::string>{"video", "audio"} : std::vector<std::string>{"video"};
+  const std::vector<std::string> modalities = audio_variant
+                                                  ? std::vector<std::string>{"video", "audio"}
+                                                  : std::vector<std::string>{"video"};
   sample::TrajectoryRecorder recorder(traj, modalities, /*model_out=*/true);
   Refined r;
   {

@@ -114,7 +114,8 @@ TEST(Magi2RefinerPacking, MatchesDataProxy) {
             ints(in.at("token_restore_order")));
   EXPECT_EQ(std::vector<int64_t>(l.modality.begin(), l.modality.end()),
             ints(in.at("modality_mapping")));
-  EXPECT_EQ(ints(in.at("block_grid_shape")), (std::vector<int64_t>{l.grid.nt, l.grid.nh, l.grid.nw}));
+  EXPECT_EQ(ints(in.at("block_grid_shape")),
+            (std::vector<int64_t>{l.grid.nt, l.grid.nh, l.grid.nw}));
   EXPECT_EQ(flat(l.grid.blocks, {}), ints(in.at("video_block_ranges")));
   const Tensor& coords = in.at("coords_mapping");
   ASSERT_EQ(l.coords.shape(), coords.shape());
@@ -123,7 +124,8 @@ TEST(Magi2RefinerPacking, MatchesDataProxy) {
   const Tensor x = packed_x(c, l, video, audio, text);
   const Tensor& want = in.at("x");
   ASSERT_EQ(x.shape(), want.shape());
-  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(x.f32()[i], want.f32()[i]) << "x element " << i;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_EQ(x.f32()[i], want.f32()[i]) << "x element " << i;
 }
 
 TEST(Magi2RefinerRanges, RawMergedAndCoalescedMatchTheGolden) {
@@ -131,7 +133,8 @@ TEST(Magi2RefinerRanges, RawMergedAndCoalescedMatchTheGolden) {
   const TensorMap in = read_all(kFixture / "inputs.safetensors");
   const RefinerLayout l = refiner_layout(c, in.at("video_latent").shape(),
                                          in.at("audio_latent").size(1), in.at("txt_feat").size(1));
-  const std::vector<ops::RangePair> rows = window_range_list(l.grid, c.data_proxy.window, l.tokens());
+  const std::vector<ops::RangePair> rows =
+      window_range_list(l.grid, c.data_proxy.window, l.tokens());
   ASSERT_EQ(rows.size(), 820u);
   EXPECT_EQ(q_of(rows), ints(in.at("q_ranges")));
   EXPECT_EQ(k_of(rows), ints(in.at("k_ranges")));
@@ -160,7 +163,8 @@ TEST(Magi2RefinerRanges, SamplerGeometryMatchesBothPasses) {
   const RefinerConfig c = tiny_config();
   const TensorMap s = read_all(kFixture / "sampler.safetensors");
   const Shape video{1, 48, 9, 8, 13};
-  for (const auto& [pass, text_len] : {std::pair<std::string, int64_t>{"cond", 24}, {"uncond", 31}}) {
+  for (const auto& [pass, text_len] :
+       {std::pair<std::string, int64_t>{"cond", 24}, {"uncond", 31}}) {
     const RefinerLayout l = refiner_layout(c, video, 0, text_len);
     const auto rows = window_range_list(l.grid, c.data_proxy.window, l.tokens());
     EXPECT_EQ(q_of(rows), ints(s.at("ranges." + pass + ".q_ranges"))) << pass;

@@ -53,8 +53,8 @@ Tensor gated_attention(ops::Context& ctx, const RowOrder& rows, const AttentionW
   return grouped_linear(ctx, rows.layout, gated, w.linear_proj, groups, act);
 }
 
-Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights& w,
-                 int64_t groups, DType act, const Tensor& mlp_in) {
+Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights& w, int64_t groups,
+                 DType act, const Tensor& mlp_in) {
   const Tensor a = ops::rms_norm(
       ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, groups > 1 ? &rows.group : nullptr},
       kNormEps, act);

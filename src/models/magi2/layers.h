@@ -44,7 +44,7 @@ Tensor gated_attention(ops::Context& ctx, const RowOrder& rows, const AttentionW
 
 // mlp_in [L, hidden] (permuted rows) -> [L, hidden] (act): RMSNorm (1 + w), up_gate_proj (rows
 // interleave gate / linear), swiglu7, down_proj; per modality.
-Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights& w,
-                 int64_t groups, DType act, const Tensor& mlp_in);
+Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights& w, int64_t groups,
+                 DType act, const Tensor& mlp_in);
 
 }  // namespace avdit::models::magi2

@@ -25,7 +25,8 @@ void windowed_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
   float* po = out.f32();
   const int64_t nseg = static_cast<int64_t>(plan.segments.size());
   // Score rows of a query block stay below ~16 M floats however many keys a segment has.
-  const int64_t block_cap = std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, plan.max_keys));
+  const int64_t block_cap =
+      std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, plan.max_keys));
   cpu_pool().run(nseg * Hq, [&](int64_t task) {
     const int64_t s = task / Hq, h = task % Hq, kh = h / group;
     const Range seg = plan.segments[s];
@@ -72,7 +73,8 @@ void windowed_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
     const DType ot = out_t.dtype();
     for (int64_t t = 0; t < S; ++t)
       for (int64_t h = 0; h < Hq; ++h) {
-        const float sg = round_to(ot, 1.0f / (1.0f + std::exp(-std::as_const(g).f32()[t * Hq + h])));
+        const float sg =
+            round_to(ot, 1.0f / (1.0f + std::exp(-std::as_const(g).f32()[t * Hq + h])));
         float* row = po + (t * Hq + h) * D;
         for (int64_t i = 0; i < D; ++i) row[i] = round_to(ot, round_to(ot, row[i]) * sg);
       }

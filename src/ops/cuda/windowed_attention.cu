@@ -47,7 +47,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) windowed_kernel(WindowArg
   int64_t lo = 0, hi = a.n_seg;  // the last segment starting at or before s
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (a.segments[2 * mid] <= s) lo = mid + 1; else hi = mid;
+    if (a.segments[2 * mid] <= s)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   const int64_t seg = lo - 1;
   const bool covered = seg >= 0 && s < a.segments[2 * seg + 1];

@@ -61,10 +61,10 @@ DType parse_dtype(const std::string& name) {
   if (name == "bfloat16" || name == "torch.bfloat16") return DType::BF16;
   if (name == "float16" || name == "torch.float16") return DType::F16;
   if (name == "float32" || name == "torch.float32") return DType::F32;
-  throw BadInput(fmt::format(
-      "magi2 refiner config: magi2_refiner_arch_config.params_dtype '{}' is not one of "
-      "bfloat16, float16, float32",
-      name));
+  throw BadInput(
+      fmt::format("magi2 refiner config: magi2_refiner_arch_config.params_dtype '{}' is not one of "
+                  "bfloat16, float16, float32",
+                  name));
 }
 
 json merge(json base, const json& overlay) {
@@ -79,7 +79,8 @@ json merge(json base, const json& overlay) {
 }
 
 json resolve(json config, const std::filesystem::path& dir, int depth) {
-  AVDIT_REQUIRE(config.is_object(), "magi2 refiner config: expected a JSON object at the top level");
+  AVDIT_REQUIRE(config.is_object(),
+                "magi2 refiner config: expected a JSON object at the top level");
   auto it = config.find("extends");
   if (it == config.end()) return config;
   AVDIT_REQUIRE(it->is_string(), "magi2 refiner config: \"extends\" must name a file, found {}",
@@ -155,7 +156,8 @@ bool is_refiner_config(const json& config) {
 }
 
 RefinerConfig parse_refiner_config(const json& config) {
-  AVDIT_REQUIRE(config.is_object(), "magi2 refiner config: expected a JSON object at the top level");
+  AVDIT_REQUIRE(config.is_object(),
+                "magi2 refiner config: expected a JSON object at the top level");
   AVDIT_REQUIRE(is_refiner_config(config),
                 "magi2 refiner config: no magi2_refiner_arch_config (is this "
                 "configs/magi2_refiner.json, with its \"extends\" resolved?)");
@@ -198,8 +200,8 @@ RefinerConfig parse_refiner_config(const json& config) {
   require_range(c.audio_in_channels, 1, 65536, "magi2_refiner_arch_config.audio_in_channels");
   require_range(c.text_in_channels, 1, 65536, "magi2_refiner_arch_config.text_in_channels");
   AVDIT_REQUIRE(c.activation_type == "swiglu7",
-                "magi2 refiner config: {}.activation_type '{}' is not supported (only swiglu7)",
-                as, c.activation_type);
+                "magi2 refiner config: {}.activation_type '{}' is not supported (only swiglu7)", as,
+                c.activation_type);
   AVDIT_REQUIRE(c.enable_attn_gating,
                 "magi2 refiner config: {}.enable_attn_gating = false is not supported", as);
   AVDIT_REQUIRE(c.hidden_size % c.head_dim == 0 && c.head_dim % 8 == 0,
@@ -269,17 +271,18 @@ RefinerConfig parse_refiner_config(const json& config) {
   read(eval, es, "magi2_refiner_noise_value", s.noise_value);
   std::vector<int64_t> stride = {4, 16, 16};
   read(eval, es, "magi2_refiner_vae_stride", stride);
-  AVDIT_REQUIRE(stride.size() == 3 && std::all_of(stride.begin(), stride.end(),
-                                                  [](int64_t v) { return v >= 1 && v <= 1024; }),
-                "magi2 refiner config: {}.magi2_refiner_vae_stride must be 3 values in [1, 1024]",
-                es);
+  AVDIT_REQUIRE(
+      stride.size() == 3 &&
+          std::all_of(stride.begin(), stride.end(), [](int64_t v) { return v >= 1 && v <= 1024; }),
+      "magi2 refiner config: {}.magi2_refiner_vae_stride must be 3 values in [1, 1024]", es);
   std::copy(stride.begin(), stride.end(), s.vae_stride);
   read(eval, es, "magi2_refiner_audio_noise_scale", s.audio_noise_scale);
   s.use_cfg_trick = true;  // EvaluationConfig's default
   read(eval, es, "use_cfg_trick", s.use_cfg_trick);
   read(eval, es, "cfg_trick_start_frame", s.cfg_trick_start_frame);
   read(eval, es, "cfg_trick_value", s.cfg_trick_value);
-  require_range(s.num_inference_steps, 1, 1000, "evaluation_config.magi2_refiner_num_inference_steps");
+  require_range(s.num_inference_steps, 1, 1000,
+                "evaluation_config.magi2_refiner_num_inference_steps");
   require_range(s.noise_value, 0, 999, "evaluation_config.magi2_refiner_noise_value");
   AVDIT_REQUIRE(std::isfinite(s.shift) && s.shift > 0,
                 "magi2 refiner config: the refiner shift {} must be a positive number", s.shift);

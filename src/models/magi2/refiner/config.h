@@ -43,10 +43,10 @@ struct RefinerSamplerConfig {
   double shift = 5.0;  // magi2_refiner_shift, or evaluation_config.shift when null
   float video_guidance = 2.0f;
   float audio_guidance = 5.0f;
-  int64_t noise_value = 220;         // index into the ZeroSNR DDPM table (0: no re-noise)
+  int64_t noise_value = 220;            // index into the ZeroSNR DDPM table (0: no re-noise)
   int64_t vae_stride[3] = {4, 16, 16};  // refiner pixels per latent (t, h, w)
-  double audio_noise_scale = -1.0;   // < 0: no audio tokens in the refiner
-  bool use_cfg_trick = false;        // the preview's per-frame guidance trick, shared
+  double audio_noise_scale = -1.0;      // < 0: no audio tokens in the refiner
+  bool use_cfg_trick = false;           // the preview's per-frame guidance trick, shared
   int64_t cfg_trick_start_frame = 13;
   float cfg_trick_value = 2.0f;
 };

@@ -42,8 +42,7 @@ RefinerPlan RefinerModel::plan(const Shape& video, int64_t audio_tokens,
   p.group = ops::index_tensor(ctx, p.sorted.groups());
   p.rope = ctx.empty({L, c.rope_dim}, DType::F32);
   ops::rope_table(ctx, ctx.upload(p.layout.coords), w_.rope_bands, p.rope);
-  p.window = ops::plan_window(
-      ctx, window_range_list(p.layout.grid, c.data_proxy.window, L), L, L);
+  p.window = ops::plan_window(ctx, window_range_list(p.layout.grid, c.data_proxy.window, L), L, L);
   bool all_local = true;
   for (int64_t i = 0; i < c.num_layers; ++i) all_local = all_local && c.is_local_layer(i);
   if (!all_local) p.full = ops::plan_window(ctx, {{{0, L}, {0, L}}}, L, L);
@@ -75,10 +74,10 @@ Tensor RefinerModel::forward_packed(const RefinerPlan& p, const Tensor& x_any) c
   ops::Context& ctx = ctx_;
   const RefinerConfig& c = config_;
   const RefinerLayout& l = p.layout;
-  AVDIT_REQUIRE(x_any.ndim() == 2 && x_any.size(0) == l.tokens() &&
-                    x_any.size(1) >= c.max_in_channels,
-                "magi2 refiner forward: packed x has shape {}, expected [{}, >= {}]",
-                x_any.shape_str(), l.tokens(), c.max_in_channels);
+  AVDIT_REQUIRE(
+      x_any.ndim() == 2 && x_any.size(0) == l.tokens() && x_any.size(1) >= c.max_in_channels,
+      "magi2 refiner forward: packed x has shape {}, expected [{}, >= {}]", x_any.shape_str(),
+      l.tokens(), c.max_in_channels);
   const Tensor x = ops::cast(ctx, ctx.upload(x_any), DType::F32);
   auto part = [&](int64_t b, int64_t n, int64_t width) {
     return ops::take_columns(ctx, x.slice_rows(b, b + n), 0, width);
@@ -108,9 +107,8 @@ std::array<Tensor, 2> RefinerModel::velocity(const RefinerPlan& p, const Tensor&
   const Tensor v = ops::cast(ctx, ctx.upload(video), DType::F32);
   Tensor video_x = ctx.empty({l.video, l.channels}, DType::F32);
   ops::gather_elements(ctx, v, p.video_in, video_x);
-  const Tensor out =
-      forward(p, video_x, ctx.upload(audio).reshape({l.audio, c.audio_in_channels}),
-              ctx.upload(text).reshape({l.text, c.text_in_channels}));
+  const Tensor out = forward(p, video_x, ctx.upload(audio).reshape({l.audio, c.audio_in_channels}),
+                             ctx.upload(text).reshape({l.text, c.text_in_channels}));
   Tensor vv = ctx.empty(vshape, DType::F32), av = ctx.empty(audio.shape(), DType::F32);
   ops::gather_elements(ctx, out, p.video_out, vv);
   if (l.audio > 0) ops::gather_elements(ctx, out, p.audio_out, av);
@@ -166,9 +164,9 @@ void RefinerModel::layer(int64_t i, const RefinerPlan& p, Tensor& s) const {
     if (lse.defined()) ops::observe(ctx, {"layers.{}.attn.lse", i}, lse);
     return o;
   };
-  const Tensor attn_out = gated_attention(ctx, p.rows(), lw.attention, lw.groups, c.num_heads_q,
-                                          c.num_heads_kv, c.head_dim, c.rope_dim / 2, act_, s,
-                                          core);
+  const Tensor attn_out =
+      gated_attention(ctx, p.rows(), lw.attention, lw.groups, c.num_heads_q, c.num_heads_kv,
+                      c.head_dim, c.rope_dim / 2, act_, s, core);
   ops::add_(ctx, s, attn_out);
   const Tensor mlp_out = dense_mlp(ctx, p.rows(), lw.mlp, lw.groups, act_, s);
   if (s.dtype() == DType::F32)

@@ -28,12 +28,12 @@ namespace avdit::models::magi2::refiner {
 // One input layout on the context, built once per (video grid, audio length, text length): a
 // sampler keeps one per prompt across its steps.
 struct RefinerPlan {
-  RefinerLayout layout;              // host: order, coordinates, element indices
-  TokenLayout sorted;                // the modality-sorted order (the identity)
-  Tensor perm, inv, group;           // I32 [L]
-  Tensor rope;                       // F32 [L, 6B]
-  ops::WindowPlan window;            // the range list of the local layers
-  ops::WindowPlan full;              // every query to every key (layers outside local_attn_layers)
+  RefinerLayout layout;     // host: order, coordinates, element indices
+  TokenLayout sorted;       // the modality-sorted order (the identity)
+  Tensor perm, inv, group;  // I32 [L]
+  Tensor rope;              // F32 [L, 6B]
+  ops::WindowPlan window;   // the range list of the local layers
+  ops::WindowPlan full;     // every query to every key (layers outside local_attn_layers)
   Tensor video_in, video_out, audio_out;  // I32 element indices (RefinerLayout)
   int64_t tokens() const { return layout.tokens(); }
   RowOrder rows() const { return {sorted, perm, inv, group, rope}; }

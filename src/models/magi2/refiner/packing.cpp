@@ -27,8 +27,8 @@ BlockGrid block_grid(int64_t T, int64_t H, int64_t W, const WindowConfig& window
   for (int64_t tb = 0; tb < g.nt; ++tb)
     for (int64_t hb = 0; hb < g.nh; ++hb)
       for (int64_t wb = 0; wb < g.nw; ++wb) {
-        const int64_t n = block_size_at(T, g.bt, tb) * block_size_at(H, g.bh, hb) *
-                          block_size_at(W, g.bw, wb);
+        const int64_t n =
+            block_size_at(T, g.bt, tb) * block_size_at(H, g.bh, hb) * block_size_at(W, g.bw, wb);
         g.blocks.push_back({start, start + n});
         start += n;
       }
@@ -45,8 +45,7 @@ std::vector<int32_t> block_token_order(const BlockGrid& g, int64_t total_tokens)
           for (int64_t h = hb * g.bh; h < std::min(g.H, (hb + 1) * g.bh); ++h)
             for (int64_t w = wb * g.bw; w < std::min(g.W, (wb + 1) * g.bw); ++w)
               order.push_back(static_cast<int32_t>((t * g.H + h) * g.W + w));
-  for (int64_t j = g.T * g.H * g.W; j < total_tokens; ++j)
-    order.push_back(static_cast<int32_t>(j));
+  for (int64_t j = g.T * g.H * g.W; j < total_tokens; ++j) order.push_back(static_cast<int32_t>(j));
   return order;
 }
 
@@ -84,9 +83,8 @@ RefinerLayout refiner_layout(const RefinerConfig& c, const Shape& video, int64_t
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t w = 0; w < W; ++w)
-        put((t * H + h) * W + w, {double(t), double(h), double(w), double(T), double(H),
-                                  double(W), double(T), inter ? 32.0 : double(H),
-                                  inter ? 32.0 : double(W)});
+        put((t * H + h) * W + w, {double(t), double(h), double(w), double(T), double(H), double(W),
+                                  double(T), inter ? 32.0 : double(H), inter ? 32.0 : double(W)});
   // Python's floor division: (L_a - 1) // 8 + 1 (no rows use it when L_a = 0).
   const int64_t audio_ref = audio_tokens > 0 ? (audio_tokens - 1) / 8 + 1 : 0;
   for (int64_t i = 0; i < audio_tokens; ++i)
@@ -136,7 +134,8 @@ Tensor packed_x(const RefinerConfig& c, const RefinerLayout& l, const Tensor& vi
   const float *pv = std::as_const(video).f32(), *pa = std::as_const(audio).f32(),
               *pt = std::as_const(text).f32();
   for (int64_t p = 0; p < l.video; ++p)
-    for (int64_t ch = 0; ch < l.channels; ++ch) px[p * width + ch] = pv[l.video_in[p * l.channels + ch]];
+    for (int64_t ch = 0; ch < l.channels; ++ch)
+      px[p * width + ch] = pv[l.video_in[p * l.channels + ch]];
   for (int64_t i = 0; i < l.audio; ++i)
     std::memcpy(px + (l.video + i) * width, pa + i * c.audio_in_channels,
                 sizeof(float) * c.audio_in_channels);

@@ -36,8 +36,8 @@ struct RefinerLayout {
   int64_t video = 0, audio = 0, text = 0;
   std::vector<int32_t> token_order, token_restore_order;  // [L] (see block_token_order)
   std::vector<int32_t> modality;                          // [L] model order: 0, 1, 2
-  Tensor coords;  // F32 [L, 9] model order: (t, h, w, T, H, W, T_ref, H_ref, W_ref)
-  std::vector<int32_t> video_in;   // video_x.flat[i] = latent.flat[video_in[i]]: [V, C] model order
+  Tensor coords;                  // F32 [L, 9] model order: (t, h, w, T, H, W, T_ref, H_ref, W_ref)
+  std::vector<int32_t> video_in;  // video_x.flat[i] = latent.flat[video_in[i]]: [V, C] model order
   std::vector<int32_t> video_out;  // velocity.flat[i] = model_output.flat[video_out[i]]
   std::vector<int32_t> audio_out;  // audio velocity [1, L_a, C_a] likewise
   int64_t tokens() const { return video + audio + text; }

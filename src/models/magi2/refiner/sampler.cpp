@@ -98,15 +98,15 @@ Refined refine(const RefinerModel& model, const RefineInputs& in, const RefinerS
   const RefinerConfig& c = model.config();
   auto host = [&](const Tensor& t) { return ctx.download(t).to_f32(); };
   const Tensor preview = host(in.preview_video);
-  AVDIT_REQUIRE(preview.ndim() == 5 && preview.size(0) == 1 &&
-                    preview.size(1) == c.video_in_channels,
-                "magi2 refiner: the preview latent has shape {}, expected [1, {}, T, h, w]",
-                preview.shape_str(), c.video_in_channels);
+  AVDIT_REQUIRE(
+      preview.ndim() == 5 && preview.size(0) == 1 && preview.size(1) == c.video_in_channels,
+      "magi2 refiner: the preview latent has shape {}, expected [1, {}, T, h, w]",
+      preview.shape_str(), c.video_in_channels);
   for (const Tensor* t : {&in.text, &in.null_text})
-    AVDIT_REQUIRE(t->defined() && t->ndim() == 3 && t->size(0) == 1 &&
-                      t->size(2) == c.text_in_channels,
-                  "magi2 refiner: text features {} must be [1, L, {}]",
-                  t->defined() ? t->shape_str() : std::string("none"), c.text_in_channels);
+    AVDIT_REQUIRE(
+        t->defined() && t->ndim() == 3 && t->size(0) == 1 && t->size(2) == c.text_in_channels,
+        "magi2 refiner: text features {} must be [1, L, {}]",
+        t->defined() ? t->shape_str() : std::string("none"), c.text_in_channels);
 
   Tensor video = upsample_preview(preview, in.height, in.width);
   if (s.noise_value != 0) {

@@ -32,8 +32,8 @@ struct RefineInputs {
   Tensor text;           // [1, L_t, C_t]: the prompt's features (context)
   Tensor null_text;      // [1, L_n, C_t]: the negative prompt's (context_null)
   int64_t height = 0, width = 0;  // the refiner's latent grid (pixels / vae_stride)
-  Tensor video_noise;  // [1, C_v, 2 T_p - 1, H, W] standard normal: the re-noise draw
-  Tensor audio_noise;  // [1, L_a, C_a]: only with audio_noise_scale > 0
+  Tensor video_noise;             // [1, C_v, 2 T_p - 1, H, W] standard normal: the re-noise draw
+  Tensor audio_noise;             // [1, L_a, C_a]: only with audio_noise_scale > 0
 };
 
 struct Refined {

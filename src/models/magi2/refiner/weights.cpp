@@ -41,9 +41,9 @@ class Loader {
                           "pre_adapter.text_embedder.bias"},
                          hidden);
     w.rope_bands = small("pre_adapter.rope.bands");
-    w.final_norm = table(
-        {"post_adapter.final_norm_video.weight", "post_adapter.final_norm_audio.weight", ""},
-        hidden);
+    w.final_norm =
+        table({"post_adapter.final_norm_video.weight", "post_adapter.final_norm_audio.weight", ""},
+              hidden);
     w.final_linear[0] = matrix("post_adapter.final_linear_video.weight", DType::F32);
     w.final_linear[1] = matrix("post_adapter.final_linear_audio.weight", DType::F32);
     for (int64_t i = 0; i < c_.num_layers; ++i) {
@@ -73,10 +73,9 @@ class Loader {
     auto it = specs_.find(name);
     AVDIT_CHECK(it != specs_.end(), "no refiner spec for {}", name);
     Tensor t = ckpt_.require(name, it->second.shape);
-    AVDIT_REQUIRE(dtype_is_float(t.dtype()),
-                  "{}: tensor {} has dtype {}, expected a float dtype ({})",
-                  ckpt_.source().string(), name, dtype_name(t.dtype()),
-                  dtype_name(it->second.dtype));
+    AVDIT_REQUIRE(
+        dtype_is_float(t.dtype()), "{}: tensor {} has dtype {}, expected a float dtype ({})",
+        ckpt_.source().string(), name, dtype_name(t.dtype()), dtype_name(it->second.dtype));
     return t;
   }
   // A GEMM weight: the CPU widens stored values on the fly; the GPU holds it in `dtype`.
