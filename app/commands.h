@@ -24,5 +24,6 @@ Run add_decode(CLI::App& app);
 Run add_score(CLI::App& app);
 Run add_routes(CLI::App& app);
 Run add_calibrate(CLI::App& app);
+Run add_probe(CLI::App& app);
 
 }  // namespace avdit::app

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   add(avdit::app::add_score);
   add(avdit::app::add_routes);
   add(avdit::app::add_calibrate);
+  add(avdit::app::add_probe);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,7 +3,8 @@
 # (latent mode on MAGI-2, pipeline mode on a tiny H3 pipeline; JSON too); calibrate step-cache's fit
 # agrees with numpy (lib/step_cache_check.py) and its file drives indicator:THRESH:FILE; a score
 # candidate with a policy runs; bad input exits 2 with one line naming it: a policy that does not
-# parse (generate, score, a calibration file that is not one).
+# parse (generate, score, a calibration file that is not one). The attention probe on the tiny H3:
+# the coverage line, JSON and PNG; a bar outside (0, 1] and a MAGI-2 model exit 2.
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
@@ -70,4 +71,26 @@ bad "score candidate policy" "--candidate u: --step-cache 'indicator:-1'" "$avdi
   --text "$M2/sampler.safetensors" --teacher-dir "$tmp/t" --out "$tmp/s2" --candidate "u=--step-cache indicator:-1"
 echo '{"modulated": {}}' >"$tmp/notcal.json"
 bad "calibration file" "has no modulated.coefficients" m2gen --step-cache "indicator:0.1:$tmp/notcal.json"
+
+# The attention sparsity probe (its numbers against brute force: tests/unit/attention_probe_test.cpp).
+probe() { "$avdit" -q probe attention --model "$H3" --text "$H3/inputs.safetensors" --latent-shape 3,4,6,9 --steps 4 "$@"; }
+probe --bar 0.7 --probe-steps 0,3 --out "$tmp/probe.json" --png "$tmp/probe.png" >"$tmp/probe.txt" ||
+  fail "probe attention: $(cat "$tmp/probe.txt")"
+grep -q "^covered 12 of 24 (step, block, head)" "$tmp/probe.txt" || fail "coverage line: $(cat "$tmp/probe.txt")"
+[ "$(head -c 4 "$tmp/probe.png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "probe.png is not a PNG"
+"$py" -c "
+import json,sys; j=json.load(open(sys.argv[1]))
+assert j['covered']==12 and j['total']==24 and len(j['triples'])==12, j['covered']
+assert {t['step'] for t in j['triples']}=={0,3}
+assert all(t['pattern_mass_median']<=t['topk_mass_median']+1e-12 for t in j['triples'])  # top-k is the best k keys
+assert j['heads_passing']==sum(h['pass'] for h in j['heads'])
+assert all(h['pass']==(h['pattern_mass_median']>=0.7) for h in j['heads'])" "$tmp/probe.json" ||
+  fail "probe JSON"
+echo "ok   probe attention"
+bad "probe bar above 1" "--bar 1.5: the pass mark" probe --bar 1.5
+bad "probe bar 0" "--bar 0: the pass mark" probe --bar 0
+bad "probe without a bar" "--bar is required" probe
+bad "probe k" "--k -3" probe --bar 0.7 --k -3
+bad "probe on MAGI-2" "the attention probe runs on H3" "$avdit" probe attention --model "$M2" \
+  --text "$M2/sampler.safetensors" --latent-shape 2,4,6,10 --bar 0.7
 echo "PASS step_cache_cli"
