@@ -51,16 +51,17 @@ int run_calibrate(const CalibrateArgs& a) {
   AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights", a.model);
   const auto family = models::detect_family(*ckpt.config());
   AVDIT_REQUIRE(family && (*family == "magi2-preview" || *family == "h3"),
-                "{}: calibrate step-cache runs MAGI-2 preview and H3 DiTs; this config is {}", a.model,
-                family.value_or("of no known family"));
+                "{}: calibrate step-cache runs MAGI-2 preview and H3 DiTs; this config is {}",
+                a.model, family.value_or("of no known family"));
   const bool magi2 = *family == "magi2-preview";
   if (!a.out.empty()) check_output_path(a.out, "--out", checkpoint_files(ckpt));
 
   score::Prompt prompt;
   prompt.id = "p1";
   const TensorMap states = read_all(a.text);
-  prompt.text = pipeline::read_one_of(a.text, magi2 ? std::vector<std::string>{"txt_feat", "text_embeds"}
-                                                    : std::vector<std::string>{"text_embeds"},
+  prompt.text = pipeline::read_one_of(a.text,
+                                      magi2 ? std::vector<std::string>{"txt_feat", "text_embeds"}
+                                            : std::vector<std::string>{"text_embeds"},
                                       "text states");
   if (!magi2) prompt.text_tags = pipeline::find_one_of(states, a.text, {"text_token_tags"});
   const std::string negative_file = a.negative.empty() ? a.text : a.negative;
@@ -69,8 +70,8 @@ int run_calibrate(const CalibrateArgs& a) {
                                           magi2 ? std::vector<std::string>{"null_txt_feat"}
                                                 : std::vector<std::string>{"negative_text_embeds"});
   if (!a.negative.empty() && !prompt.negative.defined())
-    prompt.negative = pipeline::read_one_of(a.negative, {"null_txt_feat", "text_embeds", "txt_feat"},
-                                            "negative text states");
+    prompt.negative = pipeline::read_one_of(
+        a.negative, {"null_txt_feat", "text_embeds", "txt_feat"}, "negative text states");
 
   score::Sampling s;
   s.steps = a.steps.value_or(score::default_steps(magi2, *ckpt.config()));
@@ -98,17 +99,21 @@ int run_calibrate(const CalibrateArgs& a) {
   for (const sample::CacheCall& c : calls) {
     if (std::isnan(c.residual_change)) continue;
     y_all.push_back(c.residual_change);
-    if (!std::isnan(c.modulated_change)) xm.push_back(c.modulated_change), ym.push_back(c.residual_change);
-    if (!std::isnan(c.block0_change)) xf.push_back(c.block0_change), yf.push_back(c.residual_change);
+    if (!std::isnan(c.modulated_change))
+      xm.push_back(c.modulated_change), ym.push_back(c.residual_change);
+    if (!std::isnan(c.block0_change))
+      xf.push_back(c.block0_change), yf.push_back(c.residual_change);
   }
   const sample::IndicatorFit fm = sample::fit_indicator(xm, ym);
   const sample::IndicatorFit ff = sample::fit_indicator(xf, yf);
   const double min_change = *std::min_element(y_all.begin(), y_all.end());
 
-  auto fit_json = [&](const sample::IndicatorFit& f, const std::vector<double>& x, const std::vector<double>& y) {
-    return json{{"pairs", f.n},          {"coefficients", f.coef},   {"pearson_r", number(f.pearson)},
-                {"r2", number(f.r2)},    {"loo_r2", number(f.loo_r2)}, {"indicator", x},
-                {"residual_change", y}};
+  auto fit_json = [&](const sample::IndicatorFit& f, const std::vector<double>& x,
+                      const std::vector<double>& y) {
+    return json{
+        {"pairs", f.n},        {"coefficients", f.coef},     {"pearson_r", number(f.pearson)},
+        {"r2", number(f.r2)},  {"loo_r2", number(f.loo_r2)}, {"indicator", x},
+        {"residual_change", y}};
   };
   json call_list = json::array();
   for (const sample::CacheCall& c : calls)
@@ -137,16 +142,22 @@ int run_calibrate(const CalibrateArgs& a) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("calibrate step-cache: {} {}, {} steps, {} calls without skips\n\n", *family, a.model,
-                           s.steps, calls.size());
-  std::cout << "| indicator | pairs | Pearson r | in-sample R² | leave-one-out R² | x^4, x^3, x^2, x, 1 |\n"
+  std::cout << fmt::format("calibrate step-cache: {} {}, {} steps, {} calls without skips\n\n",
+                           *family, a.model, s.steps, calls.size());
+  std::cout << "| indicator | pairs | Pearson r | in-sample R² | leave-one-out R² | x^4, x^3, x^2, "
+               "x, 1 |\n"
                "| --- | ---: | ---: | ---: | ---: | --- |\n";
-  for (const auto& [name, f] : {std::pair{"modulated input (TeaCache)", &fm}, std::pair{"first block", &ff}})
-    std::cout << fmt::format("| {} | {} | {} | {} | {} | {:.4g}, {:.4g}, {:.4g}, {:.4g}, {:.4g} |\n", name, f->n,
-                             fixed(f->pearson, 3), fixed(f->r2, 3), fixed(f->loo_r2, 3), f->coef[0], f->coef[1],
-                             f->coef[2], f->coef[3], f->coef[4]);
-  std::cout << fmt::format("\nthe reused residual changes by at least {:.3f} between calls\n", min_change);
-  if (!a.out.empty()) std::cout << "wrote " << a.out << " (use it as --step-cache indicator:THRESH:" << a.out << ")\n";
+  for (const auto& [name, f] :
+       {std::pair{"modulated input (TeaCache)", &fm}, std::pair{"first block", &ff}})
+    std::cout << fmt::format(
+        "| {} | {} | {} | {} | {} | {:.4g}, {:.4g}, {:.4g}, {:.4g}, {:.4g} |\n", name, f->n,
+        fixed(f->pearson, 3), fixed(f->r2, 3), fixed(f->loo_r2, 3), f->coef[0], f->coef[1],
+        f->coef[2], f->coef[3], f->coef[4]);
+  std::cout << fmt::format("\nthe reused residual changes by at least {:.3f} between calls\n",
+                           min_change);
+  if (!a.out.empty())
+    std::cout << "wrote " << a.out << " (use it as --step-cache indicator:THRESH:" << a.out
+              << ")\n";
   return 0;
 }
 
@@ -158,15 +169,18 @@ Run add_calibrate(CLI::App& app) {
   auto* cmd = cal->add_subcommand(
       "step-cache",
       "Fit the step cache's indicators (TeaCache's modulated input, the first block's residual) to "
-      "the true change of the reused residual over a run without skips; reports Pearson r, in-sample "
+      "the true change of the reused residual over a run without skips; reports Pearson r, "
+      "in-sample "
       "and leave-one-out R²");
   auto a = std::make_shared<CalibrateArgs>();
   cmd->add_option("--model", a->model, "A DiT folder (config.json + safetensors)")->required();
   cmd->add_option("--text", a->text, "Text states as `generate --text` reads them")->required();
-  cmd->add_option("--negative", a->negative,
-                  "Text states of the unconditional pass (MAGI-2 default: null_txt_feat of --text)");
+  cmd->add_option(
+      "--negative", a->negative,
+      "Text states of the unconditional pass (MAGI-2 default: null_txt_feat of --text)");
   cmd->add_option("--latent-shape", a->latent_shape, "Latent size T,H,W,A")->required();
-  cmd->add_option("--steps", a->steps, "Sampling steps (default: the family's)")->check(CLI::Range(2, 10000));
+  cmd->add_option("--steps", a->steps, "Sampling steps (default: the family's)")
+      ->check(CLI::Range(2, 10000));
   cmd->add_option("--seed", a->seed, "Seed of the noise (default 0)")->check(uint64_string());
   cmd->add_option("--guidance", a->guidance, "CFG scale of both modalities")->check(CLI::Number);
   cmd->add_option("--shift", a->shift, "Schedule shift (as generate)")->check(CLI::Number);
@@ -174,7 +188,8 @@ Run add_calibrate(CLI::App& app) {
   cmd->add_option("--precision", a->precision, "fp32 or bf16 activations")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "Write the JSON here (read by --step-cache indicator:THRESH:FILE)");
+  cmd->add_option("--out", a->out,
+                  "Write the JSON here (read by --step-cache indicator:THRESH:FILE)");
   cmd->add_flag("--json", a->json, "Print the JSON instead of the table");
   return [a] { return run_calibrate(*a); };
 }

@@ -19,7 +19,8 @@ class Context;
 namespace avdit::app {
 
 inline constexpr const char* kStepCacheHelp =
-    "Step caching: none | uniform:EVERY:PROTECT (after PROTECT computed steps, skip every EVERY-th) "
+    "Step caching: none | uniform:EVERY:PROTECT (after PROTECT computed steps, skip every "
+    "EVERY-th) "
     "| indicator:THRESH[:CALIBRATION.json] (TeaCache: block 0's modulated input, rescaled by the "
     "calibrated polynomial) | first-block:THRESH; a skipped call reuses the last computed call's "
     "stack residual";

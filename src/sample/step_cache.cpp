@@ -38,7 +38,8 @@ double parse_threshold(const std::string& spec, const std::string& s) {
   return v;
 }
 
-// The indicator's rescale from `avdit calibrate step-cache --json`'s output (modulated.coefficients).
+// The indicator's rescale from `avdit calibrate step-cache --json`'s output
+// (modulated.coefficients).
 Rescale read_rescale(const std::string& spec, const std::string& path) {
   std::ifstream in(path);
   if (!in) bad_policy(spec, fmt::format("cannot read the calibration file {}", path));
@@ -46,7 +47,8 @@ Rescale read_rescale(const std::string& spec, const std::string& path) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    bad_policy(spec, fmt::format("{} is not JSON (write it with avdit calibrate step-cache --json)", path));
+    bad_policy(spec, fmt::format("{} is not JSON (write it with avdit calibrate step-cache --json)",
+                                 path));
   }
   const auto* c = j.is_object() && j.contains("modulated") && j["modulated"].is_object()
                       ? &j["modulated"]["coefficients"]
@@ -56,7 +58,8 @@ Rescale read_rescale(const std::string& spec, const std::string& path) {
   Rescale r;
   for (size_t i = 0; i < 5; ++i) {
     if (!(*c)[i].is_number() || !std::isfinite((*c)[i].get<double>()))
-      bad_policy(spec, fmt::format("{}: modulated.coefficients[{}] is not a finite number", path, i));
+      bad_policy(spec,
+                 fmt::format("{}: modulated.coefficients[{}] is not a finite number", path, i));
     r.coef[i] = (*c)[i].get<double>();
   }
   return r;
@@ -121,7 +124,8 @@ StepCachePolicy parse_step_cache(const std::string& spec) {
 }
 
 int StepCacheReport::skipped() const {
-  return static_cast<int>(std::count_if(calls.begin(), calls.end(), [](const CacheCall& c) { return c.skipped; }));
+  return static_cast<int>(
+      std::count_if(calls.begin(), calls.end(), [](const CacheCall& c) { return c.skipped; }));
 }
 
 std::string StepCacheReport::pattern() const {
@@ -136,11 +140,13 @@ double StepCacheReport::ideal_speedup() const {
 }
 
 std::string StepCacheReport::line(const std::string& policy) const {
-  return fmt::format("step cache {}: {} skipped {} of {} calls, speedup {:.2f}x (ideal: calls / computed)",
-                     policy, pattern(), skipped(), calls.size(), ideal_speedup());
+  return fmt::format(
+      "step cache {}: {} skipped {} of {} calls, speedup {:.2f}x (ideal: calls / computed)", policy,
+      pattern(), skipped(), calls.size(), ideal_speedup());
 }
 
-std::pair<double, double> StepCacheReport::step_costs(const std::vector<double>& step_seconds) const {
+std::pair<double, double> StepCacheReport::step_costs(
+    const std::vector<double>& step_seconds) const {
   std::vector<double> computed, skipped_steps;
   for (size_t k = 0; k < step_seconds.size(); ++k) {
     bool any = false, all_skipped = true, none_skipped = true;
@@ -155,7 +161,8 @@ std::pair<double, double> StepCacheReport::step_costs(const std::vector<double>&
   return {median(computed), median(skipped_steps)};
 }
 
-StepCache::StepCache(StepCachePolicy policy, bool record) : policy_(std::move(policy)), record_(record) {}
+StepCache::StepCache(StepCachePolicy policy, bool record)
+    : policy_(std::move(policy)), record_(record) {}
 
 bool StepCache::wants(const Point& p) const {
   using K = StepCachePolicy::Kind;
@@ -213,7 +220,8 @@ void StepCache::on(ops::Context& ctx, const Point& p, Tensor& t) {
     Tensor r0 = ctx.empty(t.shape(), DType::F32);
     ops::residual_sub(ctx, t, input_, r0);
     if (record_) {
-      if (s.block0_previous.defined()) call().block0_change = ops::l1_sums(ctx, r0, s.block0_previous).relative();
+      if (s.block0_previous.defined())
+        call().block0_change = ops::l1_sums(ctx, r0, s.block0_previous).relative();
       s.block0_previous = r0;
     }
     if (policy_.kind == K::FirstBlock) {
@@ -241,7 +249,8 @@ void StepCache::on(ops::Context& ctx, const Point& p, Tensor& t) {
     } else {
       Tensor r = ctx.empty(t.shape(), DType::F32);
       ops::residual_sub(ctx, t, input_, r);
-      if (record_ && s.residual.defined()) call().residual_change = ops::l1_sums(ctx, r, s.residual).relative();
+      if (record_ && s.residual.defined())
+        call().residual_change = ops::l1_sums(ctx, r, s.residual).relative();
       s.residual = r;
     }
     input_ = Tensor();

@@ -32,9 +32,9 @@ struct StepCachePolicy {
   // indicator: skip while the accumulated rescaled change of block 0's modulated input stays
   // below THRESH; first-block: skip when block 0's residual changed by less than THRESH.
   double threshold = 0;
-  Rescale rescale;           // indicator
-  std::string calibration;   // the file the rescale came from ("": identity)
-  std::string spec;          // as given
+  Rescale rescale;          // indicator
+  std::string calibration;  // the file the rescale came from ("": identity)
+  std::string spec;         // as given
   bool skips() const { return kind != Kind::None; }
   // The block before which a skip is taken (first-block runs block 0 to decide).
   int decision_block() const { return kind == Kind::FirstBlock ? 1 : 0; }
@@ -78,9 +78,9 @@ class StepCache final : public Probe {
 
  private:
   struct Pass {
-    Tensor residual;   // F32: the last computed call's stack output - input
-    Tensor modulated;  // the previous call's block-0 modulated input
-    Tensor block0;     // block 0's residual of the last computed call (first-block)
+    Tensor residual;         // F32: the last computed call's stack output - input
+    Tensor modulated;        // the previous call's block-0 modulated input
+    Tensor block0;           // block 0's residual of the last computed call (first-block)
     Tensor block0_previous;  // of the previous call (recording)
     double accumulated = 0;
   };

@@ -94,16 +94,19 @@ double eval(const std::array<double, kP>& c, double x) {
 }
 
 void check_points(const std::vector<double>& x, const std::vector<double>& y, size_t min_points) {
-  AVDIT_REQUIRE(x.size() == y.size(), "indicator fit: {} indicator values but {} changes", x.size(), y.size());
-  AVDIT_REQUIRE(x.size() >= min_points,
-                "indicator fit: {} points; a degree-4 fit with a leave-one-out figure needs at least {} "
-                "(run more steps)",
-                x.size(), min_points);
+  AVDIT_REQUIRE(x.size() == y.size(), "indicator fit: {} indicator values but {} changes", x.size(),
+                y.size());
+  AVDIT_REQUIRE(
+      x.size() >= min_points,
+      "indicator fit: {} points; a degree-4 fit with a leave-one-out figure needs at least {} "
+      "(run more steps)",
+      x.size(), min_points);
   for (size_t i = 0; i < x.size(); ++i)
-    AVDIT_REQUIRE(std::isfinite(x[i]) && std::isfinite(y[i]), "indicator fit: point {} is not finite ({}, {})", i,
-                  x[i], y[i]);
-  AVDIT_REQUIRE(std::set<double>(x.begin(), x.end()).size() >= kP,
-                "indicator fit: fewer than {} distinct indicator values; the quartic is not determined", kP);
+    AVDIT_REQUIRE(std::isfinite(x[i]) && std::isfinite(y[i]),
+                  "indicator fit: point {} is not finite ({}, {})", i, x[i], y[i]);
+  AVDIT_REQUIRE(
+      std::set<double>(x.begin(), x.end()).size() >= kP,
+      "indicator fit: fewer than {} distinct indicator values; the quartic is not determined", kP);
 }
 
 }  // namespace
@@ -146,8 +149,10 @@ IndicatorFit fit_indicator(const std::vector<double>& x, const std::vector<doubl
     for (int j = 0; j < kP; ++j) h += f.q[j * r.n + i] * f.q[j * r.n + i];
     ss_tot += (y[i] - mean) * (y[i] - mean);
     ss_res += e * e;
-    if (1 - h < 1e-12) determined = false;
-    else press += (e / (1 - h)) * (e / (1 - h));
+    if (1 - h < 1e-12)
+      determined = false;
+    else
+      press += (e / (1 - h)) * (e / (1 - h));
   }
   const double nan = std::numeric_limits<double>::quiet_NaN();
   r.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : nan;

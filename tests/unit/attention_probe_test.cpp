@@ -32,10 +32,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Each video query's (top-k mass, pattern mass) by the definition, in float64.
-std::vector<std::pair<double, double>> brute(const std::vector<float>& q, const std::vector<float>& k, int64_t heads,
-                                             int64_t D, int64_t h, double scale,
-                                             const std::vector<int64_t>& frame, int64_t begin, int64_t end,
-                                             int64_t fixed_k) {
+std::vector<std::pair<double, double>> brute(const std::vector<float>& q,
+                                             const std::vector<float>& k, int64_t heads, int64_t D,
+                                             int64_t h, double scale,
+                                             const std::vector<int64_t>& frame, int64_t begin,
+                                             int64_t end, int64_t fixed_k) {
   int64_t non_video = 0;
   std::map<int64_t, int64_t> per_frame;
   for (int64_t r = begin; r < end; ++r) (frame[r] < 0 ? non_video : per_frame[frame[r]])++;
@@ -45,7 +46,8 @@ std::vector<std::pair<double, double>> brute(const std::vector<float>& q, const 
     std::vector<double> s;
     for (int64_t j = begin; j < end; ++j) {
       double dot = 0;
-      for (int64_t d = 0; d < D; ++d) dot += double(q[(i * heads + h) * D + d]) * double(k[(j * heads + h) * D + d]);
+      for (int64_t d = 0; d < D; ++d)
+        dot += double(q[(i * heads + h) * D + d]) * double(k[(j * heads + h) * D + d]);
       s.push_back(scale * dot);
     }
     const double mx = *std::max_element(s.begin(), s.end());
@@ -58,7 +60,8 @@ std::vector<std::pair<double, double>> brute(const std::vector<float>& q, const 
       if (frame[j] < 0 || frame[j] == frame[i]) pattern += p.back();
     }
     std::sort(p.begin(), p.end(), std::greater<double>());
-    const int64_t kk = std::min<int64_t>(fixed_k > 0 ? fixed_k : per_frame[frame[i]] + non_video, end - begin);
+    const int64_t kk =
+        std::min<int64_t>(fixed_k > 0 ? fixed_k : per_frame[frame[i]] + non_video, end - begin);
     double top = 0;
     for (int64_t j = 0; j < kk; ++j) top += p[j];
     out.emplace_back(top, pattern);
@@ -110,7 +113,8 @@ TEST(AttentionSparsity, H3LayoutGroupsVideoRowsByFrame) {
   const int64_t non_video = (l.end - l.begin) - l.video_rows();
   ASSERT_EQ(l.pattern_keys.size(), 3u);
   for (int64_t n : l.pattern_keys) EXPECT_EQ(n, 6 + non_video);
-  for (size_t i = 0; i < p.target_img_pos.size(); ++i) EXPECT_EQ(l.frame[p.target_img_pos[i]], int64_t(i / 6));
+  for (size_t i = 0; i < p.target_img_pos.size(); ++i)
+    EXPECT_EQ(l.frame[p.target_img_pos[i]], int64_t(i / 6));
 }
 
 // Keeps block{}_q_rope / k_rope of each step's first call, as the probe sees them.
@@ -118,7 +122,8 @@ class Capture final : public Probe {
  public:
   std::map<std::pair<int, int>, std::pair<Tensor, Tensor>> qk;
   bool wants(const Point& p) const override {
-    return (p.is(sample::kInputPoint) && p.part <= 0) || p.is("block{}_q_rope") || p.is("block{}_k_rope");
+    return (p.is(sample::kInputPoint) && p.part <= 0) || p.is("block{}_q_rope") ||
+           p.is("block{}_k_rope");
   }
   void on(ops::Context& ctx, const Point& p, Tensor& t) override {
     if (p.is(sample::kInputPoint)) {
@@ -135,8 +140,10 @@ class Capture final : public Probe {
 };
 
 TEST(AttentionSparsity, ProbeOnTheTinyH3EqualsBruteForce) {
-  const fs::path dir = fs::temp_directory_path() / ("avdit_attention_probe_" + std::to_string(::getpid()));
-  models::h3::init_checkpoint(read_json(std::string(AVDIT_SHARED_DIR) + "/golden/h3-tiny/config.json"), dir, 21);
+  const fs::path dir =
+      fs::temp_directory_path() / ("avdit_attention_probe_" + std::to_string(::getpid()));
+  models::h3::init_checkpoint(
+      read_json(std::string(AVDIT_SHARED_DIR) + "/golden/h3-tiny/config.json"), dir, 21);
   ops::CpuContext ctx;
   const Checkpoint ckpt = Checkpoint::open(dir);
   const models::h3::H3Model model(ctx, ckpt);
@@ -153,13 +160,15 @@ TEST(AttentionSparsity, ProbeOnTheTinyH3EqualsBruteForce) {
   const double scale = 1 / std::sqrt(double(c.attention_head_dim));
   SparsityOptions so;
   so.steps = {0, 2};
-  AttentionSparsityProbe probe(h3_sparsity_layout(layout), c.num_attention_heads, c.attention_head_dim, scale, so);
+  AttentionSparsityProbe probe(h3_sparsity_layout(layout), c.num_attention_heads,
+                               c.attention_head_dim, scale, so);
   Capture capture;
   {
     const ProbeScope a(ctx.observer(), &probe), b(ctx.observer(), &capture);
     pipeline::generate_h3(model, o);
   }
-  const int64_t blocks = static_cast<int64_t>(model.weights().blocks.size()), heads = c.num_attention_heads;
+  const int64_t blocks = static_cast<int64_t>(model.weights().blocks.size()),
+                heads = c.num_attention_heads;
   ASSERT_EQ(static_cast<int64_t>(probe.triples().size()), 2 * blocks * heads);
   const SparsitySummary s = probe.summary(3 * blocks * heads);
   EXPECT_EQ(s.covered, 2 * blocks * heads);
@@ -168,7 +177,8 @@ TEST(AttentionSparsity, ProbeOnTheTinyH3EqualsBruteForce) {
   for (const TripleMass& t : probe.triples()) {
     const auto& [q, k] = capture.qk.at({t.step, t.block});
     const std::vector<float> qv(q.f32(), q.f32() + q.numel()), kv(k.f32(), k.f32() + k.numel());
-    const auto want = brute(qv, kv, heads, c.attention_head_dim, t.head, scale, l.frame, l.begin, l.end, 0);
+    const auto want =
+        brute(qv, kv, heads, c.attention_head_dim, t.head, scale, l.frame, l.begin, l.end, 0);
     std::vector<double> tk, pt;
     for (const auto& [a, b] : want) tk.push_back(a), pt.push_back(b);
     EXPECT_NEAR(t.topk_median, median(tk), 1e-5) << t.step << " " << t.block << " " << t.head;

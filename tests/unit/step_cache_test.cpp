@@ -62,8 +62,8 @@ TEST(StepCachePolicy, ParsesTheFourForms) {
 TEST(StepCachePolicy, RefusesWhatDoesNotParseNamingTheString) {
   for (const std::string bad :
        {"", "sometimes", "uniform", "uniform:2", "uniform:1:3", "uniform:2:0", "uniform:x:3",
-        "uniform:2:3:4", "indicator", "indicator:-1", "indicator:nan", "indicator:0", "first-block:",
-        "first-block:0.1:2", "none:1", "indicator:0.1:/no/such/calibration.json"}) {
+        "uniform:2:3:4", "indicator", "indicator:-1", "indicator:nan", "indicator:0",
+        "first-block:", "first-block:0.1:2", "none:1", "indicator:0.1:/no/such/calibration.json"}) {
     const std::string msg = refusal(bad);
     ASSERT_FALSE(msg.empty()) << bad;
     EXPECT_NE(msg.find("'" + bad + "'"), std::string::npos) << msg;
@@ -98,7 +98,8 @@ TEST(StepResidualOps, MatchFloat64Loops) {
       const double x = a32.f32()[i], y = b32.f32()[i];
       EXPECT_NEAR(r.f32()[i], x - y, 1e-6 * (std::fabs(x) + std::fabs(y))) << i;
       // b + (a - b) gives a back up to one rounding of the stored dtype.
-      EXPECT_NEAR(back32.f32()[i], x, (dt == DType::F32 ? 1e-6 : 1e-2) * (std::fabs(x) + std::fabs(y)));
+      EXPECT_NEAR(back32.f32()[i], x,
+                  (dt == DType::F32 ? 1e-6 : 1e-2) * (std::fabs(x) + std::fabs(y)));
       diff += std::fabs(x - y);
       base += std::fabs(y);
     }
@@ -119,7 +120,8 @@ struct TinyModels {
     root = fs::temp_directory_path() / ("avdit_step_cache_test_" + std::to_string(::getpid()));
     fs::create_directories(root);
     const std::string golden = std::string(AVDIT_SHARED_DIR) + "/golden/";
-    models::magi2::init_checkpoint(read_json(golden + "magi2-tiny/config.json"), root / "magi2", 11);
+    models::magi2::init_checkpoint(read_json(golden + "magi2-tiny/config.json"), root / "magi2",
+                                   11);
     models::h3::init_checkpoint(read_json(golden + "h3-tiny/config.json"), root / "h3", 12);
   }
   ~TinyModels() {
@@ -147,7 +149,8 @@ class StackRecorder final : public Probe {
   };
   std::map<std::pair<int, int>, Call> calls;
   bool wants(const Point& p) const override {
-    return (p.is(kInputPoint) && p.part <= 0) || p.is(models::kStackInput) || p.is(models::kStackOutput);
+    return (p.is(kInputPoint) && p.part <= 0) || p.is(models::kStackInput) ||
+           p.is(models::kStackOutput);
   }
   void on(ops::Context& ctx, const Point& p, Tensor& t) override {
     if (p.is(kInputPoint)) {
@@ -210,7 +213,8 @@ Run run_family(const std::string& family, const std::string& policy) {
 }
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
+  return a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
 // Each skipped call's output is, bit for bit, its input plus (in float32) the residual of the last
@@ -245,7 +249,12 @@ int check_skipped_calls(const Run& r) {
 
 void check_family(const std::string& family, int passes) {
   const Run plain = run_family(family, "");
-  const std::string uniform_pattern = "CC" "C" "S" "C" "S";  // uniform:2:2 over 6 steps
+  const std::string uniform_pattern =
+      "CC"
+      "C"
+      "S"
+      "C"
+      "S";  // uniform:2:2 over 6 steps
   const Run u = run_family(family, "uniform:2:2");
   std::string want;
   for (char ch : uniform_pattern) want += std::string(passes, ch);
@@ -256,7 +265,8 @@ void check_family(const std::string& family, int passes) {
   // Steps before the first skip are the plain run's, bit for bit; the skip changes what follows.
   for (int k = 0; k <= 3; ++k)
     for (int m = 0; m < 2; ++m)
-      EXPECT_TRUE(bit_equal(u.result.trajectory.latents[k][m], plain.result.trajectory.latents[k][m]))
+      EXPECT_TRUE(
+          bit_equal(u.result.trajectory.latents[k][m], plain.result.trajectory.latents[k][m]))
           << family << " latents " << k << " modality " << m;
   EXPECT_FALSE(bit_equal(u.result.video, plain.result.video));
 
@@ -264,7 +274,8 @@ void check_family(const std::string& family, int passes) {
   // first; one everything exceeds skips none and is the plain run.
   for (const std::string policy : {"indicator:1e9", "first-block:1e9"}) {
     const Run all = run_family(family, policy);
-    EXPECT_EQ(all.report.pattern(), std::string(passes, 'C') + std::string(5 * passes, 'S')) << policy;
+    EXPECT_EQ(all.report.pattern(), std::string(passes, 'C') + std::string(5 * passes, 'S'))
+        << policy;
     EXPECT_EQ(check_skipped_calls(all), 5 * passes) << policy;
   }
   for (const std::string policy : {"indicator:1e-12", "first-block:1e-12"}) {

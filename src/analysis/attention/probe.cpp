@@ -28,9 +28,14 @@ SparsityLayout h3_sparsity_layout(const models::h3::PackedLayout& l) {
   return SparsityLayout::make(std::move(frame), l.cu_seqlens[0], l.cu_seqlens[1]);
 }
 
-AttentionSparsityProbe::AttentionSparsityProbe(SparsityLayout layout, int64_t heads, int64_t head_dim,
-                                               double scale, SparsityOptions options)
-    : layout_(std::move(layout)), heads_(heads), head_dim_(head_dim), scale_(scale), o_(std::move(options)) {
+AttentionSparsityProbe::AttentionSparsityProbe(SparsityLayout layout, int64_t heads,
+                                               int64_t head_dim, double scale,
+                                               SparsityOptions options)
+    : layout_(std::move(layout)),
+      heads_(heads),
+      head_dim_(head_dim),
+      scale_(scale),
+      o_(std::move(options)) {
   if (o_.threads > 1) pool_ = std::make_unique<ThreadPool>(o_.threads);
 }
 
@@ -58,13 +63,15 @@ void AttentionSparsityProbe::on(ops::Context& ctx, const Point& p, Tensor& t) {
   if (calls_ > 1 || !q_.defined()) return;
   const auto t0 = std::chrono::steady_clock::now();
   const Tensor k = ctx.download(t).to_f32();
-  AVDIT_CHECK(k.ndim() == 3 && k.size(1) == heads_ && k.size(2) == head_dim_ && q_.shape() == k.shape(),
-              "attention probe: q {} k {} for {} heads of {}", q_.shape_str(), k.shape_str(), heads_, head_dim_);
+  AVDIT_CHECK(
+      k.ndim() == 3 && k.size(1) == heads_ && k.size(2) == head_dim_ && q_.shape() == k.shape(),
+      "attention probe: q {} k {} for {} heads of {}", q_.shape_str(), k.shape_str(), heads_,
+      head_dim_);
   for (int64_t h = 0; h < heads_; ++h) {
-    const HeadMass m = head_mass(q_.f32(), k.f32(), heads_, head_dim_, h, scale_, layout_, o_.query_stride,
-                                 o_.fixed_k, pool_.get());
-    triples_.push_back({step_, static_cast<int>(p.index), static_cast<int>(h), m.queries, m.k, m.topk_median,
-                        m.pattern_median});
+    const HeadMass m = head_mass(q_.f32(), k.f32(), heads_, head_dim_, h, scale_, layout_,
+                                 o_.query_stride, o_.fixed_k, pool_.get());
+    triples_.push_back({step_, static_cast<int>(p.index), static_cast<int>(h), m.queries, m.k,
+                        m.topk_median, m.pattern_median});
   }
   q_ = Tensor();
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

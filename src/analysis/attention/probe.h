@@ -24,10 +24,10 @@ namespace avdit::analysis {
 SparsityLayout h3_sparsity_layout(const models::h3::PackedLayout& layout);
 
 struct SparsityOptions {
-  double bar = 0.7;            // a head passes when its median pattern mass is at least this
-  int64_t fixed_k = 0;         // 0: the pattern's key count
-  int64_t query_stride = 1;    // every n-th video query
-  std::set<int> steps;         // empty: every step
+  double bar = 0.7;          // a head passes when its median pattern mass is at least this
+  int64_t fixed_k = 0;       // 0: the pattern's key count
+  int64_t query_stride = 1;  // every n-th video query
+  std::set<int> steps;       // empty: every step
   int threads = 1;
 };
 

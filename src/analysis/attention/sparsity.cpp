@@ -32,8 +32,10 @@ SparsityLayout SparsityLayout::make(std::vector<int64_t> frame, int64_t begin, i
   std::map<int64_t, int64_t> per_frame;
   int64_t non_video = 0;
   for (int64_t r = begin; r < end; ++r) {
-    if (frame[r] >= 0) ++per_frame[frame[r]];
-    else ++non_video;
+    if (frame[r] >= 0)
+      ++per_frame[frame[r]];
+    else
+      ++non_video;
   }
   const int64_t frames = per_frame.empty() ? 0 : per_frame.rbegin()->first + 1;
   l.pattern_keys.assign(frames, 0);
@@ -42,8 +44,9 @@ SparsityLayout SparsityLayout::make(std::vector<int64_t> frame, int64_t begin, i
   return l;
 }
 
-HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int64_t head, double scale,
-                   const SparsityLayout& l, int64_t stride, int64_t fixed_k, ThreadPool* pool) {
+HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int64_t head,
+                   double scale, const SparsityLayout& l, int64_t stride, int64_t fixed_k,
+                   ThreadPool* pool) {
   AVDIT_REQUIRE(stride >= 1, "attention probe: query stride {} (expected >= 1)", stride);
   std::vector<int64_t> queries;
   int64_t seen = 0;
@@ -91,7 +94,8 @@ HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int
     m.pattern[i] = pattern;
   };
   const auto n = static_cast<int64_t>(queries.size());
-  if (pool) pool->run(n, one);
+  if (pool)
+    pool->run(n, one);
   else
     for (int64_t i = 0; i < n; ++i) one(i);
   m.topk_median = median(m.topk);

@@ -27,17 +27,18 @@ struct SparsityLayout {
 };
 
 struct HeadMass {
-  int64_t queries = 0;         // video queries measured
-  int64_t k = 0;               // top-k of the first query (all equal when frames are equal)
-  double topk_median = 0;      // median over queries of the top-k keys' mass
-  double pattern_median = 0;   // median over queries of the pattern's mass
+  int64_t queries = 0;                // video queries measured
+  int64_t k = 0;                      // top-k of the first query (all equal when frames are equal)
+  double topk_median = 0;             // median over queries of the top-k keys' mass
+  double pattern_median = 0;          // median over queries of the pattern's mass
   std::vector<double> topk, pattern;  // per measured query
 };
 
 // One head of q, k: host F32 [S, heads, D]; scores scale * q.k in float64. Queries: every
 // `query_stride`-th video row of the document. fixed_k > 0 replaces the pattern's key count.
-HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int64_t head, double scale,
-                   const SparsityLayout& layout, int64_t query_stride, int64_t fixed_k, ThreadPool* pool);
+HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int64_t head,
+                   double scale, const SparsityLayout& layout, int64_t query_stride,
+                   int64_t fixed_k, ThreadPool* pool);
 
 double median(std::vector<double> v);
 

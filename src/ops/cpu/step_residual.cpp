@@ -29,8 +29,9 @@ void residual_sub(const Tensor& a, const Tensor& b, Tensor& out) {
 void residual_add(const Tensor& a, const Tensor& r, Tensor& out) {
   const int64_t n = out.numel();
   require_count(a, n, "residual_add a");
-  AVDIT_CHECK(r.numel() == n && r.dtype() == DType::F32, "residual_add: residual {} {}, expected F32 of {}",
-              dtype_name(r.dtype()), r.shape_str(), n);
+  AVDIT_CHECK(r.numel() == n && r.dtype() == DType::F32,
+              "residual_add: residual {} {}, expected F32 of {}", dtype_name(r.dtype()),
+              r.shape_str(), n);
   const Tensor x = f32(a);
   Tensor sum = Tensor::empty(out.shape(), DType::F32);
   for (int64_t i = 0; i < n; ++i) sum.f32()[i] = x.f32()[i] + r.f32()[i];

@@ -78,8 +78,8 @@ void residual_add(CudaContext& c, const Tensor& a, const Tensor& r, Tensor& out)
               dtype_name(r.dtype()));
   if (n == 0) return;
   residual_add_kernel<<<grid_for(n), kThreads, 0, c.stream()>>>(
-      a.raw(), elt_of(a, "residual_add a"), static_cast<const float*>(r.raw()),
-      out.mutable_raw(), elt_of(out, "residual_add out"), n);
+      a.raw(), elt_of(a, "residual_add a"), static_cast<const float*>(r.raw()), out.mutable_raw(),
+      elt_of(out, "residual_add out"), n);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 
