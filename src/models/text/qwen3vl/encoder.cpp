@@ -29,7 +29,8 @@ DType checked_act(DType act) {
 }
 
 // x_0 = E[ids]: the prompt's rows gathered from the host table (the table never moves to the
-// device), widened exactly to F32.
+// device), in the table's dtype (the caller casts them where they are used: on the host, a
+// widening of T x hidden values cost more than the copy).
 Tensor embed_rows(const Tensor& table, const std::vector<int32_t>& ids) {
   const int64_t V = table.size(0), H = table.size(1);
   const size_t row = static_cast<size_t>(dtype_nbytes(table.dtype(), H));
@@ -43,7 +44,7 @@ Tensor embed_rows(const Tensor& table, const std::vector<int32_t>& ids) {
                   ids[t], t, V);
     std::memcpy(dst + t * row, src + static_cast<size_t>(ids[t]) * row, row);
   }
-  return out.to(DType::F32);
+  return out;
 }
 
 // rope(x) = x * cos + swap_halves(x) * sin_signed on heads x [T, heads, D] (see rope.h).
@@ -159,8 +160,9 @@ Tensor Qwen3VLTextEncoder::encode(const std::vector<int32_t>& ids) const {
   const LayerInputs in{rope_q, rope_k, causal};
   for (size_t i = 0; i < w_.layers.size(); ++i)
     decoder_layer(ctx, c, act_, w_.layers[i], in, static_cast<int64_t>(i), x);
-  // The raw residual after the last selected layer: no final norm (that state is not consumed).
-  return ctx.download(x).to(DType::F32);
+  // The raw residual after the last selected layer: no final norm (that state is not consumed),
+  // widened on the device.
+  return ctx.download(ops::cast(ctx, x, DType::F32));
 }
 
 }  // namespace avdit::models::text::qwen3vl
