@@ -16,16 +16,17 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/sha256.h"
+#include "io/finite.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "pipeline/enhance/enhancer.h"
-#include "pipeline/generate_magi2.h"
 #include "pipeline/generate_h3.h"
+#include "pipeline/generate_magi2.h"
 #include "pipeline/pipeline_dir.h"
 #include "pipeline/prompt_cache.h"
 #include "pipeline/text_to_clip.h"
-#include "step_cache_options.h"
 #include "run_checks.h"
+#include "step_cache_options.h"
 #if AVDIT_HAVE_MEDIA
 #include "io/media/frame_rate.h"
 #include "io/media/mp4_writer.h"
@@ -72,6 +73,31 @@ void add_clip_options(CLI::App* cmd, ClipArgs& a) {
                   "Pipeline mode: enhance the prompt first through this OpenAI-compatible endpoint");
   cmd->add_option("--enhance-model", a.enhance_model, "The enhancer's model name");
   add_enhance_options(cmd, a.enhance);
+  cmd->add_option("--refiner", a.refiner,
+                  "MAGI-2: the refiner folder instead of the layout's refiner/");
+  auto* on = cmd->add_flag("--refine", a.refine,
+                           "MAGI-2: run the 1080p refiner after the preview (the default when the "
+                           "pipeline folder has refiner/)");
+  cmd->add_flag("--no-refine", a.no_refine, "MAGI-2: the preview's clip only, no refiner stage")
+      ->excludes(on);
+  cmd->add_option(
+      "--refine-steps", a.refine_steps,
+      "MAGI-2 refiner: UniPC steps (default: its magi2_refiner_num_inference_steps, 5)");
+  cmd->add_option("--refine-shift", a.refine_shift,
+                  "MAGI-2 refiner: schedule shift (default: magi2_refiner_shift, 5)")
+      ->check(CLI::Number);
+  cmd->add_option("--refine-video-guidance", a.refine_video_guidance,
+                  "MAGI-2 refiner: video CFG scale (default: its config, 2)")
+      ->check(CLI::Number);
+  cmd->add_option("--refine-audio-guidance", a.refine_audio_guidance,
+                  "MAGI-2 refiner: audio CFG scale (default: its config, 5; used only when the "
+                  "refiner steps audio)")
+      ->check(CLI::Number);
+  cmd->add_option("--refine-height", a.refine_height,
+                  "MAGI-2 refiner: height in pixels, a multiple of 16 (default: the reference's "
+                  "1080p tier, 1088, over its 512x896 preview; twice --height when that is given)");
+  cmd->add_option("--refine-width", a.refine_width,
+                  "MAGI-2 refiner: width in pixels (default 1920, or twice --width)");
 }
 
 namespace {
@@ -118,7 +144,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
 #endif
   AVDIT_REQUIRE(!m.steps || (*m.steps >= 1 && *m.steps <= 10000), "--steps {}: expected 1 to 10000",
                 m.steps.value_or(0));
-  pipeline::ComponentOverrides o{a.dit, a.text_encoder, a.tokenizer, a.video_vae, a.audio_vae};
+  pipeline::ComponentOverrides o{a.dit,       a.text_encoder, a.tokenizer,
+                                 a.video_vae, a.audio_vae,    a.refiner};
   const pipeline::PipelineComponents c = pipeline::find_components(m.model, o);
   const bool magi2 = c.family == pipeline::PipelineFamily::Magi2;
   AVDIT_REQUIRE(!m.nvfp4_experts || magi2, "--nvfp4-experts packs MAGI-2's routed experts; {} is an H3 pipeline",
@@ -127,6 +154,23 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
                 "--negative-prompt applies to MAGI-2; MiniMax-H3 is CFG-distilled and encodes no negative prompt");
   const json dit_config = read_json(c.dit / "config.json");
   const std::string family = magi2 ? "magi2-preview" : "h3";
+  // The refiner runs when the folder (or --refiner) has one, unless --no-refine.
+  const bool refine_options = a.refine_steps || a.refine_shift || a.refine_video_guidance ||
+                              a.refine_audio_guidance || a.refine_height || a.refine_width;
+  AVDIT_REQUIRE(
+      !a.refine || !c.refiner.empty(),
+      "--refine: {} has no refiner/ folder (the MAGI-2 1080p refiner); pass --refiner DIR",
+      m.model);
+  const bool refine = magi2 && !c.refiner.empty() && !a.no_refine;
+  AVDIT_REQUIRE(
+      !refine_options || refine,
+      "--refine-* options set the MAGI-2 refiner stage, which this run does not have ({})",
+      a.no_refine ? "--no-refine" : fmt::format("{} has no refiner/ folder", m.model));
+  for (const auto& [value, option] :
+       {std::pair{a.refine_video_guidance, "--refine-video-guidance"},
+        std::pair{a.refine_audio_guidance, "--refine-audio-guidance"}})
+    if (value) require_finite_option(*value, option);
+  if (a.refine_shift) require_finite_option(*a.refine_shift, "--refine-shift");
 
   // The size: --latent-shape, --frames/--height/--width, or --seconds and the release's default
   // resolution (H3 768p at 16:9, 768x1344; MAGI-2 its 272p preview, 256x448).
@@ -137,16 +181,36 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   } else {
     AVDIT_REQUIRE(!(a.seconds && m.frames), "--seconds and --frames both set the length: give one");
     const int64_t frames = m.frames ? *m.frames : frames_for_seconds(c, dit_config, a.seconds.value_or(magi2 ? 10.0 : 5.0));
-    const int64_t height = m.height.value_or(magi2 ? 256 : 768), width = m.width.value_or(magi2 ? 448 : 1344);
+    // MAGI-2 with its refiner: the reference's 1080p preset (a 512x896 preview refined to
+    // 1088x1920); alone, its 272p preview.
+    const int64_t height = m.height.value_or(magi2 ? (refine ? 512 : 256) : 768),
+                  width = m.width.value_or(magi2 ? (refine ? 896 : 448) : 1344);
     r.shapes = magi2 ? pipeline::magi2_latent_shapes(dit_config, frames, height, width)
                      : pipeline::h3_latent_shapes(dit_config, frames, height, width);
+  }
+  if (refine) {
+    // The reference's tier over its own preview size; over any other preview, twice its pixels
+    // (the tier's ratio, 2.1, kept on the 16-pixel grid).
+    const int64_t ph = r.shapes.video[3] * 16, pw = r.shapes.video[4] * 16;
+    const bool tier = ph == 512 && pw == 896;
+    r.refine.enabled = true;
+    r.refine.height = a.refine_height.value_or(tier ? 1088 : 2 * ph);
+    r.refine.width = a.refine_width.value_or(tier ? 1920 : 2 * pw);
+    r.refine.steps = a.refine_steps;
+    r.refine.shift = a.refine_shift;
+    r.refine.video_guidance = a.refine_video_guidance;
+    r.refine.audio_guidance = a.refine_audio_guidance;
+    // Every refiner setting is checked before the preview's long sampling.
+    pipeline::check_refine_request(c, dit_config, r.shapes, r.refine);
   }
   // Outputs are checked before any work: writable, distinct, not a file the run reads.
   std::vector<fs::path> inputs;
   std::error_code ec;
-  for (const fs::path& dir : {c.dit, c.text_encoder, c.tokenizer, c.video_vae, c.audio_vae})
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.is_regular_file(ec)) inputs.push_back(e.path());
+  for (const fs::path& dir :
+       {c.dit, c.text_encoder, c.tokenizer, c.video_vae, c.audio_vae, c.refiner})
+    if (!dir.empty())
+      for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.is_regular_file(ec)) inputs.push_back(e.path());
   check_output_path(m.out, "--out", inputs);
   if (!a.keep_latents.empty()) {
     check_output_path(a.keep_latents, "--keep-latents", inputs);
@@ -201,6 +265,13 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
     bar->tick();
     if (done == total_steps) bar->finish();
   };
+  std::optional<Progress> refine_bar;
+  r.refine_progress = [&refine_bar, show_bar](int done, int total_steps, double) {
+    if (!show_bar) return;
+    if (!refine_bar) refine_bar.emplace(total_steps, "refine");
+    refine_bar->tick();
+    if (done == total_steps) refine_bar->finish();
+  };
 
   const std::unique_ptr<ops::Context> main_ctx = make_context(m.device);
   const std::string text_device = a.text_device.empty() ? m.device : a.text_device;
@@ -219,6 +290,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   if (!a.keep_latents.empty()) {
     std::vector<std::pair<std::string, Tensor>> t = {{"final_video", clip.video_latent},
                                                      {"final_audio", clip.audio_latent}};
+    if (clip.refined) t.emplace_back("preview_video", clip.preview_latent);
     for (const auto& s : clip.text_states) t.push_back(s);
     write_safetensors(a.keep_latents, t, {{"family", family}, {"seed", std::to_string(m.seed)}});
   }
@@ -263,12 +335,19 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
            {"frames", {{"shape", clip.frames.shape()}, {"fps", clip.fps}, {"sha256", sha_frames}}},
            {"waveform", {{"shape", clip.audio.shape()}, {"sample_rate", clip.sample_rate}, {"sha256", sha_wave}}},
            {"out", m.out},         {"mp4_sha256", sha_mp4}};
+    if (clip.refined)
+      j["refine"] = {
+          {"steps", clip.refine_steps},
+          {"preview_video",
+           {{"shape", clip.preview_latent.shape()}, {"sha256", sha256_hex(clip.preview_latent)}}}};
     j.update(routes.json());
     if (step_cache.active()) j["step_cache"] = step_cache.json(step_seconds);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} pipeline: {} steps, {:.2f} s in all\n\n", family, clip.steps, seconds);
+  std::cout << fmt::format(
+      "{} pipeline: {} steps{}, {:.2f} s in all\n\n", family, clip.steps,
+      clip.refined ? fmt::format(" + {} refiner steps", clip.refine_steps) : "", seconds);
   std::cout << "| stage | seconds | peak host GiB | peak GPU GiB | detail |\n| --- | ---: | ---: | ---: | --- |\n";
   if (enhance_seconds >= 0) std::cout << fmt::format("| enhance | {:.2f} | | | |\n", enhance_seconds);
   for (const auto& s : clip.stages)
@@ -281,6 +360,10 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   std::cout << fmt::format("final_audio {}  sha256 {}\n", clip.audio_latent.shape_str(), sha_audio);
   std::cout << fmt::format("frames {} at {} fps  sha256 {}\n", clip.frames.shape_str(), clip.fps, sha_frames);
   std::cout << fmt::format("waveform {} at {} Hz  sha256 {}\n", clip.audio.shape_str(), clip.sample_rate, sha_wave);
+  // After the lines above, whose order scripts read: the preview's latent under the refined one.
+  if (clip.refined)
+    std::cout << fmt::format("preview_video {}  sha256 {}\n", clip.preview_latent.shape_str(),
+                             sha256_hex(clip.preview_latent));
   if (!a.keep_latents.empty()) std::cout << "wrote " << a.keep_latents << "\n";
   if (!m.routes.stats.empty())
     std::cout << routes.summary() << "\nwrote route statistics " << m.routes.stats << "\n";

@@ -25,6 +25,13 @@ struct ClipArgs {
   int crf = 18;
   std::string enhance_url, enhance_model;
   EnhanceCli enhance;
+  // MAGI-2's refiner stage (on by default when the folder has refiner/).
+  std::string refiner;
+  bool refine = false, no_refine = false;
+  std::optional<int> refine_steps;
+  std::optional<double> refine_shift;
+  std::optional<float> refine_video_guidance, refine_audio_guidance;
+  std::optional<int64_t> refine_height, refine_width;
 };
 
 // The pipeline options of `generate` (added beside its latent-only ones).

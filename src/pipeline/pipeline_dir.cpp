@@ -81,7 +81,16 @@ PipelineComponents find_components(const fs::path& dir, const ComponentOverrides
                             "MAGI-2 video decoder (TurboVAED or the Wan2.2 VAE)");
     c.audio_vae = component(dir, o.audio_vae, "stable-audio-open-1.0", "--audio-vae", nullptr,
                             "Stable Audio Open VAE");
+    // The refiner is optional (the 540p preview alone is a whole run); a folder named refiner/
+    // must still be one, so a half download is not silently skipped.
+    if (!o.refiner.empty() || fs::exists(dir / "refiner", ec))
+      c.refiner = component(dir, o.refiner, "refiner", "--refiner", "config.json",
+                            "MAGI-2 1080p refiner (config.json: the release's "
+                            "configs/magi2_refiner.json with the magi2_preview.json it extends)");
   }
+  AVDIT_REQUIRE(o.refiner.empty() || c.family == PipelineFamily::Magi2,
+                "--refiner {}: only MAGI-2 pipelines have a refiner; {} is a MiniMax-H3 pipeline",
+                o.refiner.string(), dir.string());
   return c;
 }
 

@@ -90,6 +90,8 @@ std::vector<ComponentPlan> plan_pipeline(const PipelineComponents& c, int dtype_
   out.push_back(component("sample", "DiT", c.dit,
                           c.family == PipelineFamily::H3 ? "MiniMax-H3" : "MAGI-2 preview", {},
                           dtype_bytes));
+  if (!c.refiner.empty())  // the second stage, after the preview is freed
+    out.push_back(component("refine", "refiner", c.refiner, "MAGI-2 refiner", {}, dtype_bytes));
   for (const auto& [stage, dir] : {std::pair{"decode video", c.video_vae}, {"decode audio", c.audio_vae}})
     out.push_back(component(stage, stage == std::string("decode video") ? "video decoder" : "audio decoder",
                             dir, models::vae::family_name(models::vae::detect_family(dir)), {},

@@ -11,7 +11,7 @@
 namespace avdit::pipeline {
 
 struct ComponentPlan {
-  std::string stage;      // "encode", "sample", "decode video", "decode audio"
+  std::string stage;      // "encode", "sample", "refine" (MAGI-2), "decode video", "decode audio"
   std::string component;  // "text encoder", "DiT", ...
   std::string path;
   std::string kind;        // model_type / family

@@ -3,29 +3,40 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "models/h3/config.h"
 #include "models/h3/model.h"
 #include "models/magi2/model.h"
+#include "models/magi2/refiner/config.h"
+#include "models/magi2/refiner/model.h"
+#include "models/magi2/refiner/sampler.h"
 #include "models/text/text_encoder.h"
 #include "models/vae/decoder_factory.h"
 #include "ops/context.h"
-#include "models/h3/config.h"
 #include "pipeline/adaln_cache.h"
 #include "pipeline/clip_frames.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
 #include "pipeline/prompt_cache.h"
+#include "sample/noise.h"
 
 namespace avdit::pipeline {
 
 namespace fs = std::filesystem;
 namespace text = models::text;
 namespace vae = models::vae;
+namespace refiner = models::magi2::refiner;
+
+// The refiner's re-noise draws: their own streams, so that refining never changes the preview's
+// noise and one seed gives one two-stage clip.
+constexpr uint64_t kRefineVideoNoiseStream = 0x7266766964;  // "rfvid"
+constexpr uint64_t kRefineAudioNoiseStream = 0x7266617564;  // "rfaud"
 
 namespace {
 
@@ -68,6 +79,22 @@ LabeledTensor state(const NamedTensors& states, const char* name) {
   return t ? LabeledTensor{*t, fmt::format("prompt states:{}", name)} : LabeledTensor{};
 }
 
+// [L, C] or [1, L, C] text features as the refiner takes them, [1, L, C] (an absent negative: no
+// tokens, as the preview's null feature).
+Tensor batch_of_one(const Tensor* t, int64_t channels) {
+  if (!t || !t->defined()) return Tensor::zeros({1, 0, channels}, DType::F32);
+  return t->ndim() == 2 ? t->reshape({1, t->size(0), t->size(1)}) : *t;
+}
+
+refiner::RefinerSamplerConfig refine_settings(refiner::RefinerSamplerConfig s,
+                                              const RefineRequest& r) {
+  if (r.steps) s.num_inference_steps = *r.steps;
+  if (r.shift) s.shift = *r.shift;
+  if (r.video_guidance) s.video_guidance = *r.video_guidance;
+  if (r.audio_guidance) s.audio_guidance = *r.audio_guidance;
+  return s;
+}
+
 bool magi2_uses_negative_prompt(const nlohmann::json& config) {
   const auto ev = config.find("evaluation_config");
   if (ev == config.end() || !ev->is_object()) return true;
@@ -76,6 +103,49 @@ bool magi2_uses_negative_prompt(const nlohmann::json& config) {
 }
 
 }  // namespace
+
+RefinePlan check_refine_request(const PipelineComponents& c, const nlohmann::json& dit_config,
+                                const LatentShapes& preview, const RefineRequest& r) {
+  const fs::path file = c.refiner / "config.json";
+  refiner::RefinerConfig rc;
+  try {
+    rc = refiner::parse_refiner_config(refiner::read_config_with_extends(file));
+  } catch (const BadInput& e) {
+    throw BadInput(fmt::format("{}: {}", file.string(), e.what()));
+  }
+  const refiner::RefinerSamplerConfig s = refine_settings(rc.sampler, r);
+  const models::magi2::Magi2Config pc = models::magi2::parse_magi2_config(dit_config);
+  const Shape& v = preview.video;
+  AVDIT_REQUIRE(
+      v.size() == 5 && v[1] == rc.video_in_channels,
+      "{}: the refiner takes video latents of {} channels, the preview {} makes [1, C, T, "
+      "h, w] = {}; use the refiner released with this preview",
+      file.string(), rc.video_in_channels, c.dit.string(), shape_str(v));
+  AVDIT_REQUIRE(rc.text_in_channels == pc.text_in_channels,
+                "{}: text_in_channels {} but the preview's text features have {} channels; use the "
+                "refiner released with this preview",
+                file.string(), rc.text_in_channels, pc.text_in_channels);
+  AVDIT_REQUIRE(s.audio_noise_scale < 0 ||
+                    (preview.audio.size() == 3 && preview.audio[2] == rc.audio_in_channels),
+                "{}: audio_in_channels {} does not match the preview's audio latent {}",
+                file.string(), rc.audio_in_channels, shape_str(preview.audio));
+  AVDIT_REQUIRE(!r.steps || (*r.steps >= 1 && *r.steps <= 1000),
+                "--refine-steps {}: expected 1 to 1000", r.steps.value_or(0));
+  AVDIT_REQUIRE(std::isfinite(s.shift) && s.shift > 0,
+                "--refine-shift {}: expected a positive number", s.shift);
+  const int64_t sh = s.vae_stride[1], sw = s.vae_stride[2];
+  AVDIT_REQUIRE(
+      r.height >= sh && r.width >= sw && r.height <= 8192 && r.width <= 8192 &&
+          r.height % sh == 0 && r.width % sw == 0,
+      "--refine-height/--refine-width {}x{}: the refiner makes multiples of its vae_stride "
+      "{}x{} up to 8192 (the reference's 1080p tier is 1088x1920)",
+      r.height, r.width, sh, sw);
+  RefinePlan p;
+  p.latent_height = r.height / sh;
+  p.latent_width = r.width / sw;
+  p.steps = static_cast<int>(s.num_inference_steps);
+  return p;
+}
 
 double output_fps(PipelineFamily family, const nlohmann::json& dit_config) {
   return family == PipelineFamily::H3 ? 24.0 : magi2_fps(dit_config);
@@ -141,6 +211,48 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
     }
   }
 }
+
+namespace {
+
+// MAGI-2's second stage on the preview's latents, on the DiT's context (the preview is freed by
+// now): the refined video replaces clip.video_latent; the audio stays the preview's, which is what
+// the reference decodes.
+void refine_clip(const PipelineComponents& c, const ClipRequest& r, ops::Context& ctx, Clip& clip) {
+  const nlohmann::json dit_config = read_json(c.dit / "config.json");
+  const RefinePlan plan = check_refine_request(
+      c, dit_config, {clip.video_latent.shape(), clip.audio_latent.shape()}, r.refine);
+  Stage s(clip, "refine", &ctx);
+  const Checkpoint ckpt = Checkpoint::open(c.refiner);
+  const refiner::RefinerModel model(ctx, ckpt, r.act);
+  const refiner::RefinerSamplerConfig settings = refine_settings(model.config().sampler, r.refine);
+  const int64_t channels = model.config().text_in_channels;
+  refiner::RefineInputs in;
+  in.preview_video = clip.video_latent;
+  in.preview_audio = clip.audio_latent;
+  in.text = batch_of_one(find_state(clip.text_states, "txt_feat"), channels);
+  in.null_text = batch_of_one(find_state(clip.text_states, "null_txt_feat"), channels);
+  in.height = plan.latent_height;
+  in.width = plan.latent_width;
+  const Shape& p = clip.video_latent.shape();
+  const Shape video = {1, p[1], 2 * p[2] - 1, in.height, in.width};
+  if (settings.noise_value != 0)
+    in.video_noise = sample::make_noise(video, r.seed, kRefineVideoNoiseStream);
+  if (settings.audio_noise_scale > 0 && clip.audio_latent.defined())
+    in.audio_noise = sample::make_noise(clip.audio_latent.shape(), r.seed, kRefineAudioNoiseStream);
+  const refiner::Refined out = refiner::refine(model, in, settings, r.refine_progress);
+  ctx.forget_fixed();
+  clip.preview_latent = clip.video_latent;
+  clip.video_latent = out.video;
+  clip.refined = true;
+  clip.refine_steps = static_cast<int>(settings.num_inference_steps);
+  s.done(fmt::format("{} steps to {} ({}x{} px), window {}x{}x{} blocks", clip.refine_steps,
+                     out.video.shape_str(), in.height * settings.vae_stride[1],
+                     in.width * settings.vae_stride[2], model.config().data_proxy.window.block_t,
+                     model.config().data_proxy.window.block_h,
+                     model.config().data_proxy.window.block_w));
+}
+
+}  // namespace
 
 Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const StageContexts& ctx) {
   AVDIT_CHECK(ctx.text && ctx.dit && ctx.vae, "text_to_clip: a stage has no context");
@@ -211,6 +323,7 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     clip.steps = g.steps;
     s.done(fmt::format("{} steps{}{}", g.steps, g.cfg ? " with CFG" : "", table_note));
   }
+  if (magi2 && r.refine.enabled && !c.refiner.empty()) refine_clip(c, r, *ctx.dit, clip);
   decode_latents(c, *ctx.vae, clip);
   return clip;
 }
@@ -226,8 +339,11 @@ void decode_latents(const PipelineComponents& c, ops::Context& vae_ctx, Clip& cl
     AVDIT_REQUIRE(decoder->media() == vae::Media::Video, "{}: {} decodes audio, not video",
                   c.video_vae.string(), decoder->describe());
     clip.frames = writer_frames(family, decoder->decode(clip.video_latent));
+    // A refined clip has 2T - 1 latent frames over the same seconds: twice the release's rate, as
+    // the reference writes it (config.fps * 2).
     clip.fps = decoder->rate() > 0 ? decoder->rate()
-                                       : output_fps(c.family, read_json(c.dit / "config.json"));
+                                   : output_fps(c.family, read_json(c.dit / "config.json")) *
+                                         (clip.refined ? 2.0 : 1.0);
     s.done(fmt::format("{} frames {}x{}", clip.frames.size(0), clip.frames.size(3),
                        clip.frames.size(2)));
   }

@@ -1,6 +1,7 @@
 // From a prompt to a clip: the stages of either release in order, each component loaded when its
 // stage starts and freed when it ends (so the pipeline fits one GPU): tokenize -> encode (or the
-// prompt-state cache) -> DiT sampling -> video decode -> audio decode. The caller writes the mp4.
+// prompt-state cache) -> DiT sampling -> (MAGI-2 with a refiner: refine) -> video decode -> audio
+// decode. The caller writes the mp4.
 // Each stage reports its wall time and the peak host and device memory it reached.
 #pragma once
 
@@ -28,6 +29,16 @@ class RouteRecorder;
 
 namespace avdit::pipeline {
 
+// MAGI-2's second stage: the refiner on the preview's final latent (Magi2InferenceEngine's
+// evaluate_magi2_refiner_with_latent). Unset options take the refiner config's evaluation_config.
+struct RefineRequest {
+  bool enabled = false;           // runs only when the pipeline folder has a refiner as well
+  int64_t height = 0, width = 0;  // refiner pixels, multiples of magi2_refiner_vae_stride
+  std::optional<int> steps;
+  std::optional<double> shift;
+  std::optional<float> video_guidance, audio_guidance;
+};
+
 struct ClipRequest {
   std::string prompt;
   std::string negative;           // MAGI-2: the unconditional prompt (default: the reference's)
@@ -48,6 +59,8 @@ struct ClipRequest {
   std::optional<std::filesystem::path> cache_dir;  // prompt-state cache; nullopt: none
   // Called once per sampling step (done, total, seconds of the step).
   std::function<void(int, int, double)> step_progress;
+  RefineRequest refine;
+  std::function<void(int, int, double)> refine_progress;  // per refiner step, as step_progress
 };
 
 // The contexts each stage runs on (they may be one object).
@@ -67,7 +80,11 @@ struct StageRecord {
 
 struct Clip {
   NamedTensors text_states;
-  Tensor video_latent, audio_latent;  // the DiT's final latents (host, unpacked layouts)
+  Tensor video_latent, audio_latent;  // the final latents (host, unpacked layouts): the refined
+                                      // video when refined; the audio is always the preview's
+  Tensor preview_latent;              // MAGI-2 refined: the preview's final video latent
+  bool refined = false;
+  int refine_steps = 0;
   Tensor frames;                      // [T, 3, H, W] float32 in [-1, 1]
   double fps = 0;                     // the release's output frame rate
   Tensor audio;                       // [channels, samples] float32
@@ -90,6 +107,17 @@ Clip text_to_clip(const PipelineComponents& components, const ClipRequest& reque
 void encode_prompt(const PipelineComponents& components, const ClipRequest& request, ops::Context& text,
                    Clip& clip);
 void decode_latents(const PipelineComponents& components, ops::Context& vae, Clip& clip);
+
+// The refiner's settings as a run will use them, checked before any model loads against the
+// preview's latent shapes and text width (BadInput, exit 2, naming the refiner's config.json and
+// the field): channels, a window the op takes, the refiner size on its vae_stride grid.
+struct RefinePlan {
+  int64_t latent_height = 0, latent_width = 0;  // the refiner's latent grid
+  int steps = 0;
+};
+RefinePlan check_refine_request(const PipelineComponents& components,
+                                const nlohmann::json& dit_config, const LatentShapes& preview,
+                                const RefineRequest& request);
 
 // MAGI-2's default negative prompt (the reference's DEFAULT_NEGATIVE_PROMPT, used when its
 // evaluation_config.use_negative_prompt is true, as in the released preview config).
