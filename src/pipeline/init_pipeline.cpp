@@ -16,6 +16,8 @@
 #include "io/safetensors.h"
 #include "models/h3/api.h"
 #include "models/magi2/api.h"
+#include "models/magi2/refiner/config.h"
+#include "models/magi2/refiner/init.h"
 
 namespace avdit::pipeline {
 
@@ -50,6 +52,25 @@ int64_t text_vocab_size(const fs::path& encoder_dir) {
   const json c = read_json(encoder_dir / "config.json");
   const json& t = c.contains("text_config") ? c["text_config"] : c;
   return t.at("vocab_size").get<int64_t>();
+}
+
+// The release's refiner config (reference-configs/magi2/magi2_refiner.json) at the golden tiny
+// refiner's width, merged over the tiny preview's config as the reference's load_config merges
+// it over magi2_preview.json: the shipping window, sampler and data-proxy settings on a tiny net.
+void write_tiny_refiner(const InitPipelineOptions& o, const fs::path& tmp) {
+  const fs::path release = o.shared / "reference-configs/magi2/magi2_refiner.json";
+  const fs::path tiny = o.shared / "golden/magi2-refiner-tiny/config.json";
+  for (const fs::path& f : {release, tiny})
+    AVDIT_REQUIRE(fs::is_regular_file(f),
+                  "{}: missing (avdit init --pipeline magi2 reads it; pass "
+                  "--shared DIR to point at the shared folder)",
+                  f.string());
+  json config = read_json(release);
+  config["magi2_refiner_arch_config"] = read_json(tiny).at("magi2_refiner_arch_config");
+  config["extends"] = "../preview/config.json";  // written just before, in tmp
+  fs::create_directories(tmp / "refiner");       // the relative path resolves through it
+  const json merged = models::magi2::refiner::resolve_extends(config, tmp / "refiner");
+  models::magi2::refiner::init_refiner_checkpoint(merged, tmp / "refiner", o.seed);
 }
 
 }  // namespace
@@ -120,6 +141,7 @@ void init_tiny_pipeline(const InitPipelineOptions& o) {
       copy_component(g / "vae-turbo-tiny", tmp / "turbo_vae");
       copy_component(g / "vae-wan22-tiny", tmp / "vae");
       copy_component(g / "vae-sa-audio-tiny", tmp / "stable-audio-open-1.0");
+      write_tiny_refiner(o, tmp);
     }
     if (fs::exists(o.out, ec)) fs::remove(o.out, ec);  // the empty folder, replaced atomically
     fs::rename(tmp, o.out);

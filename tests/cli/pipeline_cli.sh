@@ -3,8 +3,10 @@
 # mp4 that ffprobe reads (frames, fps, size, duration, two audio channels: lib/media_check.py),
 # bit-identical reruns (the SHA-256 of the latents, frames, waveform and mp4) with the prompt-state
 # cache cold, warm and off, the enhancer in the pipeline (a local chat server's caption, an
-# unreachable one with and without --enhance-optional), and bad input: a missing component, a
-# size the model does not take, a full disk (exit 2 or 1, one line, no mp4 left).
+# unreachable one with and without --enhance-optional), MAGI-2's two stages (the tiny refiner:
+# 2T - 1 latent frames at the refiner's size, its preview latent the --no-refine run's), and bad
+# input: a missing component, a size the model does not take, a refiner config the op cannot take
+# or whose latents do not fit the preview's, a full disk (exit 2 or 1, one line, no mp4 left).
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
@@ -21,7 +23,7 @@ for f in model_index.json transformer/config.json text_encoder/model.safetensors
   [ -f "$tmp/h3/$f" ] || fail "h3 pipeline: no $f"
 done
 for f in preview/config.json text_encoder/vocab.json turbo_vae/model.safetensors vae/config.json \
-  stable-audio-open-1.0/model.safetensors; do
+  stable-audio-open-1.0/model.safetensors refiner/config.json refiner/model.safetensors; do
   [ -f "$tmp/m2/$f" ] || fail "magi2 pipeline: no $f"
 done
 [ "$(ls -A "$tmp" | grep -c '^\.')" = 0 ] || fail "init left a temporary folder: $(ls -A "$tmp")"
@@ -51,10 +53,26 @@ for c, sub, keep in zip(j["components"], ["text_encoder", "transformer", "video_
     assert c["params"] == params(f"{sys.argv[2]}/{sub}/model.safetensors", keep), (c, sub)
 assert j["peak_gpu_weight_bytes"] == max(c["gpu_weight_bytes"] for c in j["components"])
 PY
+# The MAGI-2 folder's refiner is a stage of its own, between the preview and the decoders.
+"$avdit" inspect "$tmp/m2" --json >"$tmp/inspect2.json" || fail "inspect magi2 pipeline"
+"$py" - "$tmp/inspect2.json" "$tmp/m2/refiner/model.safetensors" <<'PY' || fail "inspect magi2 refiner"
+import json, struct, sys
+j = json.load(open(sys.argv[1]))
+assert [c["stage"] for c in j["components"]] == ["encode", "sample", "refine", "decode video", "decode audio"], j
+b = open(sys.argv[2], "rb").read(); h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+n = 0
+for k, v in h.items():
+    if k != "__metadata__":
+        e = 1
+        for d in v["shape"]: e *= d
+        n += e
+assert j["components"][2]["params"] == n, (j["components"][2], n)
+PY
 
 P="A red fox runs through fresh snow at dawn."
 h3() { "$avdit" generate --model "$tmp/h3" --prompt "$P" --frames 22 --height 64 --width 96 --steps 3 "$@"; }
-m2() { "$avdit" ${Q:-} generate --model "$tmp/m2" --prompt "$P" --seconds 2 --height 64 --width 96 --steps 3 "$@"; }
+# The preview alone (--no-refine); the two-stage run is checked after these.
+m2() { "$avdit" ${Q:-} generate --model "$tmp/m2" --prompt "$P" --seconds 2 --height 64 --width 96 --steps 3 --no-refine "$@"; }
 
 # H3: 22 frames at 24 fps (the 17n+5 grid), 96x64 from the tiny VAE, 32 kHz stereo.
 h3 --out "$tmp/a.mp4" --keep-latents "$tmp/a.safetensors" >"$tmp/a.txt" 2>"$tmp/a.err" ||
@@ -103,6 +121,21 @@ m2 --out "$tmp/o.mp4" --no-negative-prompt >"$tmp/o.txt" 2>&1 || fail "magi2 no 
 grep -q "^| tokenize | .* | 20 tokens |$" "$tmp/o.txt" || fail "--no-negative-prompt: $(cat "$tmp/o.txt")"
 [ "$(shas "$tmp/m.txt" | head -1)" != "$(shas "$tmp/o.txt" | head -1)" ] ||
   fail "the negative prompt made no difference to the latents"
+
+# Both stages (the default with refiner/): the refiner upsamples the preview's 7 latent frames to
+# 2 * 7 - 1 = 13 at twice the preview's size (128x192, its 8x12 latent grid), TurboVAED makes 49
+# frames at twice the rate over the same 2 s; the audio is the preview's. Its preview latent is
+# the --no-refine run's final one, bit for bit.
+"$avdit" generate --model "$tmp/m2" --prompt "$P" --seconds 2 --height 64 --width 96 --steps 3 \
+  --refine-steps 2 --out "$tmp/r.mp4" >"$tmp/r.txt" 2>"$tmp/r.err" || fail "magi2 two stages: $(cat "$tmp/r.err")"
+check mp4 "$tmp/r.mp4" --frames 49 --width 192 --height 128 --fps 25 --rate 44100
+grep -q "^| refine | .* | 2 steps to \[1, 48, 13, 8, 12\] (128x192 px), window 8x4x4 blocks |$" "$tmp/r.txt" ||
+  fail "no refine stage: $(cat "$tmp/r.txt")"
+grep -q "^final_video \[1, 48, 13, 8, 12\]  sha256" "$tmp/r.txt" || fail "refined latent: $(cat "$tmp/r.txt")"
+[ "$(sed -n 's/^preview_video \[1, 48, 7, 4, 6\]  sha256 //p' "$tmp/r.txt")" = "$(shas "$tmp/m.txt" | head -1)" ] ||
+  fail "the refined run's preview latent is not the --no-refine run's: $(cat "$tmp/r.txt")"
+[ "$(shas "$tmp/r.txt" | sed -n 2p)" = "$(shas "$tmp/m.txt" | sed -n 2p)" ] ||
+  fail "the refined run's audio latent is not the preview's"
 
 # The enhancer: a local server's caption replaces the prompt (more tokens); no server is an error
 # unless --enhance-optional.
@@ -154,6 +187,29 @@ expect 2 "multiples of 32" --model "$tmp/h3" --prompt "$P" --frames 22 --height 
 expect 2 "multiples of the VAE's 16x16" --model "$tmp/m2" --prompt "$P" --seconds 2 --height 72 --width 96 \
   --out "$tmp/x.mp4"
 expect 2 "not a pipeline folder" --model "$shared/golden/h3-tiny" --prompt "$P" --out "$tmp/x.mp4"
+# The refiner's settings are checked before the preview samples: its size grid, a window level
+# the op has no kernel for, video latents of other channels than the preview's (via --refiner).
+r2=(--model "$tmp/m2" --prompt "$P" --seconds 2 --height 64 --width 96 --steps 1 --out "$tmp/x.mp4")
+expect 2 "refine-height/--refine-width 100x192: the refiner makes multiples of its vae_stride 16x16" \
+  "${r2[@]}" --refine-height 100
+expect 2 "options set the MAGI-2 refiner stage, which this run does not have (--no-refine)" \
+  "${r2[@]}" --no-refine --refine-steps 2
+cp -r "$tmp/m2/refiner" "$tmp/rf-window" && cp -r "$tmp/m2/refiner" "$tmp/rf-channels"
+"$py" - "$tmp/rf-window/config.json" "$tmp/rf-channels/config.json" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))
+w["evaluation_config"]["magi2_refiner_data_proxy_config"]["attn_config"]["window"]["level"] = "frame"
+json.dump(w, open(sys.argv[1], "w"))
+c = json.load(open(sys.argv[2]))
+c["magi2_refiner_arch_config"]["video_in_channels"] = 16
+json.dump(c, open(sys.argv[2], "w"))
+PY
+expect 2 "rf-window/config.json: magi2 refiner config: .*window level 'frame' / block_mode 'grid' is not supported" \
+  "${r2[@]}" --refiner "$tmp/rf-window"
+expect 2 "rf-channels/config.json: the refiner takes video latents of 16 channels, the preview .* makes \[1, C, T, h, w\] = \[1, 48, 7, 4, 6\]" \
+  "${r2[@]}" --refiner "$tmp/rf-channels"
+expect 2 "only MAGI-2 pipelines have a refiner" --model "$tmp/h3" --prompt "$P" --frames 22 --height 64 \
+  --width 96 --refiner "$tmp/m2/refiner" --out "$tmp/x.mp4"
 expect 2 "pipeline mode writes an .mp4" --model "$tmp/h3" --prompt "$P" --out "$tmp/x.wav"
 # .safetensors: the decoded clip itself, the same frames and waveform the mp4 run hashed.
 h3 --out "$tmp/raw.safetensors" >"$tmp/raw.txt" 2>&1 || fail "raw clip: $(cat "$tmp/raw.txt")"

@@ -128,7 +128,7 @@ expect analyze-masked 0 "" av routes analyze "$tmp/masked.safetensors" --json
 
 # ---- pipeline mode -----------------------------------------------------------------------------
 expect init-pipeline 0 "" av -q init --pipeline magi2 --size tiny --out "$tmp/p"
-expect pipeline 0 "" av -q generate --model "$tmp/p" --prompt "a red fox" --seconds 1 --steps 2 --no-cache \
+expect pipeline 0 "" av -q generate --model "$tmp/p" --prompt "a red fox" --seconds 1 --steps 2 --no-cache --no-refine \
   --out "$tmp/p.safetensors" --route-stats "$tmp/ps.safetensors" --route-maps 3:1:1 --expert-mask "$tmp/mask.safetensors"
 expect analyze-pipeline 0 "" av routes analyze "$tmp/ps.safetensors" --json
 # The route map over the decoded frames (builds with the PNG writer).
