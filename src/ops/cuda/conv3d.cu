@@ -1,14 +1,16 @@
-// conv3d on the GPU (ops/conv3d.h), as the CPU does it: im2col of a block of output voxels into
-// [voxels, kt*kh*kw*Cin] rows of a stream-ordered workspace (bounded, so any clip fits), then one
-// cuBLASLt GEMM (fp32 accumulation) per block against the [Cout, K] weight; the bias is added in
-// fp32 and the sum rounded once to y's dtype. A 1x1x1 convolution multiplies the voxel rows as they
-// are.
+// conv3d on the GPU (ops/conv3d.h). BF16/F16 with zero time padding goes to cuDNN when it takes
+// the shape (conv3d_cudnn.cpp); the rest runs as the CPU does it: im2col of a block of output
+// voxels into [voxels, kt*kh*kw*Cin] rows of a stream-ordered workspace (bounded, so any clip
+// fits), then one cuBLASLt GEMM (fp32 accumulation) per block against the [Cout, K] weight; the
+// bias is added in fp32 and the sum rounded once to y's dtype. A 1x1x1 convolution multiplies the
+// voxel rows as they are.
 #include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/context.h"
 #include "ops/conv3d.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/conv3d_cudnn.h"
 #include "ops/rows.h"
 
 namespace avdit::cuda {
@@ -80,9 +82,11 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 namespace avdit::ops::cuda {
 using namespace ::avdit::cuda;
+namespace {
 
-void conv3d(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias,
-            const Conv3dGeometry& g, Tensor& y) {
+// Checks the operands, then runs cuDNN (when try_cudnn and it takes them) or im2col + cuBLASLt.
+void run(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias,
+         const Conv3dGeometry& g, Tensor& y, bool try_cudnn) {
   c.require_here(x, "conv3d x");
   c.require_here(w, "conv3d weight");
   c.require_here(y, "conv3d y");
@@ -107,6 +111,7 @@ void conv3d(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias
   const int64_t taps = kt * kh * kw, K = taps * Ci, voxels = To * Ho * Wo;
   if (voxels == 0 || Co == 0) return;
   AVDIT_REQUIRE(Ci > 0, "conv3d: x {} has no channels", x.shape_str());
+  if (try_cudnn && conv3d_cudnn(c, x, w, bias, g, y)) return;
 
   // cuBLASLt multiplies equal input types: x and w as they are when they agree, else both in F32
   // (exact widening). The im2col rows are written in that type whatever x's is.
@@ -188,6 +193,18 @@ void conv3d(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias
       AVDIT_CUDA_CHECK_LAUNCH();
     }
   }
+}
+
+}  // namespace
+
+void conv3d(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias,
+            const Conv3dGeometry& g, Tensor& y) {
+  run(c, x, w, bias, g, y, true);
+}
+
+void conv3d_im2col(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias,
+                   const Conv3dGeometry& g, Tensor& y) {
+  run(c, x, w, bias, g, y, false);
 }
 
 }  // namespace avdit::ops::cuda
