@@ -24,6 +24,7 @@ Run add_bench(CLI::App& app) {
   add(add_bench_h3);
   add(add_bench_text);
   add(add_bench_conv3d);
+  add(add_bench_windowed_attention);
   return [runs]() {
     for (auto& [sub, run] : *runs)
       if (sub->parsed()) return run();
