@@ -25,6 +25,7 @@ Run add_bench(CLI::App& app) {
   add(add_bench_text);
   add(add_bench_conv3d);
   add(add_bench_windowed_attention);
+  add(add_bench_refiner);
   return [runs]() {
     for (auto& [sub, run] : *runs)
       if (sub->parsed()) return run();

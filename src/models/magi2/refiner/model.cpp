@@ -26,6 +26,12 @@ RefinerModel::RefinerModel(ops::Context& ctx, const Checkpoint& ckpt, const Refi
   w_ = load_refiner_weights(ctx, ckpt, config_, act_, &weight_bytes_);
 }
 
+RefinerModel::RefinerModel(ops::Context& ctx, const RefinerConfig& config, DType act,
+                           uint64_t seed)
+    : ctx_(ctx), config_(config), act_(act) {
+  w_ = random_refiner_weights(ctx, config_, act_, seed, &weight_bytes_);
+}
+
 RefinerPlan RefinerModel::plan(const Shape& video, int64_t audio_tokens,
                                int64_t text_tokens) const {
   ops::Context& ctx = ctx_;

@@ -45,6 +45,8 @@ class RefinerModel {
   // for activations in `act` (F32 or BF16).
   RefinerModel(ops::Context& ctx, const Checkpoint& ckpt, DType act = DType::F32);
   RefinerModel(ops::Context& ctx, const Checkpoint& ckpt, const RefinerConfig& config, DType act);
+  // Random weights of `config` made on ctx (random_refiner_weights): `avdit bench refiner`.
+  RefinerModel(ops::Context& ctx, const RefinerConfig& config, DType act, uint64_t seed);
 
   const RefinerConfig& config() const { return config_; }
   const RefinerWeights& weights() const { return w_; }

@@ -1,6 +1,7 @@
 // The refiner's checkpoint layout (refiner_tensor_specs) and its strict loading onto a context.
 #include "models/magi2/refiner/weights.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -9,7 +10,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "io/safetensors.h"
+#include "models/magi2/init.h"
+#include "ops/random.h"
 
 namespace avdit::models::magi2::refiner {
 namespace {
@@ -20,8 +24,14 @@ void add(std::vector<TensorSpec>& out, std::string name, Shape shape, DType dtyp
 
 class Loader {
  public:
+  // Random weights instead of a checkpoint (full-width benchmarks): matrices drawn on the context
+  // in their final dtype, small tensors by init_checkpoint's rule on the host.
+  Loader(ops::Context& ctx, const RefinerConfig& c, DType act, uint64_t seed)
+      : ctx_(ctx), ckpt_(nullptr), c_(c), act_(act), seed_(seed), random_(true) {
+    for (TensorSpec& s : refiner_tensor_specs(c)) specs_.emplace(s.name, std::move(s));
+  }
   Loader(ops::Context& ctx, const Checkpoint& ckpt, const RefinerConfig& c, DType act)
-      : ctx_(ctx), ckpt_(ckpt), c_(c), act_(act) {
+      : ctx_(ctx), ckpt_(&ckpt), c_(c), act_(act) {
     for (TensorSpec& s : refiner_tensor_specs(c)) specs_.emplace(s.name, std::move(s));
     // load_state_dict(strict=True): a tensor the network does not have is refused too.
     for (const std::string& name : ckpt.names())
@@ -72,14 +82,24 @@ class Loader {
   Tensor stored(const std::string& name) const {
     auto it = specs_.find(name);
     AVDIT_CHECK(it != specs_.end(), "no refiner spec for {}", name);
-    Tensor t = ckpt_.require(name, it->second.shape);
+    if (random_) return init_tensor(it->second, seed_);
+    Tensor t = ckpt_->require(name, it->second.shape);
     AVDIT_REQUIRE(
         dtype_is_float(t.dtype()), "{}: tensor {} has dtype {}, expected a float dtype ({})",
-        ckpt_.source().string(), name, dtype_name(t.dtype()), dtype_name(it->second.dtype));
+        ckpt_->source().string(), name, dtype_name(t.dtype()), dtype_name(it->second.dtype));
     return t;
   }
   // A GEMM weight: the CPU widens stored values on the fly; the GPU holds it in `dtype`.
   Tensor matrix(const std::string& name, DType dtype) {
+    if (random_) {
+      // Drawn where it lives: 6 billion values made on the host and uploaded would take minutes.
+      const TensorSpec& s = specs_.at(name);
+      Tensor t = ctx_.empty(s.shape, ctx_.is_cuda() ? dtype : s.dtype);
+      const double std = init_linear_gain(name) / std::sqrt(static_cast<double>(s.shape.back()));
+      ops::fill_normal(ctx_, t, seed_ ^ stream_id(name.c_str()), 0.f, static_cast<float>(std));
+      if (ctx_.is_cuda()) bytes += t.nbytes();
+      return t;
+    }
     Tensor t = stored(name);
     if (!ctx_.is_cuda()) return t;
     Tensor d = ctx_.upload(t.to(dtype));
@@ -110,9 +130,11 @@ class Loader {
   }
 
   ops::Context& ctx_;
-  const Checkpoint& ckpt_;
+  const Checkpoint* ckpt_;
   const RefinerConfig& c_;
   DType act_;
+  uint64_t seed_ = 0;
+  bool random_ = false;
   std::map<std::string, TensorSpec> specs_;
 };
 
@@ -155,6 +177,17 @@ RefinerWeights load_refiner_weights(ops::Context& ctx, const Checkpoint& ckpt,
                 "magi2 refiner: activations in {} are not supported (F32 or BF16)",
                 dtype_name(act));
   Loader loader(ctx, ckpt, config, act);
+  RefinerWeights w = loader.run();
+  if (bytes) *bytes = loader.bytes;
+  return w;
+}
+
+RefinerWeights random_refiner_weights(ops::Context& ctx, const RefinerConfig& config, DType act,
+                                      uint64_t seed, int64_t* bytes) {
+  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
+                "magi2 refiner: activations in {} are not supported (F32 or BF16)",
+                dtype_name(act));
+  Loader loader(ctx, config, act, seed);
   RefinerWeights w = loader.run();
   if (bytes) *bytes = loader.bytes;
   return w;

@@ -46,4 +46,10 @@ RefinerWeights load_refiner_weights(ops::Context& ctx, const Checkpoint& ckpt,
                                     const RefinerConfig& config, DType act,
                                     int64_t* bytes = nullptr);
 
+// Random weights of the same layout made on ctx (full-width benchmarks without a checkpoint):
+// matrices N(0, gain / sqrt(fan_in)) by init_checkpoint's rule (models/magi2/init.h), drawn on the
+// context in their final dtype; every small tensor init_checkpoint's value.
+RefinerWeights random_refiner_weights(ops::Context& ctx, const RefinerConfig& config, DType act,
+                                      uint64_t seed, int64_t* bytes = nullptr);
+
 }  // namespace avdit::models::magi2::refiner
