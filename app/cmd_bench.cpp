@@ -26,6 +26,7 @@ Run add_bench(CLI::App& app) {
   add(add_bench_conv3d);
   add(add_bench_windowed_attention);
   add(add_bench_refiner);
+  add(add_bench_vae);
   return [runs]() {
     for (auto& [sub, run] : *runs)
       if (sub->parsed()) return run();
