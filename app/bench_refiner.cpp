@@ -41,6 +41,7 @@ struct RefinerBenchOptions {
   bool small = false;
   int iters = 2, warmup = 1;
   uint64_t seed = 0;
+  int64_t layers = 0;  // 0: the config's
   std::string json;
 };
 
@@ -64,6 +65,13 @@ int run_refiner(const RefinerBenchOptions& o) {
     rc = refiner::parse_refiner_config(merged);
   } catch (const BadInput& e) {
     throw BadInput(fmt::format("{}: {}", file.string(), e.what()));
+  }
+  // Fewer layers keep a device call short while the attention kernel is slow; every layer does
+  // the same work, so time scales with the count and the activation peak is one layer's.
+  if (o.layers > 0) {
+    AVDIT_REQUIRE(o.layers <= rc.num_layers, "bench refiner: --layers {}: the config has {}",
+                  o.layers, rc.num_layers);
+    rc.num_layers = o.layers;
   }
   // The refiner's latent grid: as `avdit generate` sizes the run (bench windowed-attention too).
   int64_t T = 9, H = 8, W = 24;
@@ -135,6 +143,7 @@ int run_refiner(const RefinerBenchOptions& o) {
       rc.num_layers, rc.hidden_size, rc.num_heads_q, rc.num_heads_kv, rc.head_dim, o.precision,
       o.text_tokens, o.negative_tokens));
   rep.row();
+  rep.set("layers", rc.num_layers);
   rep.set("grid T,H,W", fmt::format("{},{},{}", T, H, W));
   rep.set("tokens", cond.tokens());
   rep.set("weights GiB", gib(model.weight_bytes()));
@@ -179,6 +188,9 @@ Run add_bench_refiner(CLI::App& bench) {
   cmd->add_option("--iters", o->iters, "Timed steps (median reported)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
+  cmd->add_option("--layers", o->layers,
+                  "Run only the first N layers (default: all of the config's; time per layer "
+                  "scales)");
   cmd->add_option("--json", o->json, "Also write the row as JSON here");
   return [o]() -> int { return run_refiner(*o); };
 }
