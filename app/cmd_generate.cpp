@@ -235,7 +235,7 @@ int run_generate(const GenerateArgs& a) {
   const std::optional<float> gv = a.guidance ? a.guidance : a.video_guidance;
   const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
 
-  step_cache.attach(*ctx);
+  const auto step_cache_attached = step_cache.attach(*ctx);
   const std::unique_ptr<StepActivity> activity = step_activity(*ctx);
   activity->wrap(run.progress);
   std::string memory;

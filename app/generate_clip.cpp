@@ -279,7 +279,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   if (text_device != m.device) text_ctx = make_context(text_device);
   pipeline::StageContexts ctx{text_ctx ? text_ctx.get() : main_ctx.get(), main_ctx.get(), main_ctx.get()};
 
-  step_cache.attach(*ctx.dit);
+  const auto step_cache_attached = step_cache.attach(*ctx.dit);
   const auto t_all = std::chrono::steady_clock::now();
   pipeline::Clip clip = pipeline::text_to_clip(c, r, ctx);
   if (OutputFile* f = routes.write(*ctx.dit)) f->publish();

@@ -15,8 +15,9 @@ StepCacheRun::StepCacheRun(const std::string& spec) {
   if (policy.skips()) cache_.emplace(std::move(policy));
 }
 
-void StepCacheRun::attach(ops::Context& ctx) {
+StepCacheRun::Attached StepCacheRun::attach(ops::Context& ctx) {
   if (cache_) scope_.emplace(ctx.observer(), &*cache_);
+  return Attached(*this);
 }
 
 std::string StepCacheRun::summary(const std::vector<double>& step_seconds) const {

@@ -30,8 +30,20 @@ class StepCacheRun {
   // "" and "none": nothing attached.
   explicit StepCacheRun(const std::string& spec);
   bool active() const { return cache_.has_value(); }
-  // Attaches the probe to ctx's observer until this object dies.
-  void attach(ops::Context& ctx);
+  // Detaches the probe when it dies: keep it as a local declared after the context, so the probe
+  // leaves the observer before the context goes (this object is parsed before the context exists).
+  class Attached {
+   public:
+    explicit Attached(StepCacheRun& run) : run_(run) {}
+    ~Attached() { run_.scope_.reset(); }
+    Attached(const Attached&) = delete;
+    Attached& operator=(const Attached&) = delete;
+
+   private:
+    StepCacheRun& run_;
+  };
+  // Attaches the probe to ctx's observer until the returned guard dies.
+  [[nodiscard]] Attached attach(ops::Context& ctx);
   // The pattern line, and the median seconds of the computed and the skipped steps.
   std::string summary(const std::vector<double>& step_seconds) const;
   nlohmann::json json(const std::vector<double>& step_seconds) const;
