@@ -9,7 +9,7 @@
 namespace avdit::ops {
 
 enum class Unary { Silu, Sigmoid };
-enum class Binary { Add, Mul };
+enum class Binary { Add, Sub, Mul };
 enum class Gated {
   Swiglu,              // [g | u] halves (gate first): y = round(round(silu(g)) * u)   (H3)
   Swiglu7Interleaved,  // even columns gate, odd linear: y = round(swiglu7(g, l))      (MAGI-2)
@@ -47,6 +47,11 @@ inline void binary_into(Context& ctx, Binary op, const Tensor& a, const Tensor& 
 inline Tensor add(Context& ctx, const Tensor& a, const Tensor& b, std::optional<DType> out = {}) {
   Tensor y = ctx.empty(a.shape(), out.value_or(a.dtype()));
   binary_into(ctx, Binary::Add, a, b, y);
+  return y;
+}
+inline Tensor sub(Context& ctx, const Tensor& a, const Tensor& b, std::optional<DType> out = {}) {
+  Tensor y = ctx.empty(a.shape(), out.value_or(a.dtype()));
+  binary_into(ctx, Binary::Sub, a, b, y);
   return y;
 }
 inline Tensor mul(Context& ctx, const Tensor& a, const Tensor& b, std::optional<DType> out = {}) {

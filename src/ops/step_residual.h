@@ -1,5 +1,5 @@
-// The element-wise work of step caching (sample/step_cache.h) on any context: the block stack's
-// residual, its reuse on a skipped call, and the relative L1 change the cache policies compare.
+// The relative L1 change the step cache's policies compare (sample/step_cache.h), on any context
+// (the residual and its reuse are the element-wise ops' Sub and Add).
 // The sums are float64 in a fixed order (no float atomics): a skip decided on them is the same
 // every run.
 #pragma once
@@ -21,24 +21,12 @@ struct L1Sums {
 };
 
 namespace cpu {
-void residual_sub(const Tensor& a, const Tensor& b, Tensor& out);
-void residual_add(const Tensor& a, const Tensor& r, Tensor& out);
 L1Sums l1_sums(const Tensor& a, const Tensor& b);
 }  // namespace cpu
 namespace cuda {
-void residual_sub(CudaContext& c, const Tensor& a, const Tensor& b, Tensor& out);
-void residual_add(CudaContext& c, const Tensor& a, const Tensor& r, Tensor& out);
 L1Sums l1_sums(CudaContext& c, const Tensor& a, const Tensor& b);
 }  // namespace cuda
 
-// out (F32) = a - b; a, b F32 / BF16 / F16 of out's element count.
-inline void residual_sub(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
-  AVDIT_OP(ctx, residual_sub, a, b, out);
-}
-// out = a + r computed in float32 and rounded once to out's dtype; r F32.
-inline void residual_add(Context& ctx, const Tensor& a, const Tensor& r, Tensor& out) {
-  AVDIT_OP(ctx, residual_add, a, r, out);
-}
 // L1Sums of two float tensors of one element count; waits for the context.
 inline L1Sums l1_sums(Context& ctx, const Tensor& a, const Tensor& b) {
   return AVDIT_OP(ctx, l1_sums, a, b);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "models/stack_points.h"
 #include "ops/rows.h"
+#include "ops/activation.h"
 #include "ops/step_residual.h"
 #include "sample/sampler_loop.h"
 
@@ -217,8 +218,7 @@ void StepCache::on(ops::Context& ctx, const Point& p, Tensor& t) {
     return;
   }
   if (p.is(models::kStackBlock0)) {
-    Tensor r0 = ctx.empty(t.shape(), DType::F32);
-    ops::residual_sub(ctx, t, input_, r0);
+    const Tensor r0 = ops::sub(ctx, t, input_, DType::F32);
     if (record_) {
       if (s.block0_previous.defined())
         call().block0_change = ops::l1_sums(ctx, r0, s.block0_previous).relative();
@@ -243,12 +243,9 @@ void StepCache::on(ops::Context& ctx, const Point& p, Tensor& t) {
   if (p.is(models::kStackOutput)) {
     open_ = false;
     if (call().skipped) {
-      Tensor out = ctx.empty(t.shape(), t.dtype());
-      ops::residual_add(ctx, input_, s.residual, out);
-      t = out;
+      t = ops::add(ctx, input_, s.residual, t.dtype());
     } else {
-      Tensor r = ctx.empty(t.shape(), DType::F32);
-      ops::residual_sub(ctx, t, input_, r);
+      const Tensor r = ops::sub(ctx, t, input_, DType::F32);
       if (record_ && s.residual.defined())
         call().residual_change = ops::l1_sums(ctx, r, s.residual).relative();
       s.residual = r;

@@ -1,5 +1,6 @@
-// The step cache's residual ops (ops/step_residual.h), CPU (the oracle) against CUDA on fresh
-// random inputs at odd sizes and every float dtype: the residual and its reuse bit-exact, the L1
+// The step cache's arithmetic, CPU (the oracle) against CUDA on fresh random inputs at odd sizes
+// and every float dtype: the residual (the element-wise Sub into F32) and its reuse (Add back into
+// the stored dtype, mixed operands) bit-exact, the L1
 // sums within float64 summation order, and the same sums on a second GPU run (skip decisions read
 // them).
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/context.h"
+#include "ops/activation.h"
 #include "ops/step_residual.h"
 #include "testing/backend_ops.h"
 
@@ -26,11 +28,11 @@ TEST_F(StepResidualCuda, ResidualAndReuseBitExact) {
   for (const int64_t n : {1, 255, 257, 4099, 1 << 20})
     for (const DType dt : {DType::F32, DType::BF16, DType::F16}) {
       const Tensor a = random_tensor({n}, dt, seed++), b = random_tensor({n}, dt, seed++);
-      check({fmt::format("residual_sub+add n={} {}", n, dtype_name(dt)), kExact,
+      check({fmt::format("residual Sub + Add n={} {}", n, dtype_name(dt)), kExact,
              [&](Context& ctx) -> std::vector<Tensor> {
                Tensor r = ctx.empty({n}, DType::F32), back = ctx.empty({n}, dt);
-               residual_sub(ctx, ctx.upload(a), ctx.upload(b), r);
-               residual_add(ctx, ctx.upload(b), r, back);
+               binary_into(ctx, Binary::Sub, ctx.upload(a), ctx.upload(b), r);
+               binary_into(ctx, Binary::Add, ctx.upload(b), r, back);
                return {r, back};
              }});
     }

@@ -38,7 +38,8 @@ void binary(Binary op, const Tensor& a_in, const Tensor& b_in, Tensor& y) {
   const Tensor a = f32(a_in), b = f32(b_in);
   std::vector<float> out(static_cast<size_t>(a.numel()));
   const float *p = a.f32(), *q = b.f32();
-  for (int64_t i = 0; i < a.numel(); ++i) out[i] = op == Binary::Add ? p[i] + q[i] : p[i] * q[i];
+  for (int64_t i = 0; i < a.numel(); ++i)
+    out[i] = op == Binary::Add ? p[i] + q[i] : op == Binary::Sub ? p[i] - q[i] : p[i] * q[i];
   store(y, out.data());
 }
 

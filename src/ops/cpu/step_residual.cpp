@@ -1,4 +1,4 @@
-// Step-cache residual arithmetic on the CPU (see ops/step_residual.h).
+// The step cache's L1 sums on the CPU (see ops/step_residual.h).
 #include <cmath>
 
 #include "ops/cpu/common.h"
@@ -14,29 +14,6 @@ void require_count(const Tensor& t, int64_t n, const char* what) {
 }
 
 }  // namespace
-
-void residual_sub(const Tensor& a, const Tensor& b, Tensor& out) {
-  const int64_t n = out.numel();
-  require_count(a, n, "residual_sub a");
-  require_count(b, n, "residual_sub b");
-  AVDIT_CHECK(out.dtype() == DType::F32, "residual_sub: the residual is F32, found {}",
-              dtype_name(out.dtype()));
-  const Tensor x = f32(a), y = f32(b);
-  float* o = out.f32();
-  for (int64_t i = 0; i < n; ++i) o[i] = x.f32()[i] - y.f32()[i];
-}
-
-void residual_add(const Tensor& a, const Tensor& r, Tensor& out) {
-  const int64_t n = out.numel();
-  require_count(a, n, "residual_add a");
-  AVDIT_CHECK(r.numel() == n && r.dtype() == DType::F32,
-              "residual_add: residual {} {}, expected F32 of {}", dtype_name(r.dtype()),
-              r.shape_str(), n);
-  const Tensor x = f32(a);
-  Tensor sum = Tensor::empty(out.shape(), DType::F32);
-  for (int64_t i = 0; i < n; ++i) sum.f32()[i] = x.f32()[i] + r.f32()[i];
-  store(out, sum.f32());
-}
 
 L1Sums l1_sums(const Tensor& a, const Tensor& b) {
   const int64_t n = b.numel();

@@ -16,7 +16,11 @@ namespace avdit::cuda {
 namespace {
 
 enum class Unary : int { Silu, Sigmoid };
-enum class Binary : int { Add, Mul };
+enum class Binary : int { Add, Sub, Mul };
+
+__device__ __forceinline__ float apply(Binary op, float p, float q) {
+  return op == Binary::Add ? p + q : op == Binary::Sub ? p - q : p * q;
+}
 
 __global__ void unary_kernel(Unary op, const void* x, Elt xt, void* y, Elt yt, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -29,7 +33,7 @@ __global__ void binary_kernel(Binary op, const void* a, Elt at, const void* b, E
                               int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float p = load_elt(a, at, i), q = load_elt(b, bt, i);
-    store_elt(y, yt, i, op == Binary::Add ? p + q : p * q);
+    store_elt(y, yt, i, apply(op, p, q));
   }
 }
 
@@ -71,7 +75,7 @@ __global__ void binary_vec_kernel(Binary op, const TA* a, const TB* b, TY* y, in
     float p[8], q[8];
     load8(a, i, p);
     load8(b, i, q);
-    for (int k = 0; k < 8; ++k) p[k] = op == Binary::Add ? p[k] + q[k] : p[k] * q[k];
+    for (int k = 0; k < 8; ++k) p[k] = apply(op, p[k], q[k]);
     store8(y, i, p);
   }
 }
@@ -231,8 +235,10 @@ void unary(CudaContext& c, ops::Unary op, const Tensor& x, Tensor& y) {
 void binary(CudaContext& c, ops::Binary op, const Tensor& a, const Tensor& b, Tensor& y) {
   c.require_here(a, "binary a");
   c.require_here(b, "binary b");
-  ::avdit::cuda::binary_into(c.stream(), op == ops::Binary::Add ? ::avdit::cuda::Binary::Add : ::avdit::cuda::Binary::Mul,
-                             a, b, y, "element-wise op");
+  const auto k = op == ops::Binary::Add   ? ::avdit::cuda::Binary::Add
+                 : op == ops::Binary::Sub ? ::avdit::cuda::Binary::Sub
+                                          : ::avdit::cuda::Binary::Mul;
+  ::avdit::cuda::binary_into(c.stream(), k, a, b, y, "element-wise op");
 }
 
 void gated(CudaContext& c, ops::Gated kind, const Tensor& u, const Tensor* l, Tensor& y, int64_t col) {

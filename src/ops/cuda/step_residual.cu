@@ -1,4 +1,4 @@
-// Step-cache residual arithmetic on the device (see ops/step_residual.h). The L1 sums: one float64
+// The step cache's L1 sums on the device (see ops/step_residual.h): one float64
 // partial per block of a grid fixed by the element count, added on the host in block order, so
 // the answer is the same every run.
 #include "backend/cuda/context.h"
@@ -10,18 +10,6 @@ using namespace ::avdit::cuda;
 namespace {
 
 constexpr unsigned kMaxL1Blocks = 1024;
-
-__global__ void residual_sub_kernel(const void* a, Elt ta, const void* b, Elt tb, float* out,
-                                    int64_t n) {
-  for (int64_t i = first_of(); i < n; i += stride_of())
-    out[i] = __fsub_rn(load_elt(a, ta, i), load_elt(b, tb, i));
-}
-
-__global__ void residual_add_kernel(const void* a, Elt ta, const float* r, void* out, Elt to,
-                                    int64_t n) {
-  for (int64_t i = first_of(); i < n; i += stride_of())
-    store_elt(out, to, i, __fadd_rn(load_elt(a, ta, i), r[i]));
-}
 
 __global__ void l1_sums_kernel(const void* a, Elt ta, const void* b, Elt tb, int64_t n,
                                double* partial) {
@@ -54,34 +42,6 @@ void require_operand(CudaContext& c, const Tensor& t, int64_t n, const char* wha
 }
 
 }  // namespace
-
-void residual_sub(CudaContext& c, const Tensor& a, const Tensor& b, Tensor& out) {
-  const int64_t n = out.numel();
-  require_operand(c, a, n, "residual_sub a");
-  require_operand(c, b, n, "residual_sub b");
-  require_operand(c, out, n, "residual_sub out");
-  AVDIT_CHECK(out.dtype() == DType::F32, "residual_sub: the residual is F32, found {}",
-              dtype_name(out.dtype()));
-  if (n == 0) return;
-  residual_sub_kernel<<<grid_for(n), kThreads, 0, c.stream()>>>(
-      a.raw(), elt_of(a, "residual_sub a"), b.raw(), elt_of(b, "residual_sub b"),
-      static_cast<float*>(out.mutable_raw()), n);
-  AVDIT_CUDA_CHECK_LAUNCH();
-}
-
-void residual_add(CudaContext& c, const Tensor& a, const Tensor& r, Tensor& out) {
-  const int64_t n = out.numel();
-  require_operand(c, a, n, "residual_add a");
-  require_operand(c, r, n, "residual_add r");
-  require_operand(c, out, n, "residual_add out");
-  AVDIT_CHECK(r.dtype() == DType::F32, "residual_add: the residual is F32, found {}",
-              dtype_name(r.dtype()));
-  if (n == 0) return;
-  residual_add_kernel<<<grid_for(n), kThreads, 0, c.stream()>>>(
-      a.raw(), elt_of(a, "residual_add a"), static_cast<const float*>(r.raw()), out.mutable_raw(),
-      elt_of(out, "residual_add out"), n);
-  AVDIT_CUDA_CHECK_LAUNCH();
-}
 
 L1Sums l1_sums(CudaContext& c, const Tensor& a, const Tensor& b) {
   const int64_t n = b.numel();
