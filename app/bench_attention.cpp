@@ -156,11 +156,9 @@ int run_attention(const AttnOptions& o) {
   if (!o.peer.empty()) {
     peer = read_json(o.peer);
   }
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  const std::string date = bench::utc_now();
   std::printf("device: %s (sm_%d%d), cuDNN %d, %s; median of %d runs after %d warm-up\n", dev.props().name,
-              dev.props().major, dev.props().minor, cuda::cudnn_version(), date, o.iters, o.warmup);
+              dev.props().major, dev.props().minor, cuda::cudnn_version(), date.c_str(), o.iters, o.warmup);
   if (!o.dump.empty())
     for (const auto& name : shapes)
       for (const auto& dts : dtypes)

@@ -23,7 +23,7 @@
 #include "models/magi2/refiner/model.h"
 #include "ops/context.h"
 #include "ops/random.h"
-#include "pipeline/latent_shape.h"
+#include "refiner_layout.h"
 
 namespace avdit::app {
 namespace {
@@ -45,27 +45,17 @@ struct RefinerBenchOptions {
   std::string json;
 };
 
-std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
-
 int run_refiner(const RefinerBenchOptions& o) {
   AVDIT_REQUIRE(o.iters >= 1 && o.warmup >= 0, "bench refiner: --iters >= 1 and --warmup >= 0");
   AVDIT_REQUIRE(o.text_tokens >= 0 && o.negative_tokens >= 0 && o.text_tokens <= 100000 &&
                     o.negative_tokens <= 100000,
                 "bench refiner: --text-tokens / --negative-tokens: expected 0 to 100000");
-  const std::filesystem::path file =
+  nlohmann::json merged;
+  refiner::RefinerConfig rc = refiner::read_refiner_config(
       o.config.empty()
           ? std::filesystem::path(AVDIT_SHARED_DIR) / "reference-configs/magi2/magi2_refiner.json"
-          : std::filesystem::path(o.config);
-  AVDIT_REQUIRE(std::filesystem::is_regular_file(file),
-                "{}: no such file (the refiner config; pass --config FILE)", file.string());
-  nlohmann::json merged;
-  refiner::RefinerConfig rc;
-  try {
-    merged = refiner::read_config_with_extends(file);
-    rc = refiner::parse_refiner_config(merged);
-  } catch (const BadInput& e) {
-    throw BadInput(fmt::format("{}: {}", file.string(), e.what()));
-  }
+          : std::filesystem::path(o.config),
+      &merged);
   // Fewer layers keep a device call short while the attention kernel is slow; every layer does
   // the same work, so time scales with the count and the activation peak is one layer's.
   if (o.layers > 0) {
@@ -73,22 +63,11 @@ int run_refiner(const RefinerBenchOptions& o) {
                   o.layers, rc.num_layers);
     rc.num_layers = o.layers;
   }
-  // The refiner's latent grid: as `avdit generate` sizes the run (bench windowed-attention too).
-  int64_t T = 9, H = 8, W = 24;
+  int64_t T = 9, H = 8, W = 24;  // --small
   if (!o.small) {
-    AVDIT_REQUIRE(std::isfinite(o.seconds) && o.seconds > 0 && o.seconds <= 600,
-                  "bench refiner: --seconds {}: expected a length above 0 and at most 600",
-                  o.seconds);
-    const int64_t frames =
-        std::max<int64_t>(1, std::llround(o.seconds * pipeline::magi2_fps(merged) * 2.0));
-    const pipeline::LatentShapes p =
-        pipeline::magi2_latent_shapes(merged, frames, o.preview_height, o.preview_width);
-    const int64_t sh = rc.sampler.vae_stride[1], sw = rc.sampler.vae_stride[2];
-    AVDIT_REQUIRE(o.height > 0 && o.width > 0 && o.height % sh == 0 && o.width % sw == 0,
-                  "bench refiner: --height/--width {}x{}: multiples of the refiner's vae_stride "
-                  "{}x{} (the 1080p tier is 1088x1920)",
-                  o.height, o.width, sh, sw);
-    T = 2 * p.video[2] - 1, H = o.height / sh, W = o.width / sw;
+    const RefinerGrid g = refiner_clip_grid(merged, rc, o.seconds, o.preview_height,
+                                            o.preview_width, o.height, o.width, "bench refiner");
+    T = g.T, H = g.H, W = g.W;
   }
   const DType act = activation_dtype(o.precision);
   const std::unique_ptr<ops::Context> ctx = make_context(o.device);
@@ -131,11 +110,9 @@ int run_refiner(const RefinerBenchOptions& o) {
   }
   const int64_t peak = ctx->is_cuda() ? ctx->pool_peak() : host_rss_peak();
 
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  const std::string date = bench::utc_now();
   std::printf("%s, %s; random weights (seed %llu) made in %.1f s; median of %d steps after %d\n",
-              ctx->is_cuda() ? "cuda" : "cpu", date, static_cast<unsigned long long>(o.seed),
+              ctx->is_cuda() ? "cuda" : "cpu", date.c_str(), static_cast<unsigned long long>(o.seed),
               load_s, o.iters, o.warmup);
   bench::Report rep(fmt::format(
       "refiner step: {} layers, hidden {}, {}/{}x{} heads, {} activations, cond {} + negative {} "
@@ -146,11 +123,11 @@ int run_refiner(const RefinerBenchOptions& o) {
   rep.set("layers", rc.num_layers);
   rep.set("grid T,H,W", fmt::format("{},{},{}", T, H, W));
   rep.set("tokens", cond.tokens());
-  rep.set("weights GiB", gib(model.weight_bytes()));
-  rep.set("after weights GiB", gib(after_weights));
-  rep.set("plans + inputs GiB", gib(after_plans - after_weights));
-  rep.set("step peak GiB", gib(peak));
-  rep.set("activations GiB", gib(peak - after_plans));
+  rep.set("weights GiB", bench::gib(model.weight_bytes()));
+  rep.set("after weights GiB", bench::gib(after_weights));
+  rep.set("plans + inputs GiB", bench::gib(after_plans - after_weights));
+  rep.set("step peak GiB", bench::gib(peak));
+  rep.set("activations GiB", bench::gib(peak - after_plans));
   rep.set("forward ms", forward.median(), 1);
   rep.set("step ms", step.median(), 1);
   rep.set("spread ms", step.max() - step.min(), 1);

@@ -30,7 +30,7 @@
 #include "ops/context.h"
 #include "ops/random.h"
 #include "ops/windowed_attention.h"
-#include "pipeline/latent_shape.h"
+#include "refiner_layout.h"
 
 #if AVDIT_HAVE_CUDA
 #include "backend/cuda/context.h"
@@ -72,26 +72,9 @@ Layout layout_of(const WinOptions& o, const nlohmann::json& merged,
     l.T = 9, l.H = 8, l.W = 24;
     return l;
   }
-  // As `avdit generate` sizes a MAGI-2 run: round(seconds * fps * 2) frames at the preview's
-  // size, whose T latent frames the refiner upsamples to 2T - 1.
-  AVDIT_REQUIRE(std::isfinite(o.seconds) && o.seconds > 0 && o.seconds <= 600,
-                "bench windowed-attention: --seconds {}: expected a length above 0 and at most 600",
-                o.seconds);
-  const int64_t frames =
-      std::max<int64_t>(1, std::llround(o.seconds * pipeline::magi2_fps(merged) * 2.0));
-  const pipeline::LatentShapes p =
-      pipeline::magi2_latent_shapes(merged, frames, o.preview_height, o.preview_width);
-  const int64_t sh = rc.sampler.vae_stride[1], sw = rc.sampler.vae_stride[2];
-  AVDIT_REQUIRE(o.height % sh == 0 && o.width % sw == 0 && o.height > 0 && o.width > 0,
-                "bench windowed-attention: --height/--width {}x{}: multiples of the refiner's "
-                "vae_stride {}x{} (the 1080p tier is 1088x1920)",
-                o.height, o.width, sh, sw);
-  l.T = 2 * p.video[2] - 1;
-  l.H = o.height / sh;
-  l.W = o.width / sw;
-  // Audio tokens enter the refiner only with magi2_refiner_audio_noise_scale >= 0 (the release:
-  // -1, none).
-  l.audio = rc.sampler.audio_noise_scale >= 0 ? p.audio[1] : 0;
+  const RefinerGrid g = refiner_clip_grid(merged, rc, o.seconds, o.preview_height, o.preview_width,
+                                          o.height, o.width, "bench windowed-attention");
+  l.T = g.T, l.H = g.H, l.W = g.W, l.audio = g.audio;
   return l;
 }
 
@@ -104,8 +87,6 @@ std::string device_name(ops::Context& ctx) {
 #endif
   return "CPU (the float32 reference op)";
 }
-
-std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
 
 void write_raw(const std::filesystem::path& p, const Tensor& host) {
   write_file_atomic(p, std::string_view(static_cast<const char*>(host.raw()),
@@ -122,18 +103,8 @@ int run_windowed_attention(const WinOptions& o) {
       o.config.empty()
           ? std::filesystem::path(AVDIT_SHARED_DIR) / "reference-configs/magi2/magi2_refiner.json"
           : std::filesystem::path(o.config);
-  AVDIT_REQUIRE(std::filesystem::is_regular_file(config_file),
-                "{}: no such file (the refiner config; pass --config FILE, the release's "
-                "configs/magi2_refiner.json with the magi2_preview.json it extends beside it)",
-                config_file.string());
   nlohmann::json merged;
-  refiner::RefinerConfig rc;
-  try {
-    merged = refiner::read_config_with_extends(config_file);
-    rc = refiner::parse_refiner_config(merged);
-  } catch (const BadInput& e) {
-    throw BadInput(fmt::format("{}: {}", config_file.string(), e.what()));
-  }
+  const refiner::RefinerConfig rc = refiner::read_refiner_config(config_file, &merged);
   const Layout l = layout_of(o, merged, rc);
   const refiner::WindowConfig& w = rc.data_proxy.window;
   const refiner::BlockGrid grid = refiner::block_grid(l.T, l.H, l.W, w);
@@ -229,11 +200,9 @@ int run_windowed_attention(const WinOptions& o) {
   const double flop =
       4.0 * static_cast<double>(plan.pairs) * static_cast<double>(d) * static_cast<double>(hq);
   const double tf = flop / (t.median() * 1e-3) / 1e12;
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  const std::string date = bench::utc_now();
   std::printf("%s, %s; median of %d runs after %d warm-up; FLOPs 4 * pairs * D * Hq\n",
-              device_name(*ctx).c_str(), date, o.iters, o.warmup);
+              device_name(*ctx).c_str(), date.c_str(), o.iters, o.warmup);
   bench::Report rep(fmt::format(
       "windowed attention: the refiner's range list ({}x{}x{} latent blocks, radius {}/{}/{}), "
       "{} {}/{}x{}",
@@ -253,8 +222,8 @@ int run_windowed_attention(const WinOptions& o) {
   rep.set("ms", t.median(), 2);
   rep.set("spread ms", t.max() - t.min(), 2);
   rep.set("TFLOP/s", tf, 3);
-  rep.set("q/k/v/out GiB", gib(io_bytes));
-  rep.set("peak GiB", gib(peak));
+  rep.set("q/k/v/out GiB", bench::gib(io_bytes));
+  rep.set("peak GiB", bench::gib(peak));
   rep.emit(o.json);
   if (!o.dump_ranges.empty())
     std::printf("wrote %zu range pairs to %s\n", rows.size(), o.dump_ranges.c_str());

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 
+#include "bench/report.h"
 #include "context.h"
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -114,8 +115,6 @@ int64_t frames_for_seconds(const pipeline::PipelineComponents& c, const json& di
   }
   return std::max<int64_t>(1, std::llround(seconds * pipeline::output_fps(c.family, dit_config) * 2.0));
 }
-
-std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
 
 std::string file_sha256(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -351,8 +350,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   std::cout << "| stage | seconds | peak host GiB | peak GPU GiB | detail |\n| --- | ---: | ---: | ---: | --- |\n";
   if (enhance_seconds >= 0) std::cout << fmt::format("| enhance | {:.2f} | | | |\n", enhance_seconds);
   for (const auto& s : clip.stages)
-    std::cout << fmt::format("| {} | {:.2f} | {} | {} | {} |\n", s.name, s.seconds, gib(s.host_peak),
-                             ctx.dit->is_cuda() || (ctx.text->is_cuda() && s.name == "encode") ? gib(s.device_peak) : "-",
+    std::cout << fmt::format("| {} | {:.2f} | {} | {} | {} |\n", s.name, s.seconds, bench::gib(s.host_peak),
+                             ctx.dit->is_cuda() || (ctx.text->is_cuda() && s.name == "encode") ? bench::gib(s.device_peak) : "-",
                              s.detail);
   std::cout << "\n";
   if (step_cache.active()) std::cout << step_cache.summary(step_seconds) << "\n";

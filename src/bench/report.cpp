@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
 #include <cstdio>
 
 #include "core/error.h"
@@ -78,6 +79,15 @@ void Report::emit(const std::string& json_path) const {
   std::fflush(stdout);
   if (json_path.empty()) return;
   write_file_atomic(json_path, json().dump(2) + "\n");
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
+
+std::string utc_now() {
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  return date;
 }
 
 }  // namespace avdit::bench

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ struct Timing {
   double min() const;
   double max() const;
 };
+
+// bytes as GiB with two decimals ("9.83"), the unit of the benches' memory columns.
+std::string gib(int64_t bytes);
+// Now in UTC, "YYYY-MM-DD HH:MM UTC", for a bench's header line.
+std::string utc_now();
 
 class Report {
  public:

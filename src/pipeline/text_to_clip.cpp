@@ -107,12 +107,7 @@ bool magi2_uses_negative_prompt(const nlohmann::json& config) {
 RefinePlan check_refine_request(const PipelineComponents& c, const nlohmann::json& dit_config,
                                 const LatentShapes& preview, const RefineRequest& r) {
   const fs::path file = c.refiner / "config.json";
-  refiner::RefinerConfig rc;
-  try {
-    rc = refiner::parse_refiner_config(refiner::read_config_with_extends(file));
-  } catch (const BadInput& e) {
-    throw BadInput(fmt::format("{}: {}", file.string(), e.what()));
-  }
+  const refiner::RefinerConfig rc = refiner::read_refiner_config(file);
   const refiner::RefinerSamplerConfig s = refine_settings(rc.sampler, r);
   const models::magi2::Magi2Config pc = models::magi2::parse_magi2_config(dit_config);
   const Shape& v = preview.video;

@@ -3,7 +3,10 @@
 // window keys) with the reference's defaults; every rejection names the field.
 #include "models/magi2/refiner/config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <climits>
 #include <cmath>
 #include <type_traits>
@@ -291,6 +294,21 @@ RefinerConfig parse_refiner_config(const json& config) {
                 "magi2 refiner config: the refiner guidance scales and audio noise scale must be "
                 "finite");
   return c;
+}
+
+RefinerConfig read_refiner_config(const std::filesystem::path& file, json* merged) {
+  AVDIT_REQUIRE(std::filesystem::is_regular_file(file),
+                "{}: no such file (a MAGI-2 refiner config, with the preview config it extends "
+                "beside it)",
+                file.string());
+  try {
+    json j = read_config_with_extends(file);
+    RefinerConfig rc = parse_refiner_config(j);
+    if (merged) *merged = std::move(j);
+    return rc;
+  } catch (const BadInput& e) {
+    throw BadInput(fmt::format("{}: {}", file.string(), e.what()));
+  }
 }
 
 RefinerConfig refiner_config_from_checkpoint(const Checkpoint& ckpt) {

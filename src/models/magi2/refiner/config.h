@@ -94,6 +94,11 @@ bool is_refiner_config(const nlohmann::json& config);
 // Parses a merged config; BadInput names the field. Absent fields take the reference's defaults.
 RefinerConfig parse_refiner_config(const nlohmann::json& config);
 
+// A refiner config file ("extends" resolved relative to its folder) parsed; BadInput names the
+// file. `merged`, when given, receives the merged JSON (the preview's fields a caller sizes by).
+RefinerConfig read_refiner_config(const std::filesystem::path& file,
+                                  nlohmann::json* merged = nullptr);
+
 // The checkpoint folder's config.json, "extends" resolved relative to the folder, parsed.
 RefinerConfig refiner_config_from_checkpoint(const Checkpoint& ckpt);
 
