@@ -17,6 +17,8 @@
 #if AVDIT_HAVE_CUDNN
 #include <cudnn.h>
 #include <cudnn_frontend.h>
+
+#include "ops/cuda/cudnn_handle.h"
 #endif
 
 namespace avdit::cuda {
@@ -54,9 +56,10 @@ struct Entry {
 // so all Devices of one GPU share them and each call binds the caller's stream under the lock.
 // This is process-wide state (the Device class has no slot for it yet); it holds no stream and no
 // memory that a Device owns, so a Device may come and go freely.
+// The graphs of one GPU, beside the GPU's shared handle (cudnn_handle.h); its mutex guards both.
 struct CudnnContext {
-  std::mutex mu;
-  cudnnHandle_t handle = nullptr;
+  std::mutex& mu;
+  cudnnHandle_t handle;
   std::map<GraphKey, Entry> graphs;
 };
 
@@ -66,11 +69,8 @@ CudnnContext& context_for(int ordinal) {
   std::lock_guard<std::mutex> lock(registry_mu);
   auto& slot = registry[ordinal];
   if (!slot) {
-    auto ctx = std::make_unique<CudnnContext>();
-    const cudnnStatus_t st = cudnnCreate(&ctx->handle);
-    if (st != CUDNN_STATUS_SUCCESS)
-      throw RuntimeFailure(fmt::format("cudnnCreate failed on GPU {}: {}", ordinal, cudnnGetErrorString(st)));
-    slot = std::move(ctx);
+    CudnnHandle& h = cudnn_handle(ordinal);
+    slot.reset(new CudnnContext{h.mu, h.handle, {}});
   }
   return *slot;
 }

@@ -19,6 +19,8 @@
 #if AVDIT_HAVE_CUDNN
 #include <cudnn.h>
 #include <cudnn_frontend.h>
+
+#include "ops/cuda/cudnn_handle.h"
 #endif
 
 namespace avdit::ops::cuda {
@@ -80,12 +82,11 @@ struct Entry {
   std::string error;
 };
 
-// One handle and graph cache per GPU, as attention_cudnn.cpp keeps for SDPA: handles belong to a
-// CUDA context, not a stream, so every CudaContext of a GPU shares them and binds its stream under
-// the lock. Process-wide; it owns no stream and no memory of a Device.
+// The convolution graphs of one GPU, beside the GPU's shared cuDNN handle (cudnn_handle.h, the
+// handle SDPA uses too); the handle's mutex guards both.
 struct CudnnConvContext {
-  std::mutex mu;
-  cudnnHandle_t handle = nullptr;
+  std::mutex& mu;
+  cudnnHandle_t handle;
   std::map<GraphKey, Entry> graphs;
 };
 
@@ -95,12 +96,8 @@ CudnnConvContext& context_for(int ordinal) {
   std::lock_guard<std::mutex> lock(registry_mu);
   auto& slot = registry[ordinal];
   if (!slot) {
-    auto ctx = std::make_unique<CudnnConvContext>();
-    const cudnnStatus_t st = cudnnCreate(&ctx->handle);
-    if (st != CUDNN_STATUS_SUCCESS)
-      throw RuntimeFailure(
-          fmt::format("cudnnCreate failed on GPU {}: {}", ordinal, cudnnGetErrorString(st)));
-    slot = std::move(ctx);
+    ::avdit::cuda::CudnnHandle& h = ::avdit::cuda::cudnn_handle(ordinal);
+    slot.reset(new CudnnConvContext{h.mu, h.handle, {}});
   }
   return *slot;
 }
