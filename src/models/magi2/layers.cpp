@@ -10,6 +10,7 @@
 #include "ops/attention_prologue.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
+#include "ops/rows.h"
 
 namespace avdit::models::magi2 {
 
@@ -61,6 +62,22 @@ Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights&
   const Tensor u = grouped_linear(ctx, rows.layout, a, w.up_gate_proj, groups, act);  // [L, 2I]
   return grouped_linear(ctx, rows.layout, ops::gated(ctx, ops::Gated::Swiglu7Interleaved, u),
                         w.down_proj, groups, act);
+}
+
+Tensor post_adapter(ops::Context& ctx, const TokenLayout& layout, const Tensor& group,
+                    const Tensor& final_norm, const Tensor (&final_linear)[2], int64_t out_channels,
+                    const Tensor& s) {
+  const Tensor yn =
+      ops::rms_norm(ctx, s, ops::RmsNormWeight{final_norm, true, &group}, kNormEps, DType::F32);
+  Tensor out = ctx.zeros({layout.tokens(), out_channels}, DType::F32);
+  for (int m = 0; m < 2; ++m) {
+    const int64_t b = layout.begin[m], n = layout.size[m];
+    if (n == 0) continue;
+    const Tensor y = ops::linear(ctx, yn.slice_rows(b, b + n), final_linear[m], nullptr, DType::F32);
+    Tensor rows = out.slice_rows(b, b + n);
+    ops::copy_columns(ctx, y, 0, rows, 0, final_linear[m].size(0));
+  }
+  return out;
 }
 
 }  // namespace avdit::models::magi2

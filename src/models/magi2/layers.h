@@ -47,4 +47,11 @@ Tensor gated_attention(ops::Context& ctx, const RowOrder& rows, const AttentionW
 Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights& w, int64_t groups,
                  DType act, const Tensor& mlp_in);
 
+// The post-adapter in fp32 on s [L, width] (permuted rows): RMSNorm (1 + w) with each modality's
+// row of final_norm, then the video and audio rows' final linear into [L, out_channels] (a
+// modality's channels beyond its linear's output, and the text rows, stay 0). Permuted rows out.
+Tensor post_adapter(ops::Context& ctx, const TokenLayout& layout, const Tensor& group,
+                    const Tensor& final_norm, const Tensor (&final_linear)[2], int64_t out_channels,
+                    const Tensor& s);
+
 }  // namespace avdit::models::magi2

@@ -287,20 +287,8 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
 // channels with the video / audio weight, then the modality's final linear; text rows stay 0.
 Tensor Magi2Model::post_adapter(const Magi2Plan& p, const Tensor& s) const {
   ops::Context& ctx = ctx_;
-  const Magi2Config& c = config_;
-  const int64_t L = p.tokens(), width = c.out_channels;
-  const Tensor yn = ops::rms_norm(ctx, s, ops::RmsNormWeight{w_.final_norm, true, &p.group},
-                                  kNormEps, DType::F32);
-  Tensor out = ctx.zeros({L, width}, DType::F32);
-  const int64_t channels[2] = {c.video_in_channels, c.audio_in_channels};
-  for (int m = 0; m < 2; ++m) {
-    const int64_t b = p.layout.begin[m], n = p.layout.size[m];
-    if (n == 0) continue;
-    const Tensor y =
-        ops::linear(ctx, yn.slice_rows(b, b + n), w_.final_linear[m], nullptr, DType::F32);
-    Tensor rows = out.slice_rows(b, b + n);
-    ops::copy_columns(ctx, y, 0, rows, 0, channels[m]);
-  }
+  const Tensor out = magi2::post_adapter(ctx, p.layout, p.group, w_.final_norm, w_.final_linear,
+                                         config_.out_channels, s);
   return ops::gather_rows(ctx, out, p.inv);
 }
 

@@ -186,20 +186,8 @@ void RefinerModel::layer(int64_t i, const RefinerPlan& p, Tensor& s) const {
 // text rows stay 0.
 Tensor RefinerModel::post_adapter(const RefinerPlan& p, const Tensor& s) const {
   ops::Context& ctx = ctx_;
-  const RefinerConfig& c = config_;
-  const int64_t L = p.tokens();
-  const Tensor yn = ops::rms_norm(ctx, s, ops::RmsNormWeight{w_.final_norm, true, &p.group},
-                                  kNormEps, DType::F32);
-  Tensor out = ctx.zeros({L, c.out_channels}, DType::F32);
-  const int64_t channels[2] = {c.video_in_channels, c.audio_in_channels};
-  for (int m = 0; m < 2; ++m) {
-    const int64_t b = p.sorted.begin[m], n = p.sorted.size[m];
-    if (n == 0) continue;
-    const Tensor y =
-        ops::linear(ctx, yn.slice_rows(b, b + n), w_.final_linear[m], nullptr, DType::F32);
-    Tensor rows = out.slice_rows(b, b + n);
-    ops::copy_columns(ctx, y, 0, rows, 0, channels[m]);
-  }
+  Tensor out = magi2::post_adapter(ctx, p.sorted, p.group, w_.final_norm, w_.final_linear,
+                                   config_.out_channels, s);
   ops::observe(ctx, {"model_output"}, out);
   return out;
 }
