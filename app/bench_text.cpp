@@ -47,19 +47,6 @@ std::string default_config(const std::string& encoder) {
              : std::string(AVDIT_SHARED_DIR) + "/reference-configs/h3/FL2VA/text_encoder/config.json";
 }
 
-int64_t weight_bytes(const models::text::qwen35::Qwen35TextWeights& w) {
-  int64_t n = w.embed_tokens.nbytes();
-  for (const auto& l : w.layers)
-    for (const Tensor* t : {&l.input_layernorm, &l.post_attention_layernorm, &l.linear.in_proj_qkv,
-                            &l.linear.in_proj_z, &l.linear.in_proj_b, &l.linear.in_proj_a,
-                            &l.linear.conv1d, &l.linear.dt_bias, &l.linear.A_log, &l.linear.norm,
-                            &l.linear.out_proj, &l.full.q_proj, &l.full.k_proj, &l.full.v_proj,
-                            &l.full.o_proj, &l.full.q_norm, &l.full.k_norm, &l.gate_proj,
-                            &l.up_proj, &l.down_proj})
-      if (t->defined()) n += t->nbytes();
-  return n;
-}
-
 #if AVDIT_HAVE_CUDA
 void print_split(ops::Context& ctx, const models::text::TextEncoder& enc,
                  const std::vector<int32_t>& ids, int64_t layer) {
@@ -125,8 +112,7 @@ int run(const TextBenchOptions& o) {
     const q35::Qwen35TextConfig config = q35::parse_qwen35_text_config(cfg);
     AVDIT_REQUIRE(layers >= 1 && layers <= config.num_hidden_layers,
                   "--layers {}: the model has {}", layers, config.num_hidden_layers);
-    q35::Qwen35TextWeights w = q35::random_text_weights(ctx, config, layers, o.seed);
-    bytes = weight_bytes(w);
+    q35::Qwen35TextWeights w = q35::random_text_weights(ctx, config, layers, o.seed, &bytes);
     vocab = config.vocab_size;
     enc = std::make_unique<q35::Qwen35TextEncoder>(ctx, config, std::move(w), "random weights", act);
   } else {

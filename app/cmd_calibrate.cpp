@@ -133,11 +133,7 @@ int run_calibrate(const CalibrateArgs& a) {
                {"min_residual_change", number(min_change)},
                {"modulated", fit_json(fm, xm, ym)},
                {"first_block", fit_json(ff, xf, yf)}};
-  if (!a.out.empty()) {
-    OutputFile f(a.out);
-    f.write(j.dump(2) + "\n");
-    f.publish();
-  }
+  if (!a.out.empty()) write_file_atomic(a.out, j.dump(2) + "\n");
   if (a.json) {
     std::cout << j.dump(2) << "\n";
     return 0;

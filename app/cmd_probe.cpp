@@ -238,11 +238,7 @@ int run_probe(const ProbeArgs& a) {
                   {"pattern_mass_median", t.pattern_median}});
   j["heads"] = hs;
   j["triples"] = ts;
-  if (!a.out.empty()) {
-    OutputFile f(a.out);
-    f.write(j.dump(2) + "\n");
-    f.publish();
-  }
+  if (!a.out.empty()) write_file_atomic(a.out, j.dump(2) + "\n");
   if (a.json) {
     std::cout << j.dump(2) << "\n";
     return 0;

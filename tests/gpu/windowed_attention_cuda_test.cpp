@@ -14,6 +14,7 @@
 #include "models/magi2/refiner/sampler.h"
 #include "models/magi2/refiner/window_ranges.h"
 #include "ops/windowed_attention.h"
+#include "testing/random_ranges.h"
 #include "testing/backend_ops.h"
 #include "testing/golden_compare.h"
 
@@ -22,29 +23,9 @@ namespace {
 
 using test_util::random_tensor;
 
-// Random rows whose rectangles never overlap, query ranges cut at a few shared points.
 std::vector<RangePair> random_rows(int64_t S, int64_t Sk, int n, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::vector<std::vector<uint8_t>> used(S, std::vector<uint8_t>(Sk, 0));
-  std::vector<int64_t> cuts = {0, S};
-  std::uniform_int_distribution<int64_t> qpos(0, S), kpos(0, Sk);
-  for (int i = 0; i < 5; ++i) cuts.push_back(qpos(rng));
-  std::sort(cuts.begin(), cuts.end());
-  std::uniform_int_distribution<size_t> pick(0, cuts.size() - 1);
-  std::vector<RangePair> rows;
-  for (int tries = 0; tries < 2000 && static_cast<int>(rows.size()) < n; ++tries) {
-    int64_t a = cuts[pick(rng)], b = cuts[pick(rng)], c = kpos(rng), d = kpos(rng);
-    if (a > b) std::swap(a, b);
-    if (c > d) std::swap(c, d);
-    bool clash = a == b || c == d;
-    for (int64_t i = a; i < b && !clash; ++i)
-      for (int64_t j = c; j < d && !clash; ++j) clash = used[i][j];
-    if (clash) continue;
-    for (int64_t i = a; i < b; ++i)
-      for (int64_t j = c; j < d; ++j) used[i][j] = 1;
-    rows.push_back({{a, b}, {c, d}});
-  }
-  return rows;
+  return testing::random_range_rows(S, Sk, n, rng);
 }
 
 class WindowedAttentionCuda : public test_util::BackendOpsTest {

@@ -115,9 +115,10 @@ Qwen35TextWeights load_text_weights(ops::Context& ctx, const Checkpoint& ckpt,
 }
 
 Qwen35TextWeights random_text_weights(ops::Context& ctx, const Qwen35TextConfig& config,
-                                      int64_t layers, uint64_t seed) {
+                                      int64_t layers, uint64_t seed, int64_t* bytes) {
   AVDIT_REQUIRE(layers >= 1 && layers <= config.num_hidden_layers,
                 "Qwen3.5: {} layers asked of a model with {}", layers, config.num_hidden_layers);
+  if (bytes) *bytes = 0;
   return assemble(config, layers, [&](const std::string& name, const Shape& shape) {
     // Made where they are used (ops::fill_normal): 27B parameters drawn on the host and uploaded
     // took minutes, on the GPU seconds.
@@ -140,6 +141,7 @@ Qwen35TextWeights random_text_weights(ops::Context& ctx, const Qwen35TextConfig&
     ops::fill_normal(ctx, t, seed * 0x9e3779b97f4a7c15ull + stream_id(name.c_str()), mean, std);
     if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight"))
       t = t.reshape({1, t.numel()});
+    if (bytes) *bytes += t.nbytes();
     return t;
   });
 }

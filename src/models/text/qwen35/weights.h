@@ -58,8 +58,8 @@ Qwen35TextWeights load_text_weights(ops::Context& ctx, const Checkpoint& ckpt,
 
 // Random BF16 weights of the same names and shapes (F32 A_log, as the released file), on ctx: for
 // timings at full width without the checkpoint. Seeded per tensor name, so the same seed gives the
-// same weights.
+// same weights. `bytes`, when given, receives their size.
 Qwen35TextWeights random_text_weights(ops::Context& ctx, const Qwen35TextConfig& config,
-                                      int64_t layers, uint64_t seed);
+                                      int64_t layers, uint64_t seed, int64_t* bytes = nullptr);
 
 }  // namespace avdit::models::text::qwen35
