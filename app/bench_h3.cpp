@@ -45,6 +45,7 @@ struct H3BenchOptions {
   int iters = 5;
   int warmup = 1;
   std::string precision = "bf16";
+  std::string fp16_fix = "all";
   bool timed_segments = true;
   int gemm_candidates = 8;
   int64_t blocks = 0;  // 0: the config's
@@ -159,8 +160,17 @@ int run_h3(const H3BenchOptions& o) {
   if (!o.check.empty()) return run_check(o);
   mh::H3Config c = mh::H3Config::from_json(read_json(o.config));
   if (o.blocks > 0) c.num_layers = o.blocks;
-  AVDIT_REQUIRE(o.precision == "fp32" || o.precision == "bf16", "bench h3: --precision fp32 or bf16");
-  const DType act = o.precision == "fp32" ? DType::F32 : DType::BF16;
+  // One model at a time: each precision's weights are made, measured over every case, and freed.
+  std::vector<std::string> precisions;
+  {
+    std::stringstream ps(o.precision);
+    for (std::string p; std::getline(ps, p, ',');) {
+      AVDIT_REQUIRE(p == "fp32" || p == "bf16" || p == "fp16", "bench h3: --precision {}: fp32, bf16 or fp16", p);
+      precisions.push_back(p);
+    }
+  }
+  AVDIT_REQUIRE(!precisions.empty(), "bench h3: --precision names no precision");
+  const models::Fp16Fixes fixes = models::parse_fp16_fixes(o.fp16_fix);
 
   std::vector<Case> cases;
   std::stringstream ss(o.rows);
@@ -179,13 +189,16 @@ int run_h3(const H3BenchOptions& o) {
 
   ops::CudaContext ctx;
   ctx.set_timed_choices(o.gemm_candidates, o.timed_segments);
-  fmt::print("H3 bench: {} blocks, H {}, {} heads x {}, ffn {}, {} weights\n", c.num_layers, c.hidden_size,
-             c.num_attention_heads, c.attention_head_dim, c.ffn_hidden_size, o.precision);
-  const mh::H3Model model(ctx, c, act, o.seed);
-  fmt::print("weights {:.2f} GB generated on the device\n", model.weight_bytes() / 1e9);
   cuda::Device& dev = ctx.dev();
-
   bench::Report rep("MiniMax-H3 forward, one H200");
+  for (const std::string& precision : precisions) {
+  const DType act = precision == "fp32" ? DType::F32 : precision == "fp16" ? DType::F16 : DType::BF16;
+  fmt::print("H3 bench: {} blocks, H {}, {} heads x {}, ffn {}, {} weights{}\n", c.num_layers, c.hidden_size,
+             c.num_attention_heads, c.attention_head_dim, c.ffn_hidden_size, precision,
+             act == DType::F16 ? " (fp16 fixes: " + models::fp16_fixes_str(fixes) + ")" : std::string());
+  mh::H3Model model(ctx, c, act, o.seed);
+  model.set_fp16_fixes(fixes);
+  fmt::print("weights {:.2f} GB generated on the device\n", model.weight_bytes() / 1e9);
   for (const Case& k : cases) {
     const mh::PackedLayout& l = k.layout;
     const mh::PackedTimesteps ts = mh::pack_timesteps(l, 0.37f, 0.61f);
@@ -246,7 +259,7 @@ int run_h3(const H3BenchOptions& o) {
     rep.set("case", k.name);
     rep.set("rows", l.seq_len);
     rep.set("live", l.used_len);
-    rep.set("precision", o.precision);
+    rep.set("precision", act == DType::F16 ? precision + " (" + models::fp16_fixes_str(fixes) + ")" : precision);
     rep.set("layout", std::string(plan.segments.dense_rows > 0 ? "split" : "ragged"));
     rep.set("gemm cands", static_cast<int64_t>(o.gemm_candidates));
     rep.set("forward s", s, 3);
@@ -267,6 +280,7 @@ int run_h3(const H3BenchOptions& o) {
     rep.set("port / avdit", k.port_s > 0 ? k.port_s / s : 0.0, 2);
     rep.set("target s", k.target_s, 2);
   }
+  }
   rep.emit(o.json);
   return 0;
 }
@@ -286,7 +300,11 @@ Run add_bench_h3(CLI::App& bench) {
   cmd->add_option("--text-len", o->text_len, "Text rows of each case")->capture_default_str();
   cmd->add_option("--iters", o->iters, "Timed forwards (median reported)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed forwards first")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "bf16 or fp32")->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "bf16, fp32 or fp16 (the fp16 recipe), or a comma-separated list measured one after the other")
+      ->capture_default_str();
+  cmd->add_option("--fp16-fix", o->fp16_fix, "fp16's fixes: all, none or a list (see avdit generate --help)")
+      ->capture_default_str();
   cmd->add_flag("--timed-segments,!--no-timed-segments", o->timed_segments,
                 "Time the two attention document plans (split: first document dense + the rest ragged; ragged) once "
                 "per layout and keep the faster (off: split)")

@@ -15,6 +15,7 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/fp16_recipe.h"
 #include "models/h3/api.h"
 #include "models/h3/model.h"
 #include "models/magi2/api.h"
@@ -64,6 +65,7 @@ Run add_forward(CLI::App& app) {
     std::string model, inputs, out;
     std::string dump_list;  // --dump's optional value: empty = everything
     std::string precision = "fp32";
+    std::string fp16_fix = "all";
     std::string device = "cpu";
     bool nvfp4_experts = false;
   };
@@ -77,8 +79,12 @@ Run add_forward(CLI::App& app) {
                    ->expected(0, 1);
   cmd->add_option("--precision", o->precision,
                   "fp32 (the oracle) or bf16 (emulated production precision: activations rounded to bf16 where "
-                  "the reference holds them in bf16)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+                  "the reference holds them in bf16), or fp16 (H3: the fp16 recipe, see --fp16-fix)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_option("--fp16-fix", o->fp16_fix,
+                  "With --precision fp16: the recipe's fixes, all (default), none (the naive cast) or a list of "
+                  "residual, rowscale, gating, reduction, gate")
+      ->capture_default_str();
   cmd->add_option("--device", o->device,
                   "cpu (the float32 oracle, bf16 emulated) or cuda (the GPU backend: fp32 parity or bf16 production "
                   "precision)")
@@ -89,6 +95,8 @@ Run add_forward(CLI::App& app) {
   return [o, dump]() {
     const std::unique_ptr<ops::Context> ctx = make_context(o->device);
     const DType act = activation_dtype(o->precision);
+    AVDIT_REQUIRE(o->fp16_fix == "all" || act == DType::F16, "--fp16-fix {} needs --precision fp16", o->fp16_fix);
+    models::parse_fp16_fixes(o->fp16_fix);  // a bad list fails before any work
     const Checkpoint ckpt = Checkpoint::open(o->model);
     AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit forward needs the model's config",
                   o->model);
@@ -115,7 +123,8 @@ Run add_forward(CLI::App& app) {
     } else if (*family == "h3") {
       if (want_dump && !o->dump_list.empty())
         log::info("--dump {}: the list selects MAGI-2 tensors; H3 dumps everything", o->dump_list);
-      const models::h3::H3Model model(*ctx, ckpt, act);
+      models::h3::H3Model model(*ctx, ckpt, act);
+      model.set_fp16_fixes(models::parse_fp16_fixes(o->fp16_fix));
       out = models::h3::forward_from_inputs(model, inputs, want_dump);
       if (ctx->is_cuda()) log::info("{}", memory_summary(*ctx, model.weight_bytes()));
     } else {

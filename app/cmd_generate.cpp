@@ -21,6 +21,7 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/fp16_recipe.h"
 #include "models/h3/model.h"
 #include "models/magi2/model.h"
 #include "pipeline/generate_h3.h"
@@ -47,6 +48,7 @@ struct GenerateArgs {
   std::optional<int64_t> frames, height, width;
   bool save_model_out = false, json = false;
   std::string device = "cpu", precision = "fp32";
+  std::string fp16_fix = "all";  // --fp16-fix (H3, --precision fp16)
   bool nvfp4_experts = false;
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   bool nvfp4_expert_inputs = false;
@@ -146,6 +148,9 @@ int run_generate(const GenerateArgs& a) {
          {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
           std::pair{a.audio_guidance, "--audio-guidance"}})
       if (value) require_finite_option(*value, option);
+    AVDIT_REQUIRE(a.precision != "fp16",
+                  "--precision fp16 runs the H3 DiT in latent mode (--text FILE); the whole pipeline (--prompt) in "
+                  "fp16 is not wired: its text encoder and decoders have no fp16 path");
     ClipCommon m;
     m.model = a.model;
     m.out = a.out;
@@ -179,6 +184,8 @@ int run_generate(const GenerateArgs& a) {
                 a.steps.value_or(0));
   const std::unique_ptr<ops::Context> ctx = make_context(a.device);
   const DType act = activation_dtype(a.precision);
+  AVDIT_REQUIRE(a.fp16_fix == "all" || act == DType::F16, "--fp16-fix {} needs --precision fp16", a.fp16_fix);
+  const models::Fp16Fixes fixes = models::parse_fp16_fixes(a.fp16_fix);
   const Checkpoint ckpt = Checkpoint::open(a.model);
   AVDIT_REQUIRE(ckpt.config(), "{}: no config.json beside the weights; avdit generate needs the model's config",
                 a.model);
@@ -277,7 +284,8 @@ int run_generate(const GenerateArgs& a) {
     o.video_guidance = gv;
     o.audio_guidance = ga;
     check_memory(a, *family, *ckpt.config(), run, o.text, total);
-    const models::h3::H3Model model(*ctx, ckpt, act);
+    models::h3::H3Model model(*ctx, ckpt, act);
+    model.set_fp16_fixes(fixes);
     r = pipeline::generate_h3(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
   }
@@ -413,8 +421,14 @@ Run add_generate(CLI::App& app) {
                 "to measure what NVFP4 activations cost");
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
-  cmd->add_option("--precision", a->precision, "With --device cuda: fp32 (parity) or bf16 (production precision)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+  cmd->add_option("--precision", a->precision,
+                  "fp32 (parity), bf16 (production precision) or fp16 (H3, latent mode: the fp16 recipe for GPUs "
+                  "without bf16; emulated on the CPU)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  cmd->add_option("--fp16-fix", a->fp16_fix,
+                  "With --precision fp16: the recipe's fixes, all (default), none (the naive cast) or a list of "
+                  "residual, rowscale, gating, reduction, gate")
       ->capture_default_str();
   add_route_options(cmd, a->routes);
   cmd->add_option("--step-cache", a->step_cache, kStepCacheHelp);

@@ -18,9 +18,9 @@
 namespace avdit::app {
 
 DType activation_dtype(const std::string& precision) {
-  AVDIT_REQUIRE(precision == "fp32" || precision == "bf16", "--precision {}: expected fp32 or bf16",
-                precision);
-  return precision == "bf16" ? DType::BF16 : DType::F32;
+  AVDIT_REQUIRE(precision == "fp32" || precision == "bf16" || precision == "fp16",
+                "--precision {}: expected fp32, bf16 or fp16 (fp16: MiniMax-H3's recipe)", precision);
+  return precision == "bf16" ? DType::BF16 : precision == "fp16" ? DType::F16 : DType::F32;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ops/dispatch.h"
 
@@ -18,12 +19,16 @@ struct TableColumns {
   bool defined() const { return table.defined(); }
 };
 
-// For every row r of x [S, H] (activation dtype: F32, or BF16 with every rounding below):
-//   if f:    x[r] = R(x[r] + R(gate[row[r]] * f[r]))   (gate undefined: x[r] = R(x[r] + f[r]))
+// For every row r of x [S, H]:
+//   if f:    x[r] = Rx(x[r] + Rx(gate[row[r]] * f[r]))  (gate undefined: x[r] = Rx(x[r] + f[r]))
 //   if out:  h = R(rmsnorm(x[r]) * w)                   (eps; w [H] in the activation dtype)
 //            if shift: h = R(R(h * R(1 + scale[row2[r]])) + shift[row2[r]])
 //            out[r] = h   (out in the activation dtype, or F32 holding the rounded values)
-// R rounds to the activation dtype (x's). row / row2: I32 [S].
+// R rounds to the activation dtype `act` (unset: x's; F32, BF16 or F16), the dtype of w and the
+// tables on the GPU. The residual x and the branch f share one dtype, the activation dtype or F32
+// (the fp16 recipe's widened residual: an F32 x with act F16); Rx rounds to it. row / row2: I32 [S].
+// zero_gate_guard: a zero gate adds nothing even when f is not finite (the fp16 recipe's guard:
+// 0 * inf is NaN); without it the product is the reference's.
 struct ResidualNormModulate {
   const Tensor* f = nullptr;
   TableColumns gate;
@@ -32,6 +37,8 @@ struct ResidualNormModulate {
   float eps = 1e-6f;
   TableColumns shift, scale;
   const Tensor* row2 = nullptr;
+  std::optional<DType> act;
+  bool zero_gate_guard = false;
 };
 
 namespace cpu {

@@ -34,8 +34,12 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 
 struct Pref {
   cublasLtMatmulPreference_t p = nullptr;
-  Pref(uint64_t workspace, uint32_t aa, uint32_t ab, uint32_t ac, uint32_t ad) {
+  Pref(uint64_t workspace, uint32_t aa, uint32_t ab, uint32_t ac, uint32_t ad, bool reduced) {
     AVDIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p));
+    // Split-K partial sums in fp32 only, unless reduced-precision reductions are allowed.
+    set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                       reduced ? static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_MASK)
+                               : static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
     set_pref<uint64_t>(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace);
     set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aa);
     set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, ab);
@@ -80,7 +84,7 @@ GemmPlanner::Plan& GemmPlanner::plan(const GemmProblem& p, const Key& key) {
   AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, cuda_type(p.in), uK, uM, p.lda));
   AVDIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.c, cuda_type(p.out), uN, uM, p.ldd));
   const Pref pref(dev_.workspace_bytes(), std::get<10>(key), std::get<11>(key), std::get<12>(key),
-                  std::get<13>(key));
+                  std::get<13>(key), std::get<14>(key));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev_.lt(), pl.op, pl.a, pl.b, pl.c, pl.c,
@@ -114,7 +118,8 @@ void GemmPlanner::run(const GemmProblem& p) {
                 alignment_of(p.b),
                 alignment_of(p.a),
                 alignment_of(p.c ? p.c : p.d),
-                alignment_of(p.d)};
+                alignment_of(p.d),
+                p.reduced_precision_reduction};
   Plan& pl = plan(p, key);
   if (!pl.has_algo) return fallback(p);
   if (candidates_ > 0 && !pl.tuned && !capturing_ && p.M >= min_rows_ &&
@@ -149,7 +154,7 @@ void GemmPlanner::fallback(const GemmProblem& p) {
 void GemmPlanner::tune(const GemmProblem& p, Plan& pl) {
   pl.tuned = true;
   const Pref pref(dev_.workspace_bytes(), alignment_of(p.b), alignment_of(p.a),
-                  alignment_of(p.c ? p.c : p.d), alignment_of(p.d));
+                  alignment_of(p.c ? p.c : p.d), alignment_of(p.d), p.reduced_precision_reduction);
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(candidates_));
   int found = 0;
   if (p.bias)

@@ -30,6 +30,10 @@ struct GemmProblem {
   int64_t M = 0, N = 0, K = 0, lda = 0, ldd = 0;
   DType in = DType::F32, out = DType::F32;
   bool b_kn = false;
+  // Whether cuBLASLt may add split-K partial sums in D's dtype (its in-place and output-type
+  // reduction schemes). Off: only fp32 (compute type) reductions, the house rule; the fp16
+  // recipe's `reduction` fix is this rule, switchable for study.
+  bool reduced_precision_reduction = false;
 };
 
 class GemmPlanner {
@@ -65,7 +69,7 @@ class GemmPlanner {
     bool has_algo = false, tuned = false;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool, bool,
-                         uint32_t, uint32_t, uint32_t, uint32_t>;
+                         uint32_t, uint32_t, uint32_t, uint32_t, bool>;
   Plan& plan(const GemmProblem& p, const Key& key);
   void tune(const GemmProblem& p, Plan& plan);
   void fallback(const GemmProblem& p);

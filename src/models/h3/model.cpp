@@ -16,6 +16,7 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
+#include "ops/linear_f16.h"
 #include "ops/modulation.h"
 #include "ops/rows.h"
 
@@ -33,8 +34,8 @@ H3Config config_of(const Checkpoint& ckpt) {
 }
 
 DType checked_act(DType act) {
-  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
-                "H3: activations in {} are not supported (F32 or BF16)", dtype_name(act));
+  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16 || act == DType::F16,
+                "H3: activations in {} are not supported (F32, BF16 or F16)", dtype_name(act));
   return act;
 }
 
@@ -58,6 +59,21 @@ H3Model::H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t 
   w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_);
 }
 
+DType H3Model::residual_dtype() const {
+  return act_ == DType::F16 && fixes_.residual ? DType::F32 : act_;
+}
+
+Tensor H3Model::block_linear(const Tensor& x, const Tensor& w, DType out) const {
+  if (act_ != DType::F16) return ops::linear(ctx_, x, w, nullptr, out);
+  return ops::linear_f16(ctx_, x, w, out, {fixes_.rowscale, fixes_.reduction});
+}
+
+ops::ResidualNormModulate H3Model::rnm(ops::ResidualNormModulate a) const {
+  a.act = act_;
+  a.zero_gate_guard = act_ == DType::F16 && fixes_.gate;
+  return a;
+}
+
 Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
   const H3Config& c = config_;
   Tensor te = text_embeds_any;
@@ -71,8 +87,12 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
                 dh = c.attention_head_dim;
   const Tensor text = ops::cast(ctx, ctx.upload(te), act_);
   // 1. condition_proj, then refiner blocks: no RoPE, no adaLN, no gates, one text document.
-  Tensor x = ops::linear(ctx, text, w_.condition_proj_weight, &w_.condition_proj_bias, act_);
+  const DType xdt = residual_dtype();
+  // Under the fp16 recipe the first product is widened too (it starts the residual).
+  Tensor x = ops::linear(ctx, text, w_.condition_proj_weight, &w_.condition_proj_bias, xdt);
   ops::observe(ctx, {"text_projected"}, x);
+  // The swiglu product's dtype: fp32 under the recipe's gating fix.
+  const DType gdt = act_ == DType::F16 && fixes_.gating ? DType::F32 : act_;
   const ops::Segments doc = ops::plan_segments(ctx, {0, L}, heads, dh, act_);
   const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -80,31 +100,30 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
   Tensor h = ctx.empty({L, H}, act_);
   Tensor refined = ctx.empty({L, H}, act_);
   if (nr > 0)
-    ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_blocks[0].norm1, eps},
+    ops::residual_norm_modulate(ctx, x, rnm({nullptr, {}, nullptr, w_.refiner_blocks[0].norm1, eps}),
                                 &h);
   for (size_t r = 0; r < nr; ++r) {
     const BlockWeights& b = w_.refiner_blocks[r];
-    const Tensor qkv = ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({L, heads, 3, dh});
+    const Tensor qkv = block_linear(h, b.qkv_proj, act_).reshape({L, heads, 3, dh});
     Tensor q = ctx.empty({L, heads, dh}, act_), k = ctx.empty({L, heads, dh}, act_),
            v = ctx.empty({L, heads, dh}, act_);
     ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
     const Tensor core = ops::attention(ctx, q, k, v, scale, doc).reshape({L, heads * dh});
-    const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
+    const Tensor attn = block_linear(core, b.out_proj, xdt);
     // x += attn; h = norm2(x)
-    ops::residual_norm_modulate(ctx, x, {&attn, {}, nullptr, b.norm2, eps}, &h);
-    const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
-    const Tensor mlp =
-        ops::linear(ctx, ops::gated(ctx, ops::Gated::Swiglu, u), b.fc2, nullptr, act_);
+    ops::residual_norm_modulate(ctx, x, rnm({&attn, {}, nullptr, b.norm2, eps}), &h);
+    const Tensor u = block_linear(h, b.fc1, act_);
+    const Tensor mlp = block_linear(ops::gated(ctx, ops::Gated::Swiglu, u, nullptr, gdt), b.fc2, xdt);
     // x += mlp; then the next block's norm1, or token_refiner.final_norm.
     const bool last = r + 1 == nr;
     ops::residual_norm_modulate(
         ctx, x,
-        {&mlp, {}, nullptr, last ? w_.refiner_final_norm : w_.refiner_blocks[r + 1].norm1, eps},
+        rnm({&mlp, {}, nullptr, last ? w_.refiner_final_norm : w_.refiner_blocks[r + 1].norm1, eps}),
         last ? &refined : &h);
     ops::observe(ctx, {"refiner_block{}", static_cast<int64_t>(r)}, x);
   }
   if (nr == 0)
-    ops::residual_norm_modulate(ctx, x, {nullptr, {}, nullptr, w_.refiner_final_norm, eps},
+    ops::residual_norm_modulate(ctx, x, rnm({nullptr, {}, nullptr, w_.refiner_final_norm, eps}),
                                 &refined);
   ops::observe(ctx, {"text_refined"}, refined);
   return refined;
@@ -207,7 +226,7 @@ H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act, const H3T
   }
   auto place = [&](const std::string& name) {
     const Tensor h = ckpt.get(name);
-    return ctx.is_cuda() ? ctx.upload(h.to(act_)) : h;
+    return ctx.is_cuda() ? ctx.upload(h.to(act_)) : act_ == DType::F16 ? h.to(act_) : h;
   };
   for (int64_t i = 0; i <= n; ++i) {
     const std::string p = i < n ? fmt::format("blocks.{}.adaln_proj.linear.", i)
@@ -283,7 +302,9 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
 
   // 2. Packed input: text, fp32 patch projections of video and audio rows (rounded to the
   // activation dtype when written into the sequence); pad rows stay zero.
-  Tensor x = ctx.zeros({S, H}, act_);
+  const DType xdt = residual_dtype();
+  const DType gdt = act_ == DType::F16 && fixes_.gating ? DType::F32 : act_;
+  Tensor x = ctx.zeros({S, H}, xdt);
   ops::scatter_rows(ctx, text_refined, p.text_pos, x);
   ops::scatter_rows(ctx,
                     ops::linear(ctx, ops::cast(ctx, video_rows, DType::F32),
@@ -309,14 +330,14 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
   // The final layer's input: rounded to the activation dtype, stored F32 for the fp32 heads
   // (allocated where the last block ends: it need not live beside the blocks' temporaries).
   Tensor hf;
-  const ops::ResidualNormModulate final_norm{nullptr,
-                                             {},
-                                             nullptr,
-                                             w_.final_norm,
-                                             static_cast<float>(c.final_norm_eps),
-                                             {tab.final, 0},
-                                             {tab.final, H},
-                                             &inverse};
+  const ops::ResidualNormModulate final_norm = rnm({nullptr,
+                                                   {},
+                                                   nullptr,
+                                                   w_.final_norm,
+                                                   static_cast<float>(c.final_norm_eps),
+                                                   {tab.final, 0},
+                                                   {tab.final, H},
+                                                   &inverse});
   // The stack points (models/stack_points.h): a step cache may answer the blocks from block 0 or
   // 1; after a skip the final layer's norm runs on the stream it put at stack.output.
   ops::observe(ctx, {models::kStackInput}, x);
@@ -324,14 +345,14 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
   if (n_blocks > 0) {
     const Tensor& t0 = tab.block[0];
     ops::residual_norm_modulate(ctx, x,
-                                {nullptr,
-                                 {},
-                                 nullptr,
-                                 w_.blocks[0].norm1,
-                                 eps,
-                                 slice(t0, 0, H),
-                                 slice(t0, 1, H),
-                                 &mod_rows},
+                                rnm({nullptr,
+                                     {},
+                                     nullptr,
+                                     w_.blocks[0].norm1,
+                                     eps,
+                                     slice(t0, 0, H),
+                                     slice(t0, 1, H),
+                                     &mod_rows}),
                                 &h);
     ops::observe(ctx, {models::kStackModulated}, h);
   } else {
@@ -345,7 +366,7 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     ops::observe(ctx, {"block{}_adaln_linear_out", i}, t);
     ops::observe_lazy(ctx, {"block{}_norm1", i}, [&] {
       Tensor xc = x, n1 = ctx.empty({S, H}, act_);
-      ops::residual_norm_modulate(ctx, xc, {nullptr, {}, nullptr, b.norm1, eps}, &n1);
+      ops::residual_norm_modulate(ctx, xc, rnm({nullptr, {}, nullptr, b.norm1, eps}), &n1);
       return n1;
     });
     ops::observe(ctx, {"block{}_attn_in", i}, h);
@@ -358,7 +379,7 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
              v = ctx.empty({S, heads, dh}, act_);
       {
         const Tensor qkv =
-            ops::linear(ctx, h, b.qkv_proj, nullptr, act_).reshape({S, heads, 3, dh});
+            block_linear(h, b.qkv_proj, act_).reshape({S, heads, 3, dh});
         ops::observe(ctx, {"block{}_qkv", i}, qkv);
         if (ops::observed(ctx, {"block{}_q_normed", i})) {
           ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k,
@@ -374,13 +395,13 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       Tensor core = ops::attention(ctx, q, k, v, scale, p.segments).reshape({S, I});
       q = k = v = Tensor();
       ops::observe(ctx, {"block{}_attn_core", i}, core);
-      const Tensor attn = ops::linear(ctx, core, b.out_proj, nullptr, act_);
+      const Tensor attn = block_linear(core, b.out_proj, xdt);
       core = Tensor();
       ops::observe(ctx, {"block{}_attn_out", i}, attn);
       // x += gate_msa * attn; h = norm2(x) * (1 + scale_mlp) + shift_mlp
       ops::residual_norm_modulate(ctx, x,
-                                  {&attn, slice(t, 2, H), &mod_rows, b.norm2, eps, slice(t, 3, H),
-                                   slice(t, 4, H), &mod_rows},
+                                  rnm({&attn, slice(t, 2, H), &mod_rows, b.norm2, eps,
+                                       slice(t, 3, H), slice(t, 4, H), &mod_rows}),
                                   &h);
     }
     ops::observe(ctx, {"block{}_mlp_in", i}, h);
@@ -389,12 +410,12 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     {
       Tensor g;
       {
-        const Tensor u = ops::linear(ctx, h, b.fc1, nullptr, act_);
+        const Tensor u = block_linear(h, b.fc1, act_);
         ops::observe(ctx, {"block{}_mlp_up", i}, u);
-        g = ops::gated(ctx, ops::Gated::Swiglu, u);
+        g = ops::gated(ctx, ops::Gated::Swiglu, u, nullptr, gdt);
       }
       ops::observe(ctx, {"block{}_mlp_act", i}, g);
-      mlp = ops::linear(ctx, g, b.fc2, nullptr, act_);
+      mlp = block_linear(g, b.fc2, xdt);
     }
     ops::observe(ctx, {"block{}_mlp_out", i}, mlp);
     // x += gate_mlp * mlp; then the next block's norm1 + modulation, or (6.) the final layer's:
@@ -402,8 +423,8 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
     if (i + 1 < n_blocks) {
       const Tensor& tn = tab.block[i + 1];
       ops::residual_norm_modulate(ctx, x,
-                                  {&mlp, slice(t, 5, H), &mod_rows, w_.blocks[i + 1].norm1, eps,
-                                   slice(tn, 0, H), slice(tn, 1, H), &mod_rows},
+                                  rnm({&mlp, slice(t, 5, H), &mod_rows, w_.blocks[i + 1].norm1, eps,
+                                       slice(tn, 0, H), slice(tn, 1, H), &mod_rows}),
                                   &h);
     } else {
       ops::ResidualNormModulate a = final_norm;

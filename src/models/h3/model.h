@@ -13,8 +13,10 @@
 #include "models/h3/config.h"
 #include "models/h3/packing.h"
 #include "models/h3/weights.h"
+#include "models/fp16_recipe.h"
 #include "ops/attention.h"
 #include "ops/context.h"
+#include "ops/modulation.h"
 
 namespace avdit {
 class Checkpoint;
@@ -67,8 +69,8 @@ H3Tables tables_over_storage(const H3Config& c, int64_t blocks, std::vector<floa
 class H3Model {
  public:
   // Weights from a checkpoint (config from its config.json unless given), on ctx in the activation
-  // dtype `act` (F32 or BF16) with the reference's fp32 islands. On the CPU the weights stay
-  // mapped.
+  // dtype `act` (F32, BF16, or F16: the fp16 recipe, fp16_recipe.h) with the reference's fp32
+  // islands. On the CPU the weights stay mapped (F16: rounded to fp16 copies, the GPU's values).
   H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act = DType::F32);
   H3Model(ops::Context& ctx, const Checkpoint& ckpt, const H3Config& config,
           DType act = DType::F32);
@@ -81,6 +83,9 @@ class H3Model {
   const H3Weights& weights() const { return w_; }
   ops::Context& ctx() const { return ctx_; }
   DType act() const { return act_; }
+  // The fp16 recipe's fixes (F16 activations only; default: all of them).
+  void set_fp16_fixes(const Fp16Fixes& f) { fixes_ = f; }
+  const Fp16Fixes& fp16_fixes() const { return fixes_; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The bytes the adaLN projections would take on ctx, when a table replaced them (else 0).
   int64_t adaln_bytes_avoided() const { return adaln_bytes_avoided_; }
@@ -114,11 +119,19 @@ class H3Model {
   Tensor time_input(const std::vector<float>& unique, H3Tables& t) const;
   // t's storage and block / final views for M timesteps.
   void allocate(H3Tables& t, int64_t M) const;
+  // The residual stream's dtype (F32 under the fp16 recipe's residual fix, else the activations').
+  DType residual_dtype() const;
+  // A bias-free linear inside a block: the fp16 recipe's GEMM (ops/linear_f16.h) with F16
+  // activations, else ops::linear.
+  Tensor block_linear(const Tensor& x, const Tensor& w, DType out) const;
+  // The residual_norm_modulate arguments every call shares under these activations.
+  ops::ResidualNormModulate rnm(ops::ResidualNormModulate a) const;
 
   H3Weights w_;
   int64_t weight_bytes_ = 0;
   int64_t adaln_bytes_avoided_ = 0;
   std::vector<std::pair<std::vector<float>, H3Tables>> table_;
+  Fp16Fixes fixes_;
 };
 
 }  // namespace avdit::models::h3

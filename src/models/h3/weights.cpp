@@ -138,7 +138,10 @@ H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config
   return assemble(config, [&](const std::string& name) {
     if (!adaln && is_adaln_projection(name)) return Tensor();
     Tensor t = ckpt.get(name);
-    if (!ctx.is_cuda() || host_only(name)) return t;
+    if (host_only(name)) return t;
+    // The CPU keeps the mapped weights, except for fp16 activations: rounded copies, the values
+    // the GPU computes with (the fp16 recipe's emulation).
+    if (!ctx.is_cuda()) return act == DType::F16 && !is_fp32_island(name) ? t.to(DType::F16) : t;
     Tensor d = ctx.upload(t.to(device_dtype(name, act)));
     total += d.nbytes();
     if (bytes) *bytes = total;
@@ -156,7 +159,7 @@ H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, u
   return assemble(config, [&](const std::string& name) {
     const Shape& shape = shapes.at(name);
     if (name == "rope.inv_freq") return rope_inv_freq(shape[0]);
-    const DType dt = ctx.is_cuda() ? device_dtype(name, act) : DType::F32;
+    const DType dt = ctx.is_cuda() || act == DType::F16 ? device_dtype(name, act) : DType::F32;
     Tensor t = ctx.empty(shape, dt);
     const auto [mean, std] = init_scale(name, shape, config);
     ops::fill_normal(ctx, t, seed * 0x9e3779b97f4a7c15ull + stream_id(name.c_str()), mean, std);

@@ -45,6 +45,7 @@ void binary(Binary op, const Tensor& a_in, const Tensor& b_in, Tensor& y) {
 
 void gated(Gated kind, const Tensor& u_in, const Tensor* l_in, Tensor& y, int64_t col) {
   const Tensor u = f32(u_in);
+  const DType ut = u_in.dtype();  // the silu is rounded where u is stored (bf16: the reference)
   const int64_t width = kind == Gated::Swiglu7Split ? u.size(-1) : u.size(-1) / 2;
   AVDIT_CHECK(kind == Gated::Swiglu7Split || u.size(-1) % 2 == 0,
               "gated activation on an odd width {}", u.size(-1));
@@ -71,7 +72,7 @@ void gated(Gated kind, const Tensor& u_in, const Tensor* l_in, Tensor& y, int64_
       switch (kind) {
         case Gated::Swiglu: {
           const float g = s[r * 2 * width + i], up = s[r * 2 * width + width + i];
-          v = round_to(yt, round_to(yt, g / (1.0f + std::exp(-g))) * up);
+          v = round_to(yt, round_to(ut, g / (1.0f + std::exp(-g))) * up);
           break;
         }
         case Gated::Swiglu7Interleaved:

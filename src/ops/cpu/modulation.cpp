@@ -27,8 +27,8 @@ struct Cols {
 void residual_norm_modulate(Tensor& x_t, const ResidualNormModulate& a, Tensor* out) {
   AVDIT_CHECK(x_t.ndim() == 2, "residual_norm_modulate: x must be [S, H], got {}", x_t.shape_str());
   const int64_t S = x_t.size(0), H = x_t.size(1);
-  const DType act = x_t.dtype();
-  auto R = [act](float v) { return round_to(act, v); };
+  const DType xt = x_t.dtype();
+  auto Rx = [xt](float v) { return round_to(xt, v); };
   Tensor x = x_t.to_f32().clone();
   float* px = x.f32();
   const Cols gate(a.gate), shift(a.shift), scale(a.scale);
@@ -42,9 +42,12 @@ void residual_norm_modulate(Tensor& x_t, const ResidualNormModulate& a, Tensor* 
       const float* fr = f.f32() + r * H;
       if (a.gate.defined()) {
         const float* g = gate.row(index_at(*a.row, r));
-        for (int64_t c = 0; c < H; ++c) xr[c] = R(xr[c] + R(g[c] * fr[c]));
+        for (int64_t c = 0; c < H; ++c) {
+          const float gf = a.zero_gate_guard && g[c] == 0.0f ? 0.0f : Rx(g[c] * fr[c]);
+          xr[c] = Rx(xr[c] + gf);
+        }
       } else {
-        for (int64_t c = 0; c < H; ++c) xr[c] = R(xr[c] + fr[c]);
+        for (int64_t c = 0; c < H; ++c) xr[c] = Rx(xr[c] + fr[c]);
       }
     }
     store(x_t, px);
@@ -53,6 +56,8 @@ void residual_norm_modulate(Tensor& x_t, const ResidualNormModulate& a, Tensor* 
   AVDIT_CHECK(out->numel() == S * H, "residual_norm_modulate: out {} for x {}", out->shape_str(),
               x_t.shape_str());
   AVDIT_CHECK(!a.shift.defined() || a.row2, "residual_norm_modulate: modulation needs row indices");
+  const DType act = a.act.value_or(xt);
+  auto R = [act](float v) { return round_to(act, v); };
   const Tensor w = f32(a.w);
   AVDIT_CHECK(w.numel() == H, "residual_norm_modulate: norm weight {} for rows of {}",
               w.shape_str(), H);

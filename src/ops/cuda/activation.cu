@@ -245,11 +245,18 @@ void gated(CudaContext& c, ops::Gated kind, const Tensor& u, const Tensor* l, Te
   c.require_here(u, "gated activation input");
   if (kind == ops::Gated::Swiglu) {
     // The H3 MLP's SwiGLU with the reference's two rounding points (silu, then the product).
-    AVDIT_CHECK(col == 0 && u.size(-1) % 2 == 0 && y.numel() * 2 == u.numel() && u.dtype() == y.dtype() &&
-                    (u.dtype() == DType::F32 || u.dtype() == DType::BF16),
+    // fp16 u may write an F32 y: the fp16 recipe's gating product kept in fp32.
+    const bool f16 = u.dtype() == DType::F16 && (y.dtype() == DType::F16 || y.dtype() == DType::F32);
+    AVDIT_CHECK(col == 0 && u.size(-1) % 2 == 0 && y.numel() * 2 == u.numel() &&
+                    (f16 || (u.dtype() == y.dtype() && (u.dtype() == DType::F32 || u.dtype() == DType::BF16))),
                 "swiglu: u {} {} into y {} {}", dtype_name(u.dtype()), u.shape_str(), dtype_name(y.dtype()),
                 y.shape_str());
     const int64_t F = u.size(-1) / 2, S = F ? u.numel() / (2 * F) : 0;
+    if (f16) {
+      ::avdit::cuda::swiglu_f16(c.stream(), u.raw(), device_ptr(y), y.dtype() == DType::F32, S, F);
+      AVDIT_CUDA_CHECK_LAUNCH();
+      return;
+    }
     ::avdit::cuda::swiglu(c.stream(), u.dtype() == DType::BF16, u.raw(), device_ptr(y), S, F);
     AVDIT_CUDA_CHECK_LAUNCH();
     return;

@@ -104,7 +104,12 @@ __global__ void __launch_bounds__(kRowThreads) resid_norm_kernel(ResidNormArgs a
     float v = ld(x, c);
     if (resid) {
       // x + gate * f as gated_residual_; the refiner's plain residual has no gate.
-      v = R<BF>(v + (gated ? R<BF>(ld(g, c) * ld(f, c)) : ld(f, c)));
+      float gf = ld(f, c);
+      if (gated) {
+        const float gv = ld(g, c);
+        gf = a.zero_gate_guard && gv == 0.f ? 0.f : R<BF>(gv * gf);
+      }
+      v = R<BF>(v + gf);
       st(x, c, v);
     }
     row[c] = v;
@@ -148,7 +153,10 @@ __global__ void __launch_bounds__(kRowThreads) resid_norm_bf16x8_kernel(ResidNor
       ld8(f + c, fv);
       if (gated) ld8(g + c, gv);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[k][j] = R<true>(v[k][j] + (gated ? R<true>(gv[j] * fv[j]) : fv[j]));
+      for (int j = 0; j < 8; ++j) {
+        const float gf = !gated ? fv[j] : a.zero_gate_guard && gv[j] == 0.f ? 0.f : R<true>(gv[j] * fv[j]);
+        v[k][j] = R<true>(v[k][j] + gf);
+      }
       st8(x + c, v[k]);
     }
 #pragma unroll
@@ -373,23 +381,26 @@ using ::avdit::cuda::device_ptr;
   return {static_cast<const char*>(t.table.raw()) + t.col * dtype_nbytes(act, 1), t.table.size(1)};
 }
 
-bool act_dtype(DType d) { return d == DType::F32 || d == DType::BF16; }
+bool act_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
 
 }  // namespace
 
 void residual_norm_modulate(CudaContext& c, Tensor& x, const ResidualNormModulate& a, Tensor* out) {
   c.require_here(x, "residual_norm_modulate x");
-  AVDIT_CHECK(x.ndim() == 2 && act_dtype(x.dtype()), "residual_norm_modulate: x {} {} (F32 or BF16 [S, H])",
-              dtype_name(x.dtype()), x.shape_str());
+  const DType act = a.act.value_or(x.dtype());
+  AVDIT_CHECK(x.ndim() == 2 && act_dtype(x.dtype()) && (x.dtype() == act || (x.dtype() == DType::F32 && act == DType::F16)),
+              "residual_norm_modulate: x {} {} with {} activations (F32, BF16 or F16 [S, H]; an F32 residual "
+              "beside F16 activations)",
+              dtype_name(x.dtype()), x.shape_str(), dtype_name(act));
   const int64_t S = x.size(0), H = x.size(1);
-  const DType act = x.dtype();
   ::avdit::cuda::ResidNormArgs r;
   r.x = device_ptr(x);
   r.S = S;
   r.H = H;
+  r.zero_gate_guard = a.zero_gate_guard;
   if (a.f) {
-    AVDIT_CHECK(a.f->dtype() == act && a.f->numel() == S * H, "residual_norm_modulate: f {} {} for x {} {}",
-                dtype_name(a.f->dtype()), a.f->shape_str(), dtype_name(act), x.shape_str());
+    AVDIT_CHECK(a.f->dtype() == x.dtype() && a.f->numel() == S * H, "residual_norm_modulate: f {} {} for x {} {}",
+                dtype_name(a.f->dtype()), a.f->shape_str(), dtype_name(x.dtype()), x.shape_str());
     r.f = a.f->raw();
     r.gate = slice(a.gate, act, H, "gate");
     if (a.gate.defined()) {
@@ -414,7 +425,10 @@ void residual_norm_modulate(CudaContext& c, Tensor& x, const ResidualNormModulat
     r.out = device_ptr(*out);
     r.out_f32 = out->dtype() == DType::F32 && act != DType::F32;
   }
-  ::avdit::cuda::resid_norm_modulate(c.stream(), act == DType::BF16, r);
+  if (act == DType::F16)
+    ::avdit::cuda::resid_norm_modulate_f16(c.stream(), x.dtype() == DType::F32, r);
+  else
+    ::avdit::cuda::resid_norm_modulate(c.stream(), act == DType::BF16, r);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 
@@ -422,7 +436,7 @@ void qk_norm_rope_per_head(CudaContext& c, const Tensor& qkv, const Tensor& q_no
                            const Tensor* cos, const Tensor* sin, Tensor& q, Tensor& k, Tensor& v) {
   c.require_here(qkv, "qk_norm_rope qkv");
   AVDIT_CHECK(qkv.ndim() == 4 && qkv.size(2) == 3 && qkv.size(3) == 128 && act_dtype(qkv.dtype()),
-              "qk_norm_rope: qkv {} {} (the kernel takes F32 or BF16 [S, heads, 3, 128])", dtype_name(qkv.dtype()),
+              "qk_norm_rope: qkv {} {} (the kernel takes F32, BF16 or F16 [S, heads, 3, 128])", dtype_name(qkv.dtype()),
               qkv.shape_str());
   const int64_t S = qkv.size(0), heads = qkv.size(1), D = 128;
   for (const Tensor* t : {&q_norm, &k_norm})
@@ -438,6 +452,13 @@ void qk_norm_rope_per_head(CudaContext& c, const Tensor& qkv, const Tensor& q_no
                 "qk_norm_rope: cos {} sin {} (F32 [S, half])", cos->shape_str(), sin ? sin->shape_str() : "none");
     half = cos->size(-1);
   }
+  if (qkv.dtype() == DType::F16) {
+    ::avdit::cuda::qk_norm_rope_f16(c.stream(), qkv.raw(), q_norm.raw(), k_norm.raw(), eps,
+                                    cos ? cos->data<float>() : nullptr, sin ? sin->data<float>() : nullptr, half,
+                                    cos != nullptr, device_ptr(q), device_ptr(k), device_ptr(v), S, heads);
+    AVDIT_CUDA_CHECK_LAUNCH();
+    return;
+  }
   ::avdit::cuda::qk_norm_rope(c.stream(), qkv.dtype() == DType::BF16, qkv.raw(), q_norm.raw(), k_norm.raw(), eps,
                               cos ? cos->data<float>() : nullptr, sin ? sin->data<float>() : nullptr, half,
                               cos != nullptr, device_ptr(q), device_ptr(k), device_ptr(v), S, heads, D);
@@ -446,8 +467,13 @@ void qk_norm_rope_per_head(CudaContext& c, const Tensor& qkv, const Tensor& q_no
 
 void fill_normal(CudaContext& c, Tensor& t, uint64_t seed, float mean, float std) {
   c.require_here(t, "fill_normal");
-  AVDIT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, "fill_normal: dtype {} (F32 or BF16)",
-              dtype_name(t.dtype()));
+  AVDIT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16 || t.dtype() == DType::F16,
+              "fill_normal: dtype {} (F32, BF16 or F16)", dtype_name(t.dtype()));
+  if (t.dtype() == DType::F16) {
+    ::avdit::cuda::fill_normal_f16(c.stream(), device_ptr(t), t.numel(), seed, mean, std);
+    AVDIT_CUDA_CHECK_LAUNCH();
+    return;
+  }
   ::avdit::cuda::fill_normal(c.stream(), device_ptr(t), t.dtype() == DType::BF16, t.numel(), seed, mean, std);
   AVDIT_CUDA_CHECK_LAUNCH();
 }

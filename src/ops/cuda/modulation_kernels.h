@@ -38,9 +38,13 @@ struct ResidNormArgs {
   const int* row2 = nullptr;
   void* out = nullptr;
   bool out_f32 = false;
+  bool zero_gate_guard = false;  // a zero gate adds nothing, even to a non-finite f
   int64_t S = 0, H = 0;
 };
 void resid_norm_modulate(cudaStream_t st, bool bf16, const ResidNormArgs& a);
+// The fp16 activations' version (modulation_f16.cu): w, tables and out in fp16 (or out_f32), the
+// residual x and f in fp16, or both in fp32 (x_f32: the fp16 recipe's widened residual).
+void resid_norm_modulate_f16(cudaStream_t st, bool x_f32, const ResidNormArgs& a);
 
 // qkv grouped per head [S, heads, 3, D] -> q, k, v [S, heads, D]: per-head RMSNorm of q and k
 // (weights [D] shared by all heads), then (rope) split-half RoPE on dims [0, 2 half) with
@@ -55,6 +59,15 @@ void qk_norm_rope(cudaStream_t st, bool bf16, const void* qkv, const void* q_nor
 // pointers: 16-byte accesses; otherwise the scalar kernel. resid_norm_modulate likewise (H % 8 == 0,
 // H <= 8192, aligned pointers and table strides).
 void swiglu(cudaStream_t st, bool bf16, const void* u, void* out, int64_t S, int64_t F);
+
+// fp16 storage (modulation_f16.cu): qk_norm_rope's kernel on fp16 qkv, q, k, v and norm weights;
+// swiglu of an fp16 u into fp16, or into fp32 (out_f32: the recipe's gating product in fp32, the
+// silu still rounded to fp16); fill_normal's values rounded to fp16.
+void qk_norm_rope_f16(cudaStream_t st, const void* qkv, const void* q_norm, const void* k_norm, float eps,
+                      const float* cos, const float* sin, int64_t half, bool rope, void* q, void* k, void* v,
+                      int64_t S, int64_t heads);
+void swiglu_f16(cudaStream_t st, const void* u, void* out, bool out_f32, int64_t S, int64_t F);
+void fill_normal_f16(cudaStream_t st, void* p, int64_t n, uint64_t seed, float mean, float std);
 
 // Deterministic pseudo-normal fill, mean + std * z (z from a counter hash and Box-Muller; never
 // all zeros), in fp32 or bf16 storage. Different `seed`s give independent tensors.
