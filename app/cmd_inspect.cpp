@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/h3/adaln_slices.h"
 #include "models/magi2/config.h"
 #include "quant/nvfp4_checkpoint.h"
 #include "models/magi2/nvfp4_memory.h"
@@ -206,6 +207,18 @@ int inspect_pipeline(const fs::path& p, bool as_json) {
   return 0;
 }
 
+// --zero-slices: the H3 DiT's exactly-zero adaLN modulation slices (a pipeline folder: its DiT).
+int inspect_zero_slices(const fs::path& p, bool as_json) {
+  const bool h3_pipeline = pipeline::pipeline_family(p) == pipeline::PipelineFamily::H3;
+  const fs::path dit = h3_pipeline ? pipeline::find_components(p).dit : p;
+  const models::h3::AdalnSliceScan scan = models::h3::scan_adaln_slices(dit);
+  if (as_json)
+    std::cout << models::h3::adaln_zero_slices_json(scan).dump(2) << "\n";
+  else
+    std::cout << models::h3::adaln_zero_slices_table(scan);
+  return 0;
+}
+
 }  // namespace
 
 Run add_inspect(CLI::App& app) {
@@ -219,17 +232,24 @@ Run add_inspect(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   cmd->add_option("PATH", *path, "Checkpoint file, shard index, model folder or config")->required();
   cmd->add_flag("--json", *as_json, "Print one JSON object instead of tables");
+  auto zero_slices = std::make_shared<bool>(false);
+  auto* zero_flag = cmd->add_flag(
+      "--zero-slices", *zero_slices,
+      "H3 DiT (or an H3 pipeline folder): list every exactly-zero slice of the adaLN modulation\n"
+      "weights (block, modality, slice; weight and bias zero, or weight zero with a nonzero bias)");
   auto nvfp4 = std::make_shared<bool>(false);
   auto tokens = std::make_shared<int64_t>(models::magi2::kPreviewTokens);
   cmd->add_flag("--nvfp4-experts", *nvfp4,
                 "MAGI-2: the memory with NVFP4 routed experts: their bytes in bf16 vs packed (4.5 bits per\n"
-                "weight), and the resident total of a single-GPU run (weights + one layer's activation peak)");
+                "weight), and the resident total of a single-GPU run (weights + one layer's activation peak)")
+      ->excludes(zero_flag);
   cmd->add_option("--tokens", *tokens, "Tokens of one forward for the --nvfp4-experts activation estimate")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   return [=]() {
     const fs::path p(*path);
     AVDIT_REQUIRE(fs::exists(p), "{}: no such file or folder", p.string());
+    if (*zero_slices) return inspect_zero_slices(p, *as_json);
     if (pipeline::pipeline_family(p)) return inspect_pipeline(p, *as_json);
     json out = {{"path", p.string()}};
     std::optional<Checkpoint> ckpt;

@@ -23,6 +23,7 @@
 #include "pipeline/enhance/enhancer.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
+#include "pipeline/h3_canvas.h"
 #include "pipeline/pipeline_dir.h"
 #include "pipeline/prompt_cache.h"
 #include "pipeline/text_to_clip.h"
@@ -186,6 +187,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
                   width = m.width.value_or(magi2 ? (refine ? 896 : 448) : 1344);
     r.shapes = magi2 ? pipeline::magi2_latent_shapes(dit_config, frames, height, width)
                      : pipeline::h3_latent_shapes(dit_config, frames, height, width);
+    if (!magi2) pipeline::warn_unsupported_h3_canvas(frames, height, width);
   }
   if (refine) {
     // The reference's tier over its own preview size; over any other preview, twice its pixels

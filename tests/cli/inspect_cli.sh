@@ -30,8 +30,23 @@ assert j["family"] == "h3" and 33.0e9 < p < 33.2e9, p
 assert j["implied_by_config"]["bytes"] == j["index_total_size"] == 66280430144, j["index_total_size"]
 PY
 
+# --zero-slices: the golden's adaLN weights are random draws, so no slice is zero (the unit test
+# h3_adaln_slices_test zeroes some); the same as JSON.
+out=$("$avdit" inspect --zero-slices "$shared/golden/h3-tiny")
+grep -q "^0 zero slices of 56 " <<<"$out" || fail "h3-tiny zero slices: $out"
+out=$("$avdit" inspect --zero-slices --json "$shared/golden/h3-tiny")
+python3 - "$out" <<'PY' || fail "h3-tiny zero slices JSON"
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["slices"] == 56 and j["zero"] == 0 and j["zero_slices"] == [], j
+PY
+
 # Bad input: exit 2 and one line naming the file.
 set +e
+"$avdit" inspect --zero-slices "$shared/golden/magi2-tiny" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "--zero-slices on MAGI-2 gave exit $rc"
+grep -q "magi2-tiny.*expected a MiniMax-H3 DiT checkpoint" "$tmp/err" || fail "message: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "error is not one line: $(cat "$tmp/err")"
 "$avdit" inspect "$tmp/nope" 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] || fail "missing path gave exit $rc"
 head -c 100 "$shared/golden/h3-tiny/model.safetensors" >"$tmp/trunc.safetensors"
