@@ -23,7 +23,9 @@ namespace {
 constexpr const char* kSliceNames[kAdalnSlices] = {"shift_msa", "scale_msa", "gate_msa",
                                                    "shift_mlp", "scale_mlp", "gate_mlp"};
 constexpr const char* kFinalSliceNames[2] = {"shift", "scale"};
-// Modality m of row m * 3 + modality: the packed rows' token tags (0 video, 1 text, 2 audio).
+// The modality of row m * 3 + modality: a packed row's token tag (0 video, 1 text, 2 audio), as the
+// reference indexes the table (sglang's minimax_h3.py: inverse_indices * 3 + token_tags.clamp(0);
+// the golden h3-tiny README: f = modality x 6H + slice x H + c, 0 video, 1 text, 2 audio).
 constexpr const char* kModalityNames[kModalities] = {"video", "text", "audio"};
 
 constexpr const char* kExpected =
