@@ -2,8 +2,9 @@
 # --device and --precision on forward and generate: an unknown device is a usage error (exit 2);
 # --device cuda either runs (a GPU machine: then it must match the CPU within the fp32 parity bound,
 # checked by the gpu tests) or fails with a message that names CUDA (a build without the backend:
-# exit 2; a CUDA build on a machine without a GPU: exit 1) and writes nothing; bf16 generate runs on
-# the CPU too (the same model code on bf16 tensors) and differs from fp32; another precision is refused.
+# exit 2; a CUDA build on a machine without a GPU: exit 1) and writes nothing; bf16 and fp16 (H3's recipe) generate run on
+# the CPU too (the same model code on bf16 / fp16 tensors) and differ from fp32; another precision, an
+# unknown --fp16-fix or --fp16-fix without fp16 is refused.
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$@"
@@ -13,17 +14,25 @@ g=$shared/golden/h3-tiny
 [ $? -eq 2 ] || fail "--device gpu: expected exit 2"
 grep -q "expected cpu or cuda" "$tmp/err" || fail "--device gpu: message was: $(cat "$tmp/err")"
 
-for p in fp32 bf16; do
+for p in fp32 bf16 fp16; do
   "$avdit" generate --model "$g" --text "$g/inputs.safetensors" --noise "$g/sampler.safetensors" --steps 2 \
     --precision $p >"$tmp/$p.out" 2>"$tmp/err" || fail "--precision $p on the CPU: exit $?: $(cat "$tmp/err")"
 done
 sha() { grep final_video "$1" | awk '{print $NF}'; }
 [ -n "$(sha "$tmp/bf16.out")" ] && [ "$(sha "$tmp/bf16.out")" != "$(sha "$tmp/fp32.out")" ] ||
   fail "bf16 on the CPU gave fp32's SHA-256 (or none): the mode is not on"
-"$avdit" generate --model "$g" --text "$g/inputs.safetensors" --noise "$g/sampler.safetensors" --steps 1 \
-  --precision fp16 2>"$tmp/err"
-[ $? -eq 2 ] || fail "--precision fp16: expected exit 2"
-grep -q "fp32" "$tmp/err" || fail "--precision fp16: message was: $(cat "$tmp/err")"
+# fp16 is H3's recipe, emulated on the CPU: a third result, and --fp16-fix none another.
+[ -n "$(sha "$tmp/fp16.out")" ] && [ "$(sha "$tmp/fp16.out")" != "$(sha "$tmp/fp32.out")" ] &&
+  [ "$(sha "$tmp/fp16.out")" != "$(sha "$tmp/bf16.out")" ] || fail "fp16 on the CPU gave fp32's or bf16's SHA-256"
+"$avdit" generate --model "$g" --text "$g/inputs.safetensors" --noise "$g/sampler.safetensors" --steps 2 \
+  --precision fp16 --fp16-fix residual,gating >"$tmp/fp16b.out" 2>"$tmp/err" || fail "--fp16-fix residual,gating: $(cat "$tmp/err")"
+for bad in "--precision fp8" "--precision fp16 --fp16-fix residual,bogus" "--fp16-fix none"; do
+  # shellcheck disable=SC2086
+  "$avdit" generate --model "$g" --text "$g/inputs.safetensors" --noise "$g/sampler.safetensors" --steps 1 \
+    $bad 2>"$tmp/err"
+  [ $? -eq 2 ] || fail "$bad: expected exit 2"
+  grep -qE "fp32|bogus|needs --precision fp16" "$tmp/err" || fail "$bad: message was: $(cat "$tmp/err")"
+done
 
 "$avdit" forward --model "$g" --inputs "$g/inputs.safetensors" --out "$tmp/c.st" --device cuda 2>"$tmp/err"
 rc=$?

@@ -19,6 +19,7 @@
 #include "ops/linear_f16.h"
 #include "ops/modulation.h"
 #include "ops/random.h"
+#include "ops/rows.h"
 #include "testing/backend_ops.h"
 #include "testing/h3_fp16_model.h"
 
@@ -113,7 +114,7 @@ TEST_F(Fp16BackendOps, ResidualNormModulateF16) {
       for (bool guard : {false, true})
         check({fmt::format("residual + gate, norm, modulation, fp16 act, guard {} {}", guard, tag),
                kF16, [&](Context& c) {
-                 Tensor xc = clone(c, c.upload(x));
+                 Tensor xc = ops::clone(c, c.upload(x));
                  const Tensor fc = c.upload(f), tc = c.upload(table), rc = c.upload(row);
                  Tensor out = c.empty({S, H}, DType::F16), out32 = c.empty({S, H}, DType::F32);
                  ResidualNormModulate a{&fc,   {tc, 5 * H}, &rc,         c.upload(w),
@@ -121,7 +122,7 @@ TEST_F(Fp16BackendOps, ResidualNormModulateF16) {
                  a.act = DType::F16;
                  a.zero_gate_guard = guard;
                  residual_norm_modulate(c, xc, a, &out);
-                 Tensor xc2 = clone(c, xc);
+                 Tensor xc2 = ops::clone(c, xc);
                  ResidualNormModulate fin{nullptr, {},      nullptr, c.upload(w),
                                           1e-6f,   {tc, 0}, {tc, H}, &rc};
                  fin.act = DType::F16;
