@@ -24,6 +24,7 @@
 #include "models/h3/config.h"
 #include "models/h3/packing.h"
 #include "run_checks.h"
+#include "range_report_options.h"
 
 #if AVDIT_HAVE_CUDA
 #include "backend/cuda/context.h"
@@ -54,6 +55,7 @@ struct H3BenchOptions {
   std::string check;
   std::string golden = std::string(AVDIT_SHARED_DIR) + "/golden/h3-tiny";
   uint64_t seed = 1;
+  bool range_monitor = false;
 };
 
 #if AVDIT_HAVE_CUDA
@@ -279,6 +281,7 @@ int run_h3(const H3BenchOptions& o) {
     rep.set("port s", k.port_s, 2);
     rep.set("port / avdit", k.port_s > 0 ? k.port_s / s : 0.0, 2);
     rep.set("target s", k.target_s, 2);
+    if (o.range_monitor) bench_range_monitor(ctx, c.num_layers, forward, o.warmup, o.iters, s, rep);
   }
   }
   rep.emit(o.json);
@@ -315,6 +318,9 @@ Run add_bench_h3(CLI::App& bench) {
   cmd->add_option("--blocks", o->blocks, "Blocks (0: the config's)")->capture_default_str();
   cmd->add_option("--config", o->config, "H3 transformer config.json")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
+  cmd->add_flag("--range-monitor", o->range_monitor,
+                "Also time each case with the fp16 range monitor on every site (then off again); print its "
+                "coverage line");
   cmd->add_option("--json", o->json, "Also write the rows as JSON here");
   cmd->add_option("--check", o->check,
                   "Instead: run the h3-tiny golden in bf16 and write its packed inputs and avdit's outputs to "

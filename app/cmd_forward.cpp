@@ -19,6 +19,7 @@
 #include "models/h3/api.h"
 #include "models/h3/model.h"
 #include "models/magi2/api.h"
+#include "range_report_options.h"
 #include "run_checks.h"
 
 namespace avdit::app {
@@ -68,6 +69,7 @@ Run add_forward(CLI::App& app) {
     std::string fp16_fix = "all";
     std::string device = "cpu";
     bool nvfp4_experts = false;
+    std::string range_report;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "Model folder (config.json + safetensors)")->required();
@@ -89,6 +91,7 @@ Run add_forward(CLI::App& app) {
                   "cpu (the float32 oracle, bf16 emulated) or cuda (the GPU backend: fp32 parity or bf16 production "
                   "precision)")
       ->capture_default_str();
+  cmd->add_option("--range-report", o->range_report, kRangeReportHelp);
   cmd->add_flag("--nvfp4-experts", o->nvfp4_experts,
                 "MAGI-2: pack the routed experts to NVFP4 at load time (as `avdit quantize --nvfp4 experts` "
                 "would; a packed checkpoint loads packed without it)");
@@ -107,6 +110,8 @@ Run add_forward(CLI::App& app) {
     std::vector<fs::path> input_files = checkpoint_files(ckpt);
     input_files.push_back(o->inputs);
     check_output_path(o->out, "--out", input_files);
+    RangeReportRun ranges(o->range_report, *family, *ckpt.config(), input_files, {{o->out, "--out"}});
+    const auto ranges_attached = ranges.attach(*ctx);
     if (*family == "magi2-preview" || *family == "h3")
       check_forward_memory(*family, *ckpt.config(), inputs, o->device == "cpu");
     select_dump({}, o->dump_list);  // an unknown --dump item fails before the forward
@@ -130,6 +135,7 @@ Run add_forward(CLI::App& app) {
     } else {
       throw BadInput(fmt::format("{}: avdit forward does not run the {} family yet", o->model, *family));
     }
+    ranges.finish(*ctx);
     write_safetensors(o->out, out);
     log::info("wrote {} tensors to {}", out.size(), o->out);
     return 0;

@@ -30,6 +30,7 @@
 #include "generate_clip.h"
 #include "route_options.h"
 #include "step_cache_options.h"
+#include "range_report_options.h"
 #include "run_checks.h"
 
 namespace avdit::app {
@@ -54,6 +55,7 @@ struct GenerateArgs {
   bool nvfp4_expert_inputs = false;
   RouteCli routes;  // MAGI-2's router statistics and expert mask (both modes)
   std::string step_cache;  // --step-cache (both modes)
+  std::string range_report;  // --range-report (H3, both modes)
   ClipArgs clip;    // pipeline mode (--prompt)
 };
 
@@ -168,6 +170,7 @@ int run_generate(const GenerateArgs& a) {
     m.json = a.json;
     m.routes = a.routes;
     m.step_cache = a.step_cache;
+    m.range_report = a.range_report;
     return run_generate_clip(m, a.clip);
   }
   StepCacheRun step_cache(a.step_cache);
@@ -211,6 +214,8 @@ int run_generate(const GenerateArgs& a) {
     check_distinct_outputs(a.out, "--out", a.save_trajectory, "--save-trajectory");
   RouteRun routes(a.routes, magi2, a.model, *ckpt.config(), inputs,
                   {{a.out, "--out"}, {a.save_trajectory, "--save-trajectory"}});
+  RangeReportRun ranges(a.range_report, *family, *ckpt.config(), inputs,
+                        {{a.out, "--out"}, {a.save_trajectory, "--save-trajectory"}});
 
   pipeline::RunOptions run;
   run.steps = a.steps;
@@ -243,6 +248,7 @@ int run_generate(const GenerateArgs& a) {
   const std::optional<float> ga = a.guidance ? a.guidance : a.audio_guidance;
 
   const auto step_cache_attached = step_cache.attach(*ctx);
+  const auto ranges_attached = ranges.attach(*ctx);
   const std::unique_ptr<StepActivity> activity = step_activity(*ctx);
   activity->wrap(run.progress);
   std::string memory;
@@ -290,6 +296,7 @@ int run_generate(const GenerateArgs& a) {
     memory = memory_summary(*ctx, model.weight_bytes());
   }
   if (ctx->is_cuda()) log::info("{}{}", memory, activity->line());
+  ranges.finish(*ctx);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const std::string sha_video = sha256_hex(r.video), sha_audio = sha256_hex(r.audio);
@@ -432,6 +439,7 @@ Run add_generate(CLI::App& app) {
       ->capture_default_str();
   add_route_options(cmd, a->routes);
   cmd->add_option("--step-cache", a->step_cache, kStepCacheHelp);
+  cmd->add_option("--range-report", a->range_report, kRangeReportHelp);
   add_clip_options(cmd, a->clip);
   return [a] { return run_generate(*a); };
 }

@@ -29,6 +29,7 @@
 #include "pipeline/text_to_clip.h"
 #include "run_checks.h"
 #include "step_cache_options.h"
+#include "range_report_options.h"
 #if AVDIT_HAVE_MEDIA
 #include "io/media/frame_rate.h"
 #include "io/media/mp4_writer.h"
@@ -219,6 +220,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   }
   RouteRun routes(m.routes, magi2, c.dit.string(), dit_config, inputs,
                   {{m.out, "--out"}, {a.keep_latents, "--keep-latents"}});
+  RangeReportRun ranges(m.range_report, family, dit_config, inputs,
+                        {{m.out, "--out"}, {a.keep_latents, "--keep-latents"}});
 
   // Enhancement (optional), before anything loads: its failures are the cheapest to report.
   std::string prompt = a.prompt;
@@ -281,9 +284,11 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   pipeline::StageContexts ctx{text_ctx ? text_ctx.get() : main_ctx.get(), main_ctx.get(), main_ctx.get()};
 
   const auto step_cache_attached = step_cache.attach(*ctx.dit);
+  const auto ranges_attached = ranges.attach(*ctx.dit);
   const auto t_all = std::chrono::steady_clock::now();
   pipeline::Clip clip = pipeline::text_to_clip(c, r, ctx);
   if (OutputFile* f = routes.write(*ctx.dit)) f->publish();
+  ranges.finish(*ctx.dit);
 
   // Outputs: the latents (optional), then the mp4, each written to a temporary name and renamed.
   const std::string sha_video = sha256_hex(clip.video_latent), sha_audio = sha256_hex(clip.audio_latent);

@@ -47,6 +47,7 @@ struct ClipCommon {
   bool nvfp4_experts = false, json = false;
   RouteCli routes;
   std::string step_cache;  // --step-cache (step_cache_options.h)
+  std::string range_report;  // --range-report (range_report_options.h)
 };
 
 int run_generate_clip(const ClipCommon& common, const ClipArgs& a);

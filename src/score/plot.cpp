@@ -175,7 +175,7 @@ void draw_panel(Canvas& cv, const Panel& panel, int64_t top, int64_t width, int6
   auto ypix = [&](double v) {
     return y1 - static_cast<int64_t>(std::lround((v - lo) / (hi - lo) * double(y1 - y0)));
   };
-  auto xpix = [&](size_t i) {  // step i + 1
+  auto xpix = [&](size_t i) {  // x_first + i
     return n <= 1
                ? (x0 + x1) / 2
                : x0 +
@@ -191,10 +191,11 @@ void draw_panel(Canvas& cv, const Panel& panel, int64_t top, int64_t width, int6
   for (size_t i = 0; i < n; i += every) {
     const int64_t x = xpix(i);
     cv.rect(x, y1, x + 1, y1 + 6, kAxis);
-    const std::string l = std::to_string(i + 1);
+    const std::string l = std::to_string(static_cast<int64_t>(i) + panel.x_first);
     cv.text(x - kCharW * static_cast<int64_t>(l.size()) / 2, y1 + 10, l, kAxis);
   }
-  cv.text((x0 + x1) / 2 - 2 * kCharW, y1 + 30, "step", kAxis);
+  cv.text((x0 + x1) / 2 - kCharW * static_cast<int64_t>(panel.x_label.size()) / 2, y1 + 30,
+          panel.x_label, kAxis);
   cv.rect(x0, y0, x0 + 1, y1 + 1, kAxis);
   cv.rect(x0, y1, x1 + 1, y1 + 1, kAxis);
   int64_t legend_y = y0 + 4;

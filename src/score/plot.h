@@ -12,13 +12,15 @@ namespace avdit::score {
 
 struct Series {
   std::string name;
-  std::vector<double> y;  // one value per step, x = 1 .. y.size()
+  std::vector<double> y;  // one value per x: x_first, x_first + 1, ... (the panel's)
 };
 
 struct Panel {
   std::string title;
   bool log_y = false;
   std::vector<Series> series;
+  std::string x_label = "step";
+  int64_t x_first = 1;  // the x value of each series' first point
 };
 
 struct Raster {
