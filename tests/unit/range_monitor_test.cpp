@@ -95,8 +95,7 @@ class NanPlanter final : public CallTracker {
   void site(ops::Context&, int64_t block, const std::string& name, Tensor& t) override {
     if (step_ != at_step_ || in_step_ != at_call_ || block != at_block_ || name != at_site_) return;
     ASSERT_EQ(t.dtype(), DType::F32);
-    const int64_t width = t.shape().back();
-    t.f32()[row_ * width + 3] = std::numeric_limits<float>::quiet_NaN();
+    t.f32()[row_ * (t.numel() / t.size(0)) + 3] = std::numeric_limits<float>::quiet_NaN();
     planted = true;
   }
   int64_t at_step_, at_call_, at_block_;
@@ -255,18 +254,22 @@ TEST(RangeMonitor, StepCacheSkipsLeaveSitesUnseenAndNoMargin) {
   EXPECT_EQ(j["margin_refused"], refusal);
 }
 
-// The first non-finite value is reported where the run first computed one, with its row; the NaN
-// spreads to later sites (and the sampler's guard may stop the run), but the first stays first.
-TEST(RangeMonitor, ReportsTheFirstNonFiniteWithItsRow) {
+RangeSummary planted_run(NanPlanter& planter) {
   ops::CpuContext ctx;
-  NanPlanter planter(1, 1, 1, "mlp_up", 5);
   RangeMonitor monitor(h3_range_sites(), kBlocks);
   try {
     run_h3(ctx, 2, {&planter, &monitor});
   } catch (const RuntimeFailure&) {  // the sampler's non-finite guard
   }
-  ASSERT_TRUE(planter.planted);
-  const RangeSummary s = monitor.summary(ctx);
+  EXPECT_TRUE(planter.planted);
+  return monitor.summary(ctx);
+}
+
+// The first non-finite value is reported where the run first computed one, with its row; the NaN
+// spreads to later sites (and the sampler's guard may stop the run), but the first stays first.
+TEST(RangeMonitor, ReportsTheFirstNonFiniteWithItsRow) {
+  NanPlanter planter(1, 1, 1, "mlp_up", 5);
+  const RangeSummary s = planted_run(planter);
   EXPECT_EQ(s.calls, 4);
   ASSERT_TRUE(s.first_nonfinite);
   EXPECT_EQ(s.first_nonfinite->step, 1);
@@ -284,6 +287,14 @@ TEST(RangeMonitor, ReportsTheFirstNonFiniteWithItsRow) {
   const nlohmann::json j = to_json(s);
   EXPECT_EQ(j["first_nonfinite"]["row"], 5);
   EXPECT_EQ(j["first_nonfinite"]["site"], "mlp_up");
+}
+
+// The qkv site is [S, heads, 3, dh]: the row reported is the token's, not a (token, head) pair's.
+TEST(RangeMonitor, AFourDimensionalSiteReportsTheTokenRow) {
+  NanPlanter planter(0, 0, 2, "qkv", 7);
+  const RangeSummary s = planted_run(planter);
+  ASSERT_TRUE(s.first_nonfinite);
+  EXPECT_EQ(s.first_nonfinite->str(), "step 0, call 0, block 2, qkv, row 7");
 }
 
 // The seed's failure: a sample of the blocks (every fifth of 50) taken for the whole. The monitor

@@ -103,7 +103,9 @@ void RangeMonitor::on(ops::Context& ctx, const Point& p, Tensor& t) {
   if (k / kPage >= static_cast<int64_t>(pages_.size()))
     pages_.push_back(ctx.zeros({kPage, ops::kRangeSlotWidth}, DType::F32));
   Tensor slot = pages_[k / kPage].slice_rows(k % kPage, k % kPage + 1);
-  ops::range_stats(ctx, t, slot);
+  // Rows by the first index (H3's qkv is [S, heads, 3, dh]): a non-finite's row is its token's.
+  const bool by_first = t.ndim() > 2 && t.size(0) > 0;
+  ops::range_stats(ctx, by_first ? t.reshape({t.size(0), t.numel() / t.size(0)}) : t, slot);
   records_.push_back({static_cast<int64_t>(calls_.size()) - 1, p.index, site});
 }
 

@@ -33,7 +33,8 @@ struct RangeSite {
 std::vector<RangeSite> h3_range_sites();
 
 // Where a value was seen. step: the sampler's step (-1: a lone forward); call: the model call
-// within the step (0 the conditional pass, 1 the unconditional one); row: a non-finite's row.
+// within the step (0 the conditional pass, 1 the unconditional one); row: a non-finite's index
+// along the site tensor's first dimension (H3: the packed sequence row, i.e. the token).
 struct RangeAt {
   int64_t step = -1, call = -1, block = -1, row = -1;
   std::string site;
