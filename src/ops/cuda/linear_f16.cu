@@ -83,7 +83,7 @@ void linear_f16(CudaContext& c, const Tensor& x, const Tensor& w, Tensor& y, F16
     xs = c.empty({M, K}, DType::F16);
     factor = c.empty({M}, DType::F32);
     ::avdit::cuda::row_scale_kernel<<<static_cast<unsigned>(M), ::avdit::cuda::kRowThreads, 0, c.stream()>>>(
-        x.data<float>(), static_cast<__half*>(device_ptr(xs)), factor.data<float>(), K, opt.rowscale,
+        x.data<float>(), static_cast<__half*>(device_ptr(xs)), static_cast<float*>(device_ptr(factor)), K, opt.rowscale,
         kRowScaleLimit);
     AVDIT_CUDA_CHECK_LAUNCH();
   }
@@ -103,7 +103,8 @@ void linear_f16(CudaContext& c, const Tensor& x, const Tensor& w, Tensor& y, F16
   p.reduced_precision_reduction = !opt.reduction;
   c.gemm().run(p);
   if (rescale) {
-    ::avdit::cuda::scale_rows_kernel<<<static_cast<unsigned>(M), 256, 0, c.stream()>>>(d.data<float>(), factor.data<float>(),
+    ::avdit::cuda::scale_rows_kernel<<<static_cast<unsigned>(M), 256, 0, c.stream()>>>(
+        static_cast<const float*>(d.raw()), static_cast<const float*>(factor.raw()),
                                                                  device_ptr(y), y.dtype() == DType::F16, N);
     AVDIT_CUDA_CHECK_LAUNCH();
   }
