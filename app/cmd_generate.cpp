@@ -26,6 +26,7 @@
 #include "models/magi2/model.h"
 #include "pipeline/generate_h3.h"
 #include "pipeline/generate_magi2.h"
+#include "pipeline/h3_canvas.h"
 #include "pipeline/latent_shape.h"
 #include "generate_clip.h"
 #include "route_options.h"
@@ -78,6 +79,7 @@ void resolve_shapes(const GenerateArgs& a, const std::string& family, const json
     AVDIT_REQUIRE(a.frames && a.height && a.width, "--frames, --height and --width go together (pixels)");
     s = family == "h3" ? pipeline::h3_latent_shapes(config, *a.frames, *a.height, *a.width)
                        : pipeline::magi2_latent_shapes(config, *a.frames, *a.height, *a.width);
+    if (family == "h3") pipeline::warn_unsupported_h3_canvas(*a.frames, *a.height, *a.width);
   } else if (a.noise.empty()) {
     throw BadInput("no size given: pass --noise FILE, --latent-shape T,H,W,A or --frames/--height/--width");
   }
