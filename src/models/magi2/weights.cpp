@@ -17,6 +17,7 @@
 #include "models/magi2/tensor_specs.h"
 #include "ops/random.h"
 #include "quant/nvfp4_checkpoint.h"
+#include "quant/nvfp4_random.h"
 
 namespace avdit::models::magi2 {
 namespace {
@@ -137,8 +138,8 @@ class CheckpointSource final : public Source {
 
 class RandomSource final : public Source {
  public:
-  RandomSource(ops::Context& ctx, const Magi2Config& c, uint64_t seed)
-      : ctx_(ctx), c_(c), seed_(seed) {
+  RandomSource(ops::Context& ctx, const Magi2Config& c, uint64_t seed, bool nvfp4)
+      : ctx_(ctx), c_(c), seed_(seed), nvfp4_(nvfp4) {
     for (TensorSpec& s : magi2_tensor_specs(c)) specs_.emplace(s.name, std::move(s));
   }
   Tensor matrix(const std::string& name, DType dtype) override {
@@ -158,13 +159,18 @@ class RandomSource final : public Source {
     w.begin = 0;
     w.end = c_.moe.num_experts;
     std::vector<Tensor>* parts[3] = {&w.gate, &w.up, &w.down};
+    std::vector<quant::Nvfp4Matrix>* packed[3] = {&w.gate_q, &w.up_q, &w.down_q};
     const char* names[3] = {"W_gate", "W_up", "W_down"};
     for (int i = 0; i < 3; ++i) {
       const std::string name = m + names[i];
       const Shape& shape = spec_in(specs_, name).shape;  // [H E, in, out]
       const double gain = init_linear_gain(name);
-      parts[i]->push_back(
-          normal(name, shape, dtype, static_cast<float>(gain / std::sqrt(double(shape[1])))));
+      const auto sd = static_cast<float>(gain / std::sqrt(double(shape[1])));
+      if (nvfp4_)  // every head's stack as one part; prepare_experts uploads it
+        packed[i]->push_back(quant::random_nvfp4(
+            shape, seed_ * 0x9e3779b97f4a7c15ull + stream_id(name.c_str()), sd));
+      else
+        parts[i]->push_back(normal(name, shape, dtype, sd));
     }
     return w;
   }
@@ -179,6 +185,7 @@ class RandomSource final : public Source {
   ops::Context& ctx_;
   const Magi2Config& c_;
   uint64_t seed_;
+  bool nvfp4_;
   std::map<std::string, TensorSpec> specs_;
 };
 
@@ -318,7 +325,9 @@ class Assembler {
 
 DType checked_act(DType act) {
   AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
-                "magi2: activations in {} are not supported (F32 or BF16)", dtype_name(act));
+                "magi2: activations in {} are not supported (F32 or BF16; --precision fp16 is "
+                "MiniMax-H3's recipe only)",
+                dtype_name(act));
   return act;
 }
 
@@ -362,9 +371,10 @@ Magi2Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const Magi2
 }
 
 Magi2Weights random_weights(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed,
-                            int64_t* bytes) {
-  RandomSource src(ctx, config, seed);
-  Magi2Weights w = Assembler(ctx, src, config, checked_act(act)).run({});
+                            int64_t* bytes, const LoadOptions& options) {
+  AVDIT_REQUIRE(!options.expert_range, "magi2 random weights: an expert range needs a checkpoint");
+  RandomSource src(ctx, config, seed, options.nvfp4_experts);
+  Magi2Weights w = Assembler(ctx, src, config, checked_act(act)).run(options);
   if (bytes) *bytes = src.bytes;
   return w;
 }
