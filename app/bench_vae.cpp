@@ -29,7 +29,6 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "models/vae/decoder_factory.h"
-#include "models/vae/h3video/decoder.h"
 #include "ops/context.h"
 
 namespace avdit::app {
@@ -341,9 +340,9 @@ Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int war
 
 int run(const VaeBenchOptions& o) {
   const Family& f = family_of(o.decoder);
-  AVDIT_REQUIRE(o.precision == "fp32" || o.decoder == "h3video",
-                "--precision {}: the {} decoder runs in F32 only (its weights load as F32); bf16 "
-                "is the H3 video ViT's",
+  AVDIT_REQUIRE(o.precision == "fp32" || f.video,
+                "--precision {}: the {} decoder runs in F32 only; bf16 is the video decoders' "
+                "(wan22, turbo, h3video)",
                 o.precision, o.decoder);
   AVDIT_REQUIRE(o.iters >= 1 && o.iters <= 100, "--iters {}: expected 1..100", o.iters);
   AVDIT_REQUIRE(o.max_area >= 1, "--max-area {}: expected at least 1 latent cell", o.max_area);
@@ -364,9 +363,7 @@ int run(const VaeBenchOptions& o) {
 
   const std::unique_ptr<ops::Context> ctx = make_context(o.device);
   const DType act = o.precision == "bf16" ? DType::BF16 : DType::F32;
-  const std::unique_ptr<Decoder> dec = o.decoder == "h3video"
-                                           ? models::vae::open_h3_video_decoder(*ctx, dir, act)
-                                           : models::vae::open_decoder(*ctx, dir);
+  const std::unique_ptr<Decoder> dec = models::vae::open_decoder(*ctx, dir, act);
   const bool cpu = o.device == "cpu";
   const int warmup = o.warmup >= 0 ? o.warmup : cpu ? 0 : 1;
 
@@ -447,7 +444,8 @@ Run add_bench_vae(CLI::App& bench) {
   cmd->add_option("--device", o->device, "cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--precision", o->precision, "fp32 or bf16 (bf16: the H3 video ViT only)")
+  cmd->add_option("--precision", o->precision,
+                  "fp32 or bf16 (bf16: the video decoders wan22, turbo, h3video)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--frames", o->frames, "Video: decoded frames (1 + 4k)")->capture_default_str();

@@ -35,7 +35,7 @@ namespace vae = models::vae;
 namespace {
 
 struct DecodeArgs {
-  std::string model, inputs, latents, out, device = "cpu", wav = "f32", fps;
+  std::string model, inputs, latents, out, device = "cpu", precision = "fp32", wav = "f32", fps;
   int crf = 18;
 };
 
@@ -84,6 +84,11 @@ int run_decode(const DecodeArgs& a) {
   std::error_code ec;
   AVDIT_REQUIRE(fs::is_regular_file(file, ec), "{} {}: no such file", option, file);
   const vae::Family family = vae::detect_family(a.model);
+  const DType act = a.precision == "bf16" ? DType::BF16 : DType::F32;
+  AVDIT_REQUIRE(act == DType::F32 || vae::has_bf16(family),
+                "--precision {}: {} decodes in fp32 only (bf16 is the video decoders': Wan2.2, "
+                "TurboVAED, MiniMax-H3 video)",
+                a.precision, vae::family_name(family));
   const bool wav = ends_with(a.out, ".wav"), mp4 = ends_with(a.out, ".mp4"),
              frames = ends_with(a.out, "/");
   AVDIT_REQUIRE(wav || mp4 || frames || ends_with(a.out, ".safetensors"),
@@ -122,7 +127,7 @@ int run_decode(const DecodeArgs& a) {
 #endif
 
   const std::unique_ptr<ops::Context> ctx = make_context(a.device);
-  const auto decoder = vae::open_decoder(*ctx, a.model);
+  const auto decoder = vae::open_decoder(*ctx, a.model, act);
   log::debug("decode: {} ({})", decoder->describe(), vae::family_name(family));
   AVDIT_REQUIRE(!wav || decoder->media() == vae::Media::Audio,
                 "--out {}: a WAV needs an audio decoder; {} decodes video", a.out,
@@ -186,6 +191,11 @@ Run add_decode(CLI::App& app) {
                   "written atomically")
       ->required();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "fp32 (the oracle) or bf16 (the video decoders: bf16 weights and activations,\n"
+                  "fp32 where the references keep it)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--fps", a->fps,
                   "Video: the frame rate of an .mp4 (24, 30000/1001, ...); default 24 (Wan2.2, "
                   "MiniMax-H3); TurboVAED needs it");

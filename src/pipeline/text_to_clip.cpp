@@ -319,18 +319,21 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     s.done(fmt::format("{} steps{}{}", g.steps, g.cfg ? " with CFG" : "", table_note));
   }
   if (magi2 && r.refine.enabled && !c.refiner.empty()) refine_clip(c, r, *ctx.dit, clip);
-  decode_latents(c, *ctx.vae, clip);
+  // MAGI-2 decodes in its engine's dtype (TurboVAED cast to bf16); the video decoders have no
+  // fp16 mode, so an fp16 run decodes in fp32.
+  decode_latents(c, *ctx.vae, clip, r.act == DType::BF16 ? DType::BF16 : DType::F32);
   return clip;
 }
 
-void decode_latents(const PipelineComponents& c, ops::Context& vae_ctx, Clip& clip) {
+void decode_latents(const PipelineComponents& c, ops::Context& vae_ctx, Clip& clip,
+                    DType video_act) {
   const StageContexts ctx{nullptr, nullptr, &vae_ctx};
   const bool magi2 = c.family == PipelineFamily::Magi2;
   // Decode the video, then the audio, each decoder freed after its stage.
   {
     Stage s(clip, "decode video", ctx.vae);
     const vae::Family family = vae::detect_family(c.video_vae);
-    const auto decoder = vae::open_decoder(*ctx.vae, c.video_vae);
+    const auto decoder = vae::open_decoder(*ctx.vae, c.video_vae, video_act);
     AVDIT_REQUIRE(decoder->media() == vae::Media::Video, "{}: {} decodes audio, not video",
                   c.video_vae.string(), decoder->describe());
     clip.frames = writer_frames(family, decoder->decode(clip.video_latent));

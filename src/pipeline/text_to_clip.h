@@ -47,7 +47,8 @@ struct ClipRequest {
   std::optional<int> steps;
   LatentShapes shapes;            // video / audio latent shapes of the run
   std::optional<float> video_guidance, audio_guidance;
-  DType act = DType::F32;         // activations of the DiT and the text encoder
+  DType act = DType::F32;         // activations of the DiT and the text encoder; BF16 also
+                                  // decodes the video in bf16 (the references' bf16 runs)
   bool nvfp4_experts = false;     // MAGI-2: routed experts packed to NVFP4 at load time
   // H3: the modulation as a table of the run's timesteps (H3TableOptions), cached beside the
   // prompt states: the adaLN projections never reach the device.
@@ -102,11 +103,13 @@ Clip text_to_clip(const PipelineComponents& components, const ClipRequest& reque
 
 // The stages around the DiT, for callers that sample on their own (avdit score): tokenize and
 // encode request.prompt (or read the prompt-state cache) into clip.text_states; decode
-// clip.video_latent and clip.audio_latent into clip.frames / fps and clip.audio / sample_rate.
+// clip.video_latent and clip.audio_latent into clip.frames / fps and clip.audio / sample_rate
+// (video_act: the video decoder's precision, F32 or BF16; the audio decoders run in F32).
 // Each appends its stage records to clip.stages.
 void encode_prompt(const PipelineComponents& components, const ClipRequest& request, ops::Context& text,
                    Clip& clip);
-void decode_latents(const PipelineComponents& components, ops::Context& vae, Clip& clip);
+void decode_latents(const PipelineComponents& components, ops::Context& vae, Clip& clip,
+                    DType video_act = DType::F32);
 
 // The refiner's settings as a run will use them, checked before any model loads against the
 // preview's latent shapes and text width (BadInput, exit 2, naming the refiner's config.json and

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `avdit bench vae` on the CPU with the small decoders: the full-size checkpoint it makes has the
 # release's widths (the READMEs' production values), a decode's row names its output and memory,
-# an estimate says that it is one, and bad options exit 2 with one line. No figure is checked:
-# times are the benchmark's output, not a test's. Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
+# an estimate says that it is one, bf16 runs for a video decoder, and bad options exit 2 with one
+# line. No figure is checked: times are the benchmark's output, not a test's. Arguments:
+# AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$1" "$2"
 
@@ -46,6 +47,11 @@ bench --decoder turbo --frames 29 --height 32 --width 32 --estimate always --wor
 grep -q "| turbo | cpu | fp32 | 29 x 32x32 | \[1, 48, 8, 2, 2\] | estimate |" "$tmp/tv.txt" ||
   fail "turbo: $(cat "$tmp/tv.txt")"
 grep -q "^estimate: 7 and 8 latent frames of 2x2 cells timed" "$tmp/tv.txt" || fail "turbo: $(cat "$tmp/tv.txt")"
+# In bf16 (the weights folder reused), one window of one cell: the row says bf16, the decoder BF16.
+bench --decoder turbo --precision bf16 --frames 5 --height 16 --width 16 --work "$tmp/tv" >"$tmp/tvb.txt"
+grep -q "| turbo | cpu | bf16 | 5 x 16x16 | \[1, 48, 2, 1, 1\] | full |" "$tmp/tvb.txt" ||
+  fail "turbo bf16: $(cat "$tmp/tvb.txt")"
+grep -q "TurboVAED.*BF16" "$tmp/tvb.txt" || fail "turbo bf16: $(cat "$tmp/tvb.txt")"
 
 # Bad options: exit 2, one line naming the option.
 expect2() {
@@ -55,7 +61,7 @@ expect2() {
   [ "$(wc -l <"$tmp/e.txt")" -eq 1 ] || fail "$*: $(cat "$tmp/e.txt")"
   grep -q -- "$want" "$tmp/e.txt" || fail "$*: $(cat "$tmp/e.txt")"
 }
-expect2 "--precision bf16" --decoder turbo --precision bf16
+expect2 "--precision bf16" --decoder oobleck --precision bf16
 expect2 "--frames 6" --decoder turbo --frames 6
 expect2 "--height 40" --decoder turbo --frames 5 --height 40 --width 32
 echo "bench vae: ok"

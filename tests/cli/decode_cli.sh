@@ -2,8 +2,8 @@
 # `avdit decode` with the five decoders: fixture mode on vae-sa-audio-tiny and
 # vae-h3audio-tiny (the final output within the READMEs' float32 bar, the same bytes on a second
 # run), latents mode writing a WAV that a RIFF reader accepts (channels, rate, length), the three
-# video decoders (fixture mode, mp4 and PNG frames), and the exit code 2, one-line message and absent output of
-# bad input. Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
+# video decoders (fixture mode, mp4 and PNG frames, bf16), and the exit code 2, one-line message and
+# absent output of bad input. Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$1" "$2"
 lib=$(dirname "${BASH_SOURCE[0]}")/lib
@@ -112,6 +112,18 @@ for g in vae-wan22-tiny:13:64x48 vae-turbo-tiny:25:48x32 vae-h3video-tiny:26:48x
   dec --model "$dir" --latents "$dir/inputs.safetensors" --out "$tmp/${v}_frames/" >/dev/null
   [ "$(ls "$tmp/${v}_frames" | grep -c '\.png$')" = "$n" ] || fail "$v: not $n PNG frames"
 done
+# bf16 (the video decoders), fixture mode: within the bf16 bars of tests/testing/video_vae_golden.h
+# (3x the READMEs' bf16 spreads; the H3 ViT's is its own test's).
+for g in vae-wan22-tiny:0.0936 vae-turbo-tiny:0.1419 vae-h3video-tiny:0.01341; do
+  v=${g%%:*} bar=${g#*:}
+  dir=$shared/golden/$v
+  dec --model "$dir" --inputs "$dir/inputs.safetensors" --precision bf16 --out "$tmp/b.safetensors" \
+    >/dev/null || fail "$v bf16"
+  python3 "$lib/golden_close.py" "$tmp/b.safetensors" "$dir/outputs.safetensors" "$bar" video ||
+    fail "$v bf16 vs golden"
+done
+bad "--precision bf16: Stable Audio Open .* decodes in fp32 only" "$W" --model "$SA" \
+  --latents "$tmp/sa.safetensors" --precision bf16
 bad "TurboVAED does not know MAGI-2's frame rate" "$tmp/t.mp4" --model "$shared/golden/vae-turbo-tiny" \
   --latents "$shared/golden/vae-turbo-tiny/inputs.safetensors"
 bad "needs a video decoder" "$tmp/a.mp4" --model "$SA" --latents "$tmp/sa.safetensors"

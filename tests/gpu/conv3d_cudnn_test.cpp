@@ -1,8 +1,9 @@
 // conv3d's cuDNN path (ops/cuda/conv3d_cudnn.h) against the CPU reference on fresh random inputs:
 // odd channel counts, strides, the causal (one-sided) time pad and uneven space pads, BF16 and F16
-// at the bf16 bar; which path each case takes, that the operands cuDNN is not given (F32, the
-// replicate time pad, mixed dtypes) and the shapes it refuses run on im2col and are right too, and
-// that a cuDNN convolution gives the same bits twice (deterministic engines).
+// at the bf16 bar; which path each case takes (TurboVAED's replicate time pad on cuDNN through a
+// padded copy of x), that the operands cuDNN is not given (F32, mixed dtypes) and the shapes it
+// refuses run on im2col and are right too, and that a cuDNN convolution gives the same bits twice
+// (deterministic engines).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,6 +45,16 @@ std::string name_of(const Case& c) {
 Conv3dGeometry causal(int64_t kt, int64_t kh, int64_t kw) {
   Conv3dGeometry g;
   g.pad_front = kt - 1;
+  g.pad_top = g.pad_bottom = kh / 2;
+  g.pad_left = g.pad_right = kw / 2;
+  return g;
+}
+
+// TurboVAEDCausalConv3d (not causal): (kt - 1) / 2 copies of the edge frames on each side.
+Conv3dGeometry replicate(int64_t kt, int64_t kh, int64_t kw) {
+  Conv3dGeometry g;
+  g.pad_front = g.pad_back = (kt - 1) / 2;
+  g.time_pad = TimePad::Replicate;
   g.pad_top = g.pad_bottom = kh / 2;
   g.pad_left = g.pad_right = kw / 2;
   return g;
@@ -96,9 +107,11 @@ class Conv3dCudnn : public test_util::BackendOpsTest {
   }
 };
 
-// Shapes the cuDNN path is for: channels in multiples of 8, the decoders' causal 3x3x3 and 3x1x1
-// time convolutions, a 1x3x3 space convolution; with cuDNN built in they must run there.
+// Shapes the cuDNN path is for: channels in multiples of 8, the decoders' causal (and TurboVAED's
+// replicate-padded) 3x3x3 and 3x1x1 time convolutions, a 1x3x3 space convolution; with cuDNN
+// built in they must run there.
 TEST_F(Conv3dCudnn, DecoderLikeShapesRunOnCudnn) {
+  const Conv3dGeometry rep333 = replicate(3, 3, 3), rep311 = replicate(3, 1, 1);
   const Case cases[] = {
       {{4, 9, 11, 16}, 24, 3, 3, 3, causal(3, 3, 3), true, DType::BF16, DType::BF16, DType::BF16},
       {{3, 10, 7, 32}, 16, 3, 1, 1, causal(3, 1, 1), true, DType::BF16, DType::BF16, DType::BF16},
@@ -106,6 +119,12 @@ TEST_F(Conv3dCudnn, DecoderLikeShapesRunOnCudnn) {
       {{4, 9, 11, 16}, 16, 3, 3, 3, causal(3, 3, 3), true, DType::F16, DType::F16, DType::F16},
       // A head-like thin output (12 channels) and an F32 y from BF16 operands.
       {{3, 12, 10, 64}, 12, 3, 3, 3, causal(3, 3, 3), true, DType::BF16, DType::BF16, DType::F32},
+      // TurboVAED's replicate time pad (one edge frame on each side; 3x3x3 and the 3x1x1 time
+      // conv), one frame only (every tap reads it), and F16.
+      {{4, 9, 11, 16}, 24, 3, 3, 3, rep333, true, DType::BF16, DType::BF16, DType::BF16},
+      {{3, 10, 7, 32}, 64, 3, 1, 1, rep311, true, DType::BF16, DType::BF16, DType::BF16},
+      {{1, 6, 5, 16}, 8, 3, 3, 3, rep333, true, DType::BF16, DType::BF16, DType::BF16},
+      {{4, 9, 11, 16}, 16, 3, 3, 3, rep333, false, DType::F16, DType::F16, DType::F16},
   };
   uint32_t seed = 100;
   for (const Case& c : cases) {
@@ -147,15 +166,12 @@ TEST_F(Conv3dCudnn, OddSizesMatchTheCpuOnEitherPath) {
   for (const Case& c : cases) check_case(c, seed += 10);
 }
 
-// What cuDNN is never given runs on im2col: F32 (cuDNN's fp32 convolutions may use TF32), the
-// replicate time pad (TurboVAED), x and w of different dtypes.
+// What cuDNN is never given runs on im2col: F32 (cuDNN's fp32 convolutions may use TF32, the
+// replicate time pad included), x and w of different dtypes.
 TEST_F(Conv3dCudnn, UngatedOperandsRunOnIm2col) {
-  Conv3dGeometry rep = causal(3, 3, 3);
-  rep.pad_front = rep.pad_back = 1;
-  rep.time_pad = TimePad::Replicate;
   const Case cases[] = {
       {{3, 6, 5, 16}, 8, 3, 3, 3, causal(3, 3, 3), true, DType::F32, DType::F32, DType::F32},
-      {{3, 6, 5, 16}, 8, 3, 3, 3, rep, true, DType::BF16, DType::BF16, DType::BF16},
+      {{3, 6, 5, 16}, 8, 3, 3, 3, replicate(3, 3, 3), true, DType::F32, DType::F32, DType::F32},
       {{3, 6, 5, 16}, 8, 3, 3, 3, causal(3, 3, 3), true, DType::BF16, DType::F32, DType::BF16},
   };
   uint32_t seed = 500;

@@ -1,5 +1,7 @@
 // The Wan2.2 VAE decoder on the GPU against ../shared/golden/vae-wan22-tiny: the same one
-// definition on a CUDA context, the video at the README's fp32 bar (an op refusing CUDA fails).
+// definition on a CUDA context, the video at the README's fp32 bar and in bf16 (cuDNN's
+// convolutions, bf16 GEMMs and SDPA) at the bf16 bar of video_vae_golden.h (an op refusing CUDA
+// fails).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,14 +16,31 @@
 namespace avdit::models::vae {
 namespace {
 
-TEST(Wan22VaeCuda, Fp32VideoMatchesTheGolden) {
+// One context for the whole program (its pool and cuDNN graphs shared by the tests).
+ops::CudaContext& context() {
   static ops::CudaContext gpu;
+  return gpu;
+}
+
+TEST(Wan22VaeCuda, Fp32VideoMatchesTheGolden) {
+  ops::CudaContext& gpu = context();
   const auto& golden = avdit::testing::video_vae_fixture("vae-wan22-tiny");
   const auto& [dir, inputs, outputs] = golden;
   const auto dec = open_wan22_decoder(gpu, dir);
   const Tensor video = dec->decode(inputs.at("latent"));
   EXPECT_LE(avdit::test_util::rel_max_diff(video, outputs.at("video"), "video"),
             avdit::testing::kVideoVaeFp32Bar);
+}
+
+TEST(Wan22VaeCuda, Bf16VideoWithinTheBf16Bar) {
+  ops::CudaContext& gpu = context();
+  const auto& golden = avdit::testing::video_vae_fixture("vae-wan22-tiny");
+  const auto& [dir, inputs, outputs] = golden;
+  const auto dec = open_wan22_decoder(gpu, dir, DType::BF16);
+  const double err = avdit::test_util::rel_max_diff(dec->decode(inputs.at("latent")),
+                                                    outputs.at("video"), "video (bf16)");
+  EXPECT_LE(err, avdit::testing::kWan22DecoderBf16Bar);
+  EXPECT_GT(err, 1e-5);
 }
 
 }  // namespace

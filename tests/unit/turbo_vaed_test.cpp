@@ -1,6 +1,6 @@
 // MAGI-2's TurboVAED on the CPU against ../shared/golden/vae-turbo-tiny: the sliding-window video
 // and window 0's intermediates at the README's fp32 bar (1e-4 of max |ref|), every window's input
-// (the window plan), the config checks, and bad latents refused by name.
+// (the window plan), the config checks, bad latents refused by name, and the bf16 mode.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -60,6 +60,19 @@ TEST(TurboVaed, WindowInputsAndWindowZeroIntermediates) {
   EXPECT_LE(rel_max_diff(probe.got.at("window0_output"), outputs().at("window0_output"),
                          "window0_output"),
             kVideoVaeFp32Bar);
+}
+
+// BF16 (MAGI-2's production mode: the module and z in bf16) on the CPU's rounding emulation,
+// within the bar video_vae_golden.h derives; not the fp32 result (bf16 really ran).
+TEST(TurboVaed, Bf16StaysWithinThreeTimesTheReferencesBf16Spread) {
+  ops::CpuContext ctx;
+  const auto dec = open_turbo_vaed(ctx, dir(), DType::BF16);
+  EXPECT_NE(dec->describe().find("BF16"), std::string::npos) << dec->describe();
+  const double err =
+      rel_max_diff(dec->decode(inputs().at("latent")), outputs().at("video"), "video (bf16)");
+  EXPECT_LE(err, avdit::testing::kTurboBf16Bar);
+  EXPECT_GT(err, 1e-5);
+  EXPECT_THROW(open_turbo_vaed(ctx, dir(), DType::F16), BadInput);
 }
 
 // A latent shorter than first_chunk_size is padded with copies of its last frame, decoded as one

@@ -1,6 +1,7 @@
 // The Wan2.2 VAE encoder on the CPU against ../shared/golden/vae-wan22enc-tiny: both cases' latents
 // and every intermediate at the README's fp32 bar (1e-4 of max |ref|), MAGI-2's pixel
-// preprocessing bit for bit, the dropped trailing frames, and bad video refused by name.
+// preprocessing bit for bit, the dropped trailing frames, bad video refused by name, and the bf16
+// mode.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -45,6 +46,20 @@ TEST(Wan22Encoder, BothCasesAndEveryIntermediateMatch) {
       ASSERT_EQ(probe.got.at(name).shape(), ref.shape()) << c << " " << name;
       EXPECT_LE(rel_max_diff(probe.got.at(name), ref, c + "." + name), kVideoVaeFp32Bar);
     }
+  }
+}
+
+// BF16 (the reference under bf16 autocast; MAGI-2 itself encodes in float32) on the CPU's
+// rounding emulation, both cases within the bar video_vae_golden.h derives.
+TEST(Wan22Encoder, Bf16StaysWithinThreeTimesTheReferencesBf16Spread) {
+  ops::CpuContext ctx;
+  const auto enc = open_wan22_encoder(ctx, dir(), DType::BF16);
+  EXPECT_NE(enc->describe().find("BF16"), std::string::npos) << enc->describe();
+  for (const std::string c : {"case0", "case1"}) {
+    const double err = rel_max_diff(enc->encode(inputs().at(c + ".video")),
+                                    outputs().at(c + ".latent"), c + ".latent (bf16)");
+    EXPECT_LE(err, avdit::testing::kWan22EncoderBf16Bar) << c;
+    EXPECT_GT(err, 1e-5) << c;
   }
 }
 

@@ -1,6 +1,6 @@
 // The Wan2.2 VAE decoder on the CPU against ../shared/golden/vae-wan22-tiny: the video and every
 // intermediate at the README's fp32 bar (1e-4 of max |ref|), the chunked schedule the README
-// cross-checks, the latent statistics, and bad latents refused by name.
+// cross-checks, the latent statistics, bad latents refused by name, and the bf16 mode.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -150,6 +150,19 @@ TEST(Wan22Vae, AMissingTensorIsNamed) {
         << e.what();
   }
   std::filesystem::remove_all(tmp);
+}
+
+// BF16 (the reference under bf16 autocast) on the CPU's rounding emulation, within the bar
+// video_vae_golden.h derives; not the fp32 result (bf16 really ran); F16 is refused.
+TEST(Wan22Vae, Bf16StaysWithinThreeTimesTheReferencesBf16Spread) {
+  ops::CpuContext ctx;
+  const auto dec = open_wan22_decoder(ctx, dir(), DType::BF16);
+  EXPECT_NE(dec->describe().find("BF16"), std::string::npos) << dec->describe();
+  const double err =
+      rel_max_diff(dec->decode(inputs().at("latent")), outputs().at("video"), "video (bf16)");
+  EXPECT_LE(err, avdit::testing::kWan22DecoderBf16Bar);
+  EXPECT_GT(err, 1e-5);
+  EXPECT_THROW(open_wan22_decoder(ctx, dir(), DType::F16), BadInput);
 }
 
 // config.json's WanVAE_kwargs must describe the checkpoint (the architecture is read from the

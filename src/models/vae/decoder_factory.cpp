@@ -70,14 +70,21 @@ Family detect_family(const fs::path& dir) {
       dir.string()));
 }
 
-std::unique_ptr<Decoder> open_decoder(ops::Context& ctx, const fs::path& dir) {
+bool has_bf16(Family f) {
+  return f == Family::Wan22 || f == Family::TurboVaed || f == Family::H3Video;
+}
+
+std::unique_ptr<Decoder> open_decoder(ops::Context& ctx, const fs::path& dir, DType act) {
   const Family f = detect_family(dir);
+  AVDIT_REQUIRE(act == DType::F32 || has_bf16(f),
+                "{}: the {} decoder runs in F32 only ({} was asked for)", dir.string(),
+                family_name(f), dtype_name(act));
   switch (f) {
     case Family::Oobleck: return open_oobleck(ctx, dir);
     case Family::H3Audio: return open_h3_audio(ctx, dir);
-    case Family::Wan22: return open_wan22_decoder(ctx, dir);
-    case Family::TurboVaed: return open_turbo_vaed(ctx, dir);
-    case Family::H3Video: return open_h3_video_decoder(ctx, dir);
+    case Family::Wan22: return open_wan22_decoder(ctx, dir, act);
+    case Family::TurboVaed: return open_turbo_vaed(ctx, dir, act);
+    case Family::H3Video: return open_h3_video_decoder(ctx, dir, act);
   }
   throw BadInput(fmt::format("{}: unknown VAE family", dir.string()));
 }

@@ -1,5 +1,5 @@
-// conv3d on the GPU (ops/conv3d.h). BF16/F16 with zero time padding goes to cuDNN when it takes
-// the shape (conv3d_cudnn.cpp); the rest runs as the CPU does it: im2col of a block of output
+// conv3d on the GPU (ops/conv3d.h). BF16/F16 goes to cuDNN when it takes the shape
+// (conv3d_cudnn.cpp); the rest runs as the CPU does it: im2col of a block of output
 // voxels into [voxels, kt*kh*kw*Cin] rows of a stream-ordered workspace (bounded, so any clip
 // fits), then one cuBLASLt GEMM (fp32 accumulation) per block against the [Cout, K] weight; the
 // bias is added in fp32 and the sum rounded once to y's dtype. A 1x1x1 convolution multiplies the

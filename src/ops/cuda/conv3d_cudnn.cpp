@@ -11,6 +11,7 @@
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -45,7 +46,7 @@ std::string gate(const Tensor& x, const Tensor& w, const Tensor* bias, const Con
                        dtype_name(w.dtype()));
   if (y.dtype() != DType::BF16 && y.dtype() != DType::F16 && y.dtype() != DType::F32)
     return fmt::format("y is {}", dtype_name(y.dtype()));
-  if (g.time_pad != TimePad::Zeros) return "replicate time padding";
+  if (g.time_pad == TimePad::Replicate && x.size(0) == 0) return "no frame to replicate";
   if (!aligned16(x.raw()) || !aligned16(w.raw()) || !aligned16(y.raw()))
     return "an operand is not 16-byte aligned";
   (void)bias;  // cast to a fresh (aligned) F32 buffer before it reaches cuDNN
@@ -63,6 +64,12 @@ using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::StreamBuffer;
 
 enum Uid : int64_t { kX = 1, kW, kBias, kY };
+
+// cuDNN pads with zeros only: a replicate time pad (TurboVAED) runs on a copy of x with the edge
+// frames added in front and behind, and no time pad.
+bool replicates(const Conv3dGeometry& g) {
+  return g.time_pad == TimePad::Replicate && g.pad_front + g.pad_back > 0;
+}
 
 struct GraphKey {
   int64_t T, H, W, Ci, Co, kt, kh, kw;
@@ -110,12 +117,41 @@ fe::DataType_t fe_dtype(DType d) {
   }
 }
 
+// With a replicate time pad the key is that of the padded copy (padded_input): T + the pads
+// frames, no time pad.
 GraphKey key_of(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g,
                 const Tensor& y) {
-  return GraphKey{x.size(0),  x.size(1),   x.size(2),  x.size(3),  w.size(0),
-                  w.size(1),  w.size(2),   w.size(3),  g.stride_t, g.stride_h,
-                  g.stride_w, g.pad_front, g.pad_back, g.pad_top,  g.pad_bottom,
-                  g.pad_left, g.pad_right, x.dtype(),  y.dtype(),  bias != nullptr};
+  const bool rep = replicates(g);
+  const int64_t T = x.size(0) + (rep ? g.pad_front + g.pad_back : 0);
+  return GraphKey{T,
+                  x.size(1),
+                  x.size(2),
+                  x.size(3),
+                  w.size(0),
+                  w.size(1),
+                  w.size(2),
+                  w.size(3),
+                  g.stride_t,
+                  g.stride_h,
+                  g.stride_w,
+                  rep ? 0 : g.pad_front,
+                  rep ? 0 : g.pad_back,
+                  g.pad_top,
+                  g.pad_bottom,
+                  g.pad_left,
+                  g.pad_right,
+                  x.dtype(),
+                  y.dtype(),
+                  bias != nullptr};
+}
+
+// x with pad_front copies of its first frame before it and pad_back of its last after it.
+Tensor padded_input(CudaContext& c, const Tensor& x, const Conv3dGeometry& g) {
+  const int64_t T = x.size(0);
+  std::vector<Tensor> parts(static_cast<size_t>(g.pad_front), x.slice_rows(0, 1));
+  parts.push_back(x);
+  for (int64_t i = 0; i < g.pad_back; ++i) parts.push_back(x.slice_rows(T - 1, T));
+  return ops::concat_rows(c, parts);
 }
 
 // Builds the graph for `key`; on refusal returns an Entry with the reason.
@@ -233,13 +269,15 @@ bool conv3d_cudnn(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor
                   const Conv3dGeometry& g, Tensor& y) {
   if (!gate(x, w, bias, g, y).empty()) return false;
   CudnnConvContext& ctx = context_for(c.dev().ordinal());
-  // The F32 bias is made before the lock: a cast enqueues on the stream, nothing more.
+  // The F32 bias and a replicate pad's copy of x are made before the lock: a cast or a copy
+  // enqueues on the stream, nothing more.
   const Tensor b32 = bias ? ops::cast(c, *bias, DType::F32) : Tensor();
+  const Tensor xin = replicates(g) ? padded_input(c, x, g) : x;
   std::lock_guard<std::mutex> lock(ctx.mu);
   const Entry& e = entry_for(ctx, key_of(x, w, bias, g, y));
   if (!e.graph) return false;
   std::unordered_map<int64_t, void*> pack = {
-      {kX, device_ptr(x)}, {kW, device_ptr(w)}, {kY, device_ptr(y)}};
+      {kX, device_ptr(xin)}, {kW, device_ptr(w)}, {kY, device_ptr(y)}};
   if (bias) pack[kBias] = device_ptr(b32);
   // The workspace comes from the stream's pool, as every other op's scratch does.
   StreamBuffer workspace(c.stream(), static_cast<size_t>(e.workspace));

@@ -1,6 +1,7 @@
 // conv3d (ops/conv3d.h) through cuDNN: a cudnn-frontend graph of conv_fprop and the fp32 bias add,
-// one rounding to y's dtype, built once per shape key and kept. It takes BF16/F16 operands with
-// zero time padding; everything else, and any shape cuDNN refuses, runs on conv3d.cu's im2col path.
+// one rounding to y's dtype, built once per shape key and kept. It takes BF16/F16 operands (a
+// replicate time pad runs on a copy of x with its edge frames added, since cuDNN pads with zeros
+// only); everything else, and any shape cuDNN refuses, runs on conv3d.cu's im2col path.
 #pragma once
 
 #include <string>
@@ -14,8 +15,8 @@ enum class Conv3dPath { Im2col, Cudnn };
 const char* conv3d_path_name(Conv3dPath p);
 
 // The path ops::cuda::conv3d takes for these (already checked) operands: Cudnn when this build has
-// cuDNN, x and w are both BF16 or both F16, the time pad is Zeros, the pointers are 16-byte aligned
-// and cuDNN builds a graph for the key (built here on a key's first call and kept, so the
+// cuDNN, x and w are both BF16 or both F16, the pointers are 16-byte aligned and cuDNN builds a
+// graph for the key (a replicate time pad: the key of the padded copy) (built here on a key's first call and kept, so the
 // convolution that follows reuses it). `why`, when given, receives the reason for Im2col.
 Conv3dPath conv3d_path(CudaContext& c, const Tensor& x, const Tensor& w, const Tensor* bias,
                        const Conv3dGeometry& g, const Tensor& y, std::string* why = nullptr);

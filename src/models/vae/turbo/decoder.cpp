@@ -31,10 +31,11 @@ Tensor replicate_conv(ops::Context& ctx, const Conv& c, const Tensor& x) {
   g.time_pad = ops::TimePad::Replicate;
   g.pad_top = g.pad_bottom = c.w.size(2) / 2;
   g.pad_left = g.pad_right = c.w.size(3) / 2;
-  return ops::conv3d(ctx, x, c.w, &c.b, g);
+  return ops::conv3d(ctx, x, c.w, &c.b, g, c.w.dtype());
 }
 
-// Weight-free RMSNorm over the channels of channel-last video.
+// Weight-free RMSNorm over the channels of channel-last video (the variance in float32, the result
+// rounded once to x's dtype, as the reference's `.to(input_dtype)`).
 Tensor norm(ops::Context& ctx, const Tensor& x, float eps) {
   const int64_t C = x.size(-1);
   return ops::rms_norm(ctx, x.reshape({x.numel() / C, C}), ops::RmsNormWeight{}, eps)
@@ -72,12 +73,17 @@ void point(ops::Context& ctx, const std::string& name, const Tensor& t) {
 
 }  // namespace
 
-TurboVaed::TurboVaed(ops::Context& ctx, const Checkpoint& ckpt, const TurboVaedConfig& config)
-    : ctx_(ctx), config_(config), w_(load_turbo_weights(ctx, ckpt, config)) {}
+TurboVaed::TurboVaed(ops::Context& ctx, const Checkpoint& ckpt, const TurboVaedConfig& config,
+                     DType act)
+    : ctx_(ctx),
+      config_(config),
+      act_(wan22::require_act(act, "TurboVAED")),
+      w_(load_turbo_weights(ctx, ckpt, config, act)) {}
 
 std::string TurboVaed::describe() const {
-  return fmt::format("MAGI-2 TurboVAED, Wan2.2 z48 latents (width {}, windows {}+{}, {})",
-                     w_.conv_in.out(), config_.first_chunk_size, config_.step_size, ctx_.name());
+  return fmt::format("MAGI-2 TurboVAED, Wan2.2 z48 latents (width {}, windows {}+{}, {}, {})",
+                     w_.conv_in.out(), config_.first_chunk_size, config_.step_size, ctx_.name(),
+                     dtype_name(act_));
 }
 
 Tensor TurboVaed::decode_window(const Tensor& z, bool first_chunk, int64_t i) const {
@@ -106,14 +112,17 @@ Tensor TurboVaed::decode_window(const Tensor& z, bool first_chunk, int64_t i) co
 
 Tensor TurboVaed::decode(const Tensor& latents) const {
   ops::Context& ctx = ctx_;
-  const Tensor z = wan22::denormalize_latents(latents, "TurboVAED: latents");
+  // BF16, as MAGI-2's decode_video: z rounded to bf16, de-normalised in float32 (the module's
+  // float32 mean and std), the result rounded back to bf16 (on its way to the context, below).
+  const Tensor z = wan22::denormalize_latents(act_ == DType::F32 ? latents : latents.to(act_),
+                                              "TurboVAED: latents");
   const int64_t T = z.size(0), f = config_.first_chunk_size, s = config_.step_size,
                 tc = config_.temporal_compression_ratio;
   // The window plan: pad with copies of the last latent frame to f + k*s frames.
   const int64_t pad = T < f ? f - T : (s - (T - f) % s) % s, n = T + pad;
   std::vector<Tensor> frames = {z};
   for (int64_t k = 0; k < pad; ++k) frames.push_back(z.slice_rows(T - 1, T));
-  const Tensor zp = ctx.upload(wan22::concat_frames(frames, n));
+  const Tensor zp = ctx.upload(wan22::concat_frames(frames, n).to(act_));
   // Each window's kept frames come to the host at once, so the device holds one window.
   std::vector<Tensor> kept;
   auto keep = [&](const Tensor& out, int64_t drop_front, int64_t drop_back) {
@@ -141,7 +150,8 @@ Tensor TurboVaed::decode(const Tensor& latents) const {
 
 namespace avdit::models::vae {
 
-std::unique_ptr<Decoder> open_turbo_vaed(ops::Context& ctx, const std::filesystem::path& dir) {
+std::unique_ptr<Decoder> open_turbo_vaed(ops::Context& ctx, const std::filesystem::path& dir,
+                                         DType act) {
   namespace fs = std::filesystem;
   std::error_code ec;
   AVDIT_REQUIRE(fs::is_directory(dir, ec),
@@ -157,7 +167,7 @@ std::unique_ptr<Decoder> open_turbo_vaed(ops::Context& ctx, const std::filesyste
   const auto config = turbo::TurboVaedConfig::from_json(read_json(json));
   const Checkpoint ckpt =
       Checkpoint::open(dir, [](std::string_view name) { return name.starts_with("decoder."); });
-  return std::make_unique<turbo::TurboVaed>(ctx, ckpt, config);
+  return std::make_unique<turbo::TurboVaed>(ctx, ckpt, config, act);
 }
 
 }  // namespace avdit::models::vae

@@ -2,6 +2,9 @@
 // x16 space) with non-causal convolutions (edge frames replicated in time), weight-free RMSNorms,
 // and the reference's sliding windows over latent frames (each window decoded whole, one latent
 // frame of overlap on each side trimmed away), so memory is bounded by the window, not the clip.
+// Precision: F32 (the oracle) or BF16, MAGI-2's production mode (the module cast to bf16, z in
+// bf16: every op reads and writes bf16, rounding once; the RMSNorms' variance and the
+// de-normalisation in float32).
 #pragma once
 
 #include <filesystem>
@@ -48,13 +51,16 @@ struct TurboWeights {
   Conv conv_out;  // -> 12 (3 colours x 2 x 2, unpatchified)
 };
 
-// Validates every tensor the config implies before placing any on ctx.
+// Validates every tensor the config implies before placing any on ctx; the convolution weights
+// are placed in `act`, the biases in F32.
 TurboWeights load_turbo_weights(ops::Context& ctx, const Checkpoint& ckpt,
-                                const TurboVaedConfig& config);
+                                const TurboVaedConfig& config, DType act = DType::F32);
 
 class TurboVaed final : public Decoder {
  public:
-  TurboVaed(ops::Context& ctx, const Checkpoint& ckpt, const TurboVaedConfig& config);
+  // act: F32 or BF16 (BadInput otherwise).
+  TurboVaed(ops::Context& ctx, const Checkpoint& ckpt, const TurboVaedConfig& config,
+            DType act = DType::F32);
 
   std::string describe() const override;
   Media media() const override { return Media::Video; }
@@ -73,6 +79,7 @@ class TurboVaed final : public Decoder {
 
   ops::Context& ctx_;
   TurboVaedConfig config_;
+  DType act_;
   TurboWeights w_;
 };
 
@@ -81,7 +88,10 @@ class TurboVaed final : public Decoder {
 namespace avdit::models::vae {
 
 // Opens dir on ctx: the architecture JSON (config.json, or the release's
-// TurboV3-Wan22-TinyShallow_7_7.json) and model.safetensors with decoder.*.
-std::unique_ptr<Decoder> open_turbo_vaed(ops::Context& ctx, const std::filesystem::path& dir);
+// TurboV3-Wan22-TinyShallow_7_7.json) and the weights with decoder.*: the release's
+// checkpoint.ckpt (PyTorch's format, read unchanged, its ema_state_dict as get_turbo_vaed picks
+// it) or model.safetensors. act: F32 or BF16.
+std::unique_ptr<Decoder> open_turbo_vaed(ops::Context& ctx, const std::filesystem::path& dir,
+                                         DType act = DType::F32);
 
 }  // namespace avdit::models::vae

@@ -30,16 +30,16 @@ ResnetWeights load_resnet(const Checkpoint& ckpt, const std::string& p, int64_t 
   return r;
 }
 
-void place(ops::Context& ctx, ResnetWeights& r) {
-  wan22::place(ctx, r.conv1);
-  wan22::place(ctx, r.conv2);
-  wan22::place(ctx, r.conv_shortcut);
+void place(ops::Context& ctx, ResnetWeights& r, DType act) {
+  wan22::place(ctx, r.conv1, act);
+  wan22::place(ctx, r.conv2, act);
+  wan22::place(ctx, r.conv_shortcut, act);
 }
 
 }  // namespace
 
-TurboWeights load_turbo_weights(ops::Context& ctx, const Checkpoint& ckpt,
-                                const TurboVaedConfig& c) {
+TurboWeights load_turbo_weights(ops::Context& ctx, const Checkpoint& ckpt, const TurboVaedConfig& c,
+                                DType act) {
   const auto channels = reversed(c.decoder_block_out_channels);
   const auto layers = reversed(c.decoder_layers_per_block);
   const auto scaling = reversed(c.decoder_spatio_temporal_scaling);
@@ -79,14 +79,14 @@ TurboWeights load_turbo_weights(ops::Context& ctx, const Checkpoint& ckpt,
                 time_stages, int64_t{1} << time_stages, c.temporal_compression_ratio);
   w.conv_out =
       load_conv(ckpt, "decoder.conv_out.conv", c.out_channels * c.patch_size * c.patch_size, ch);
-  wan22::place(ctx, w.conv_in);
-  wan22::place(ctx, w.conv_out);
-  for (ResnetWeights& r : w.mid_block) place(ctx, r);
+  wan22::place(ctx, w.conv_in, act);
+  wan22::place(ctx, w.conv_out, act);
+  for (ResnetWeights& r : w.mid_block) place(ctx, r, act);
   for (UpBlockWeights& b : w.up_blocks) {
-    if (b.has_conv_in) place(ctx, b.conv_in);
-    wan22::place(ctx, b.time_conv);
-    wan22::place(ctx, b.resample_conv);
-    for (ResnetWeights& r : b.resnets) place(ctx, r);
+    if (b.has_conv_in) place(ctx, b.conv_in, act);
+    wan22::place(ctx, b.time_conv, act);
+    wan22::place(ctx, b.resample_conv, act);
+    for (ResnetWeights& r : b.resnets) place(ctx, r, act);
   }
   return w;
 }

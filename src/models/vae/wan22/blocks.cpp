@@ -28,6 +28,12 @@ Tensor rows_of(const Tensor& x) { return x.reshape({x.numel() / x.size(-1), x.si
 
 }  // namespace
 
+DType require_act(DType act, const char* what) {
+  AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
+                "{}: activations in {} are not supported (F32 or BF16)", what, dtype_name(act));
+  return act;
+}
+
 Tensor& FeatureCache::slot() {
   if (next == slots.size()) slots.emplace_back();
   return slots[next++];
@@ -105,27 +111,28 @@ AttentionBlockWeights load_attention_block(const Checkpoint& ckpt, const std::st
   return w;
 }
 
-void place(ops::Context& ctx, Conv& c) {
+void place(ops::Context& ctx, Conv& c, DType act) {
   if (!c.w.defined()) return;
-  c.w = ctx.upload(c.w);
+  c.w = ctx.upload(c.w.to(act));
   c.b = ctx.upload(c.b);
 }
-void place(ops::Context& ctx, ResidualBlockWeights& w) {
+void place(ops::Context& ctx, ResidualBlockWeights& w, DType act) {
   w.gamma1 = ctx.upload(w.gamma1);
   w.gamma2 = ctx.upload(w.gamma2);
-  place(ctx, w.conv1);
-  place(ctx, w.conv2);
-  place(ctx, w.shortcut);
+  place(ctx, w.conv1, act);
+  place(ctx, w.conv2, act);
+  place(ctx, w.shortcut, act);
 }
-void place(ops::Context& ctx, AttentionBlockWeights& w) {
-  for (Tensor* t : {&w.gamma, &w.to_qkv_w, &w.to_qkv_b, &w.proj_w, &w.proj_b}) *t = ctx.upload(*t);
+void place(ops::Context& ctx, AttentionBlockWeights& w, DType act) {
+  for (Tensor* t : {&w.gamma, &w.to_qkv_b, &w.proj_b}) *t = ctx.upload(*t);
+  for (Tensor* t : {&w.to_qkv_w, &w.proj_w}) *t = ctx.upload(t->to(act));
 }
 
 Tensor conv(ops::Context& ctx, const Conv& c, const Tensor& x) {
   ops::Conv3dGeometry g;
   g.pad_top = g.pad_bottom = c.w.size(2) / 2;
   g.pad_left = g.pad_right = c.w.size(3) / 2;
-  return ops::conv3d(ctx, x, c.w, &c.b, g);
+  return ops::conv3d(ctx, x, c.w, &c.b, g, c.w.dtype());
 }
 
 Tensor causal_conv(ops::Context& ctx, const Conv& c, const Tensor& x, FeatureCache& cache) {
@@ -140,26 +147,28 @@ Tensor causal_conv(ops::Context& ctx, const Conv& c, const Tensor& x, Tensor& sl
   g.pad_front = kCacheFrames - (slot.defined() ? slot.size(0) : 0);
   g.pad_top = g.pad_bottom = c.w.size(2) / 2;
   g.pad_left = g.pad_right = c.w.size(3) / 2;
-  Tensor y = ops::conv3d(ctx, input, c.w, &c.b, g);
+  Tensor y = ops::conv3d(ctx, input, c.w, &c.b, g, c.w.dtype());
   const int64_t n = input.size(0), keep = std::min(n, kCacheFrames);
   // A copy: the slot must not alias a tensor that a later op updates in place.
   slot = ops::clone(ctx, input.slice_rows(n - keep, n));
   return y;
 }
 
-Tensor rms_norm(ops::Context& ctx, const Tensor& x, const Tensor& gamma) {
+Tensor rms_norm(ops::Context& ctx, const Tensor& x, const Tensor& gamma, DType out) {
   // x / max(|x|, 1e-12) * sqrt(C) = x / sqrt(|x|^2 / C): the row RMSNorm with an epsilon of the
   // clamp's size, so an all-zero voxel stays zero as in the reference.
   const float eps = 1e-24f / static_cast<float>(x.size(-1));
-  return ops::rms_norm(ctx, rows_of(x), gamma, eps).reshape(x.shape());
+  return ops::rms_norm(ctx, rows_of(x), gamma, eps, false, out).reshape(x.shape());
 }
 
 Tensor residual_block(ops::Context& ctx, const ResidualBlockWeights& w, const Tensor& x,
                       FeatureCache& cache) {
   const Tensor h = w.shortcut.w.defined() ? conv(ctx, w.shortcut, x) : x;
-  Tensor r = ops::silu(ctx, rms_norm(ctx, x, w.gamma1));
+  // The SiLU runs in float32 on the norm's float32 output; the convolution reads it rounded.
+  const DType act = w.conv1.w.dtype();
+  Tensor r = ops::silu(ctx, rms_norm(ctx, x, w.gamma1), act);
   r = causal_conv(ctx, w.conv1, r, cache);
-  r = ops::silu(ctx, rms_norm(ctx, r, w.gamma2));
+  r = ops::silu(ctx, rms_norm(ctx, r, w.gamma2), act);
   r = causal_conv(ctx, w.conv2, r, cache);
   ops::add_(ctx, r, h);
   return r;
@@ -167,18 +176,19 @@ Tensor residual_block(ops::Context& ctx, const ResidualBlockWeights& w, const Te
 
 Tensor attention_block(ops::Context& ctx, const AttentionBlockWeights& w, const Tensor& x) {
   const int64_t T = x.size(0), hw = x.size(1) * x.size(2), C = x.size(3), S = T * hw;
-  const Tensor n = rows_of(rms_norm(ctx, x, w.gamma));
-  const Tensor qkv = ops::linear(ctx, n, w.to_qkv_w, &w.to_qkv_b);
+  const DType act = w.to_qkv_w.dtype();
+  const Tensor n = rows_of(rms_norm(ctx, x, w.gamma, act));
+  const Tensor qkv = ops::linear(ctx, n, w.to_qkv_w, &w.to_qkv_b, act);
   const Tensor q = ops::take_columns(ctx, qkv, 0, C).reshape({S, 1, C});
   const Tensor k = ops::take_columns(ctx, qkv, C, 2 * C).reshape({S, 1, C});
   const Tensor v = ops::take_columns(ctx, qkv, 2 * C, 3 * C).reshape({S, 1, C});
   // Each frame is its own document: the reference folds time into the batch.
   std::vector<int64_t> cu(static_cast<size_t>(T + 1));
   for (int64_t t = 0; t <= T; ++t) cu[static_cast<size_t>(t)] = t * hw;
-  const ops::Segments seg = ops::plan_segments(ctx, cu, 1, C, DType::F32);
+  const ops::Segments seg = ops::plan_segments(ctx, cu, 1, C, act);
   const float scale = 1.0f / std::sqrt(static_cast<float>(C));
   const Tensor o = ops::attention(ctx, q, k, v, scale, seg).reshape({S, C});
-  Tensor y = ops::linear(ctx, o, w.proj_w, &w.proj_b);
+  Tensor y = ops::linear(ctx, o, w.proj_w, &w.proj_b, act);
   ops::add_(ctx, y, rows_of(x));
   return y.reshape(x.shape());
 }

@@ -2,7 +2,10 @@
 // AttentionBlock), shared by its decoder and encoder, on channel-last video [T, H, W, C] (batch 1).
 // The reference runs the network chunk by chunk in time, each causal convolution keeping the last
 // two frames it saw (its feature cache); FeatureCache is that state, so a chunked run equals the
-// whole-sequence one.
+// whole-sequence one. Activations take the dtype of the weights they meet: F32 weights give the
+// float32 oracle; BF16 weights give the reference under bf16 autocast (convolutions and linears
+// in, out and rounded in bf16; the RMSNorms and SiLU in float32, rounded where a convolution
+// reads them).
 #pragma once
 
 #include <cstdint>
@@ -83,20 +86,27 @@ std::vector<ResidualBlockWeights> load_residual_run(const Checkpoint& ckpt,
                                                     const std::string& prefix, int64_t in,
                                                     int64_t* next, int64_t* out);
 
-// Places every tensor of a block on ctx (the CPU keeps them as they are).
-void place(ops::Context& ctx, Conv& c);
-void place(ops::Context& ctx, ResidualBlockWeights& w);
-void place(ops::Context& ctx, AttentionBlockWeights& w);
+// act itself when it is F32 or BF16 (the precisions these VAEs run in); BadInput naming `what`
+// otherwise.
+DType require_act(DType act, const char* what);
+
+// Places every tensor of a block on ctx: the convolution and linear weights in `act` (F32 or
+// BF16), biases and RMSNorm gammas in F32.
+void place(ops::Context& ctx, Conv& c, DType act = DType::F32);
+void place(ops::Context& ctx, ResidualBlockWeights& w, DType act = DType::F32);
+void place(ops::Context& ctx, AttentionBlockWeights& w, DType act = DType::F32);
 
 // A convolution without time context: kernel 1 in time (or a 2-D one), spatial zero padding kh/2.
+// Every convolution's output has its weights' dtype.
 Tensor conv(ops::Context& ctx, const Conv& c, const Tensor& x);
 // CausalConv3d with its feature cache: the slot's frames (zeros where it has fewer than two) go
 // before x, then the slot keeps the last two frames of that input. kt == 1 uses no slot.
 Tensor causal_conv(ops::Context& ctx, const Conv& c, const Tensor& x, FeatureCache& cache);
 // The same with the slot given (Resample's time_conv looks at its slot before it convolves).
 Tensor causal_conv(ops::Context& ctx, const Conv& c, const Tensor& x, Tensor& slot);
-// vae2_2.RMSNorm over channels: F.normalize(x) * sqrt(C) * gamma.
-Tensor rms_norm(ops::Context& ctx, const Tensor& x, const Tensor& gamma);
+// vae2_2.RMSNorm over channels: F.normalize(x) * sqrt(C) * gamma, in float32 (autocast keeps
+// F.normalize's norm in float32) and rounded once to `out`.
+Tensor rms_norm(ops::Context& ctx, const Tensor& x, const Tensor& gamma, DType out = DType::F32);
 Tensor residual_block(ops::Context& ctx, const ResidualBlockWeights& w, const Tensor& x,
                       FeatureCache& cache);
 // Single-head self-attention over the positions of each frame, plus the input.

@@ -66,28 +66,33 @@ Tensor decoder3d(ops::Context& ctx, const DecoderWeights& w, const Tensor& x_in,
     x = main;
     points.add({"after_up{}", static_cast<int64_t>(i)}, x);
   }
-  x = ops::silu(ctx, rms_norm(ctx, x, w.head_gamma));
+  x = ops::silu(ctx, rms_norm(ctx, x, w.head_gamma), w.head.w.dtype());
   return causal_conv(ctx, w.head, x, cache);
 }
 
 }  // namespace
 
-Wan22Decoder::Wan22Decoder(ops::Context& ctx, const Checkpoint& ckpt, int64_t frames_per_call)
-    : ctx_(ctx), w_(load_decoder_weights(ctx, ckpt)), frames_per_call_(frames_per_call) {
+Wan22Decoder::Wan22Decoder(ops::Context& ctx, const Checkpoint& ckpt, int64_t frames_per_call,
+                           DType act)
+    : ctx_(ctx),
+      act_(require_act(act, "Wan2.2 VAE decoder")),
+      w_(load_decoder_weights(ctx, ckpt, act)),
+      frames_per_call_(frames_per_call) {
   AVDIT_REQUIRE(frames_per_call >= 1, "Wan2.2 VAE decoder: frames per call must be >= 1, got {}",
                 frames_per_call);
 }
 
 std::string Wan22Decoder::describe() const {
-  return fmt::format("Wan2.2 VAE decoder, z48 (width {}, {} stages, {})", w_.conv1.out(),
-                     w_.upsamples.size(), ctx_.name());
+  return fmt::format("Wan2.2 VAE decoder, z48 (width {}, {} stages, {}, {})", w_.conv1.out(),
+                     w_.upsamples.size(), ctx_.name(), dtype_name(act_));
 }
 
 Tensor Wan22Decoder::decode(const Tensor& latents) const {
   ops::Context& ctx = ctx_;
   const Tensor z = ctx.upload(denormalize_latents(latents, "Wan2.2 VAE decoder: latents"));
   ops::observe(ctx, {"latent_denorm"}, z);
-  const Tensor x = conv(ctx, w_.conv2, z);
+  // The de-normalisation stays float32 (autocast leaves it); conv2 reads it in act.
+  const Tensor x = conv(ctx, w_.conv2, ops::cast(ctx, z, act_));
   ops::observe(ctx, {"after_conv2"}, x);
   // The first call holds exactly one latent frame (the "Rep" marker and the DupUp3D trim act on
   // it); later calls carry frames_per_call frames with the cache of everything before.
@@ -112,7 +117,8 @@ Tensor Wan22Decoder::decode(const Tensor& latents) const {
 
 namespace avdit::models::vae {
 
-std::unique_ptr<Decoder> open_wan22_decoder(ops::Context& ctx, const std::filesystem::path& dir) {
+std::unique_ptr<Decoder> open_wan22_decoder(ops::Context& ctx, const std::filesystem::path& dir,
+                                            DType act) {
   std::error_code ec;
   AVDIT_REQUIRE(std::filesystem::is_directory(dir, ec),
                 "Wan2.2 VAE decoder {}: not a folder (the VAE's folder with model.safetensors is "
@@ -121,7 +127,7 @@ std::unique_ptr<Decoder> open_wan22_decoder(ops::Context& ctx, const std::filesy
   const Checkpoint ckpt = Checkpoint::open(dir, [](std::string_view name) {
     return name.starts_with("conv2.") || name.starts_with("decoder.");
   });
-  return std::make_unique<wan22::Wan22Decoder>(ctx, ckpt);
+  return std::make_unique<wan22::Wan22Decoder>(ctx, ckpt, 1, act);
 }
 
 }  // namespace avdit::models::vae

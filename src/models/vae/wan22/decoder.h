@@ -3,6 +3,8 @@
 // stage, which stages upsample in time), so the tiny golden and the release load through the same
 // code; config.json's WanVAE_kwargs, where present, must agree. Runs latent frame by latent frame
 // with the causal feature cache, as the reference does, so memory does not grow with the clip.
+// Precision: F32 (the oracle; both references decode in float32) or BF16 (the reference under
+// bf16 autocast, the goldens' bf16 run: see blocks.h).
 #pragma once
 
 #include <filesystem>
@@ -42,14 +44,18 @@ struct DecoderWeights {
   Conv head;          // decoder.head.2 (-> 12 = 3 colours x 2 x 2)
 };
 
-// Validates every tensor before placing any on ctx (BadInput naming the file and the tensor).
-DecoderWeights load_decoder_weights(ops::Context& ctx, const Checkpoint& ckpt);
+// Validates every tensor before placing any on ctx (BadInput naming the file and the tensor); the
+// convolution and attention weights are placed in `act`, biases and gammas in F32.
+DecoderWeights load_decoder_weights(ops::Context& ctx, const Checkpoint& ckpt,
+                                    DType act = DType::F32);
 
 class Wan22Decoder final : public Decoder {
  public:
   // frames_per_call: latent frames per decoder call after the first (which is always one frame,
   // as the reference needs); 1 is the reference's schedule, larger is the same up to rounding.
-  Wan22Decoder(ops::Context& ctx, const Checkpoint& ckpt, int64_t frames_per_call = 1);
+  // act: F32 or BF16 (BadInput otherwise).
+  Wan22Decoder(ops::Context& ctx, const Checkpoint& ckpt, int64_t frames_per_call = 1,
+               DType act = DType::F32);
 
   std::string describe() const override;
   Media media() const override { return Media::Video; }
@@ -64,6 +70,7 @@ class Wan22Decoder final : public Decoder {
 
  private:
   ops::Context& ctx_;
+  DType act_;
   DecoderWeights w_;
   int64_t frames_per_call_;
 };
@@ -72,7 +79,9 @@ class Wan22Decoder final : public Decoder {
 
 namespace avdit::models::vae {
 
-// Opens dir (model.safetensors with conv2.* and decoder.*; config.json optional) on ctx.
-std::unique_ptr<Decoder> open_wan22_decoder(ops::Context& ctx, const std::filesystem::path& dir);
+// Opens dir on ctx: the release's folder (Wan2.2_VAE.pth, PyTorch's format, read unchanged) or a
+// safetensors checkpoint with conv2.* and decoder.* (config.json optional). act: F32 or BF16.
+std::unique_ptr<Decoder> open_wan22_decoder(ops::Context& ctx, const std::filesystem::path& dir,
+                                            DType act = DType::F32);
 
 }  // namespace avdit::models::vae

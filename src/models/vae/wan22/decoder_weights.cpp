@@ -55,7 +55,7 @@ void check_config(const Checkpoint& ckpt, const DecoderWeights& w) {
 
 }  // namespace
 
-DecoderWeights load_decoder_weights(ops::Context& ctx, const Checkpoint& ckpt) {
+DecoderWeights load_decoder_weights(ops::Context& ctx, const Checkpoint& ckpt, DType act) {
   DecoderWeights w;
   const int64_t z = kLatentChannels;
   AVDIT_REQUIRE(ckpt.contains("conv2.weight") && ckpt.contains("decoder.conv1.weight"),
@@ -79,14 +79,14 @@ DecoderWeights load_decoder_weights(ops::Context& ctx, const Checkpoint& ckpt) {
   w.head_gamma = load_gamma(ckpt, "decoder.head.0.gamma", c);
   w.head = load_conv(ckpt, "decoder.head.2", 12, c);
   check_config(ckpt, w);
-  for (Conv* cv : {&w.conv2, &w.conv1, &w.head}) place(ctx, *cv);
-  place(ctx, w.middle0);
-  place(ctx, w.middle1);
-  place(ctx, w.middle2);
+  for (Conv* cv : {&w.conv2, &w.conv1, &w.head}) place(ctx, *cv, act);
+  place(ctx, w.middle0, act);
+  place(ctx, w.middle1, act);
+  place(ctx, w.middle2, act);
   for (UpStageWeights& s : w.upsamples) {
-    for (ResidualBlockWeights& b : s.blocks) place(ctx, b);
-    place(ctx, s.resample_conv);
-    place(ctx, s.time_conv);
+    for (ResidualBlockWeights& b : s.blocks) place(ctx, b, act);
+    place(ctx, s.resample_conv, act);
+    place(ctx, s.time_conv, act);
   }
   w.head_gamma = ctx.upload(w.head_gamma);
   return w;

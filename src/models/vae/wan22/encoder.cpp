@@ -29,7 +29,7 @@ Tensor avg_down(ops::Context& ctx, const Tensor& x, int64_t out, int64_t ft, int
   const Tensor padded =
       pad ? ops::concat_rows(ctx, {ctx.zeros({pad, x.size(1), x.size(2), x.size(3)}, x.dtype()), x})
           : x;
-  return ops::space_to_channels_mean3d(ctx, padded, {ft, fs, out});
+  return ops::space_to_channels_mean3d(ctx, padded, {ft, fs, out}, x.dtype());
 }
 
 // Resample downsample2d / downsample3d. In space, per frame: one zero column on the right and row
@@ -40,7 +40,8 @@ Tensor downsample(ops::Context& ctx, const DownStageWeights& s, const Tensor& x,
   ops::Conv3dGeometry g;
   g.stride_h = g.stride_w = 2;
   g.pad_bottom = g.pad_right = 1;
-  Tensor y = ops::conv3d(ctx, x, s.resample_conv.w, &s.resample_conv.b, g);
+  Tensor y =
+      ops::conv3d(ctx, x, s.resample_conv.w, &s.resample_conv.b, g, s.resample_conv.w.dtype());
   if (!s.temporal) return y;
   Tensor& slot = cache.slot();
   if (!slot.defined()) {
@@ -51,7 +52,7 @@ Tensor downsample(ops::Context& ctx, const DownStageWeights& s, const Tensor& x,
   slot = ops::clone(ctx, y.slice_rows(y.size(0) - 1, y.size(0)));
   ops::Conv3dGeometry t;
   t.stride_t = 2;
-  return ops::conv3d(ctx, input, s.time_conv.w, &s.time_conv.b, t);
+  return ops::conv3d(ctx, input, s.time_conv.w, &s.time_conv.b, t, s.time_conv.w.dtype());
 }
 
 // Encoder3d on one call's frames x [t, h, w, 12] (patchified).
@@ -72,7 +73,7 @@ Tensor encoder3d(ops::Context& ctx, const EncoderWeights& w, const Tensor& x_in,
   x = attention_block(ctx, w.middle1, x);
   x = residual_block(ctx, w.middle2, x, cache);
   points.add({"after_middle"}, x);
-  x = ops::silu(ctx, rms_norm(ctx, x, w.head_gamma));
+  x = ops::silu(ctx, rms_norm(ctx, x, w.head_gamma), w.head.w.dtype());
   x = causal_conv(ctx, w.head, x, cache);
   points.add({"after_head"}, x);
   return x;
@@ -80,12 +81,14 @@ Tensor encoder3d(ops::Context& ctx, const EncoderWeights& w, const Tensor& x_in,
 
 }  // namespace
 
-Wan22Encoder::Wan22Encoder(ops::Context& ctx, const Checkpoint& ckpt)
-    : ctx_(ctx), w_(load_encoder_weights(ctx, ckpt)) {}
+Wan22Encoder::Wan22Encoder(ops::Context& ctx, const Checkpoint& ckpt, DType act)
+    : ctx_(ctx),
+      act_(require_act(act, "Wan2.2 VAE encoder")),
+      w_(load_encoder_weights(ctx, ckpt, act)) {}
 
 std::string Wan22Encoder::describe() const {
-  return fmt::format("Wan2.2 VAE encoder, z48 (width {}, {} stages, {})", w_.conv1.out(),
-                     w_.downsamples.size(), ctx_.name());
+  return fmt::format("Wan2.2 VAE encoder, z48 (width {}, {} stages, {}, {})", w_.conv1.out(),
+                     w_.downsamples.size(), ctx_.name(), dtype_name(act_));
 }
 
 Tensor Wan22Encoder::preprocess(const Tensor& pixels) {
@@ -116,7 +119,7 @@ Tensor Wan22Encoder::encode(const Tensor& video) const {
   // Frames past 1 + 4k are dropped, as the reference's loop never reaches them.
   const int64_t T = 1 + (video.size(2) - 1) / kFramesPerCall * kFramesPerCall;
   const Tensor x =
-      ctx.upload(patchify(v.reshape({3, video.size(2), video.size(3), video.size(4)})));
+      ctx.upload(patchify(v.reshape({3, video.size(2), video.size(3), video.size(4)})).to(act_));
   FeatureCache cache;
   ChunkPoints points(ctx);
   std::vector<Tensor> outs;
@@ -128,7 +131,7 @@ Tensor Wan22Encoder::encode(const Tensor& video) const {
   }
   points.emit();
   const Tensor h = conv(ctx, w_.quant, ops::concat_rows(ctx, outs));
-  // mu = channels [0, 48); log_var is not used (no sampling).
+  // mu = channels [0, 48); log_var is not used (no sampling). The normalisation is float32.
   const Tensor rows = h.reshape({h.numel() / h.size(3), h.size(3)});
   const Tensor mu = ops::take_columns(ctx, rows, 0, kLatentChannels)
                         .reshape({h.size(0), h.size(1), h.size(2), kLatentChannels});
@@ -137,7 +140,7 @@ Tensor Wan22Encoder::encode(const Tensor& video) const {
 }
 
 std::unique_ptr<Wan22Encoder> open_wan22_encoder(ops::Context& ctx,
-                                                 const std::filesystem::path& dir) {
+                                                 const std::filesystem::path& dir, DType act) {
   std::error_code ec;
   AVDIT_REQUIRE(std::filesystem::is_directory(dir, ec),
                 "Wan2.2 VAE encoder {}: not a folder (the VAE's folder with model.safetensors is "
@@ -146,7 +149,7 @@ std::unique_ptr<Wan22Encoder> open_wan22_encoder(ops::Context& ctx,
   const Checkpoint ckpt = Checkpoint::open(dir, [](std::string_view name) {
     return name.starts_with("conv1.") || name.starts_with("encoder.");
   });
-  return std::make_unique<Wan22Encoder>(ctx, ckpt);
+  return std::make_unique<Wan22Encoder>(ctx, ckpt, act);
 }
 
 }  // namespace avdit::models::vae::wan22

@@ -1,7 +1,8 @@
 // The Wan2.2 VAE encoder (vae2_2.py: WanVAE_.encode, Encoder3d), MAGI-2's image-to-video path:
 // pixels [1, 3, T, H, W] in [-1, 1] -> normalised latents [1, 48, 1 + (T-1)/4, H/16, W/16]. Runs
 // the reference's calls (1 frame, then 4 per call) with the causal feature cache; the
-// architecture is read from the checkpoint's tensors.
+// architecture is read from the checkpoint's tensors. Precision: F32 (MAGI-2 encodes in float32)
+// or BF16 (the reference under bf16 autocast, the golden's bf16 run: see blocks.h).
 #pragma once
 
 #include <filesystem>
@@ -39,11 +40,14 @@ struct EncoderWeights {
   Conv quant;         // WanVAE_.conv1 (96 -> 96, kernel 1)
 };
 
-EncoderWeights load_encoder_weights(ops::Context& ctx, const Checkpoint& ckpt);
+// The convolution and attention weights are placed in `act`, biases and gammas in F32.
+EncoderWeights load_encoder_weights(ops::Context& ctx, const Checkpoint& ckpt,
+                                    DType act = DType::F32);
 
 class Wan22Encoder {
  public:
-  Wan22Encoder(ops::Context& ctx, const Checkpoint& ckpt);
+  // act: F32 or BF16 (BadInput otherwise).
+  Wan22Encoder(ops::Context& ctx, const Checkpoint& ckpt, DType act = DType::F32);
 
   std::string describe() const;
   // video [1, 3, T, H, W] (H, W multiples of 16) -> (mu - mean) / std as [1, 48, 1 + (T-1)/4,
@@ -58,11 +62,14 @@ class Wan22Encoder {
 
  private:
   ops::Context& ctx_;
+  DType act_;
   EncoderWeights w_;
 };
 
-// Opens dir (model.safetensors with encoder.* and conv1.*) on ctx.
+// Opens dir on ctx: the release's folder (Wan2.2_VAE.pth, PyTorch's format, read unchanged) or a
+// safetensors checkpoint with encoder.* and conv1.*. act: F32 or BF16.
 std::unique_ptr<Wan22Encoder> open_wan22_encoder(ops::Context& ctx,
-                                                 const std::filesystem::path& dir);
+                                                 const std::filesystem::path& dir,
+                                                 DType act = DType::F32);
 
 }  // namespace avdit::models::vae::wan22

@@ -30,7 +30,7 @@ DownStageWeights load_stage(const Checkpoint& ckpt, int64_t i, int64_t in) {
 
 }  // namespace
 
-EncoderWeights load_encoder_weights(ops::Context& ctx, const Checkpoint& ckpt) {
+EncoderWeights load_encoder_weights(ops::Context& ctx, const Checkpoint& ckpt, DType act) {
   EncoderWeights w;
   AVDIT_REQUIRE(ckpt.contains("encoder.conv1.weight") && ckpt.contains("conv1.weight"),
                 "{}: not a Wan2.2 VAE encoder checkpoint (encoder.conv1.weight / conv1.weight "
@@ -53,15 +53,15 @@ EncoderWeights load_encoder_weights(ops::Context& ctx, const Checkpoint& ckpt) {
   w.head = load_conv(ckpt, "encoder.head.2", z2, c);
   w.quant = load_conv(ckpt, "conv1", z2, z2);
   w.head_gamma = ctx.upload(w.head_gamma);
-  for (Conv* cv : {&w.conv1, &w.head, &w.quant}) place(ctx, *cv);
+  for (Conv* cv : {&w.conv1, &w.head, &w.quant}) place(ctx, *cv, act);
   for (DownStageWeights& s : w.downsamples) {
-    for (ResidualBlockWeights& b : s.blocks) place(ctx, b);
-    place(ctx, s.resample_conv);
-    place(ctx, s.time_conv);
+    for (ResidualBlockWeights& b : s.blocks) place(ctx, b, act);
+    place(ctx, s.resample_conv, act);
+    place(ctx, s.time_conv, act);
   }
-  place(ctx, w.middle0);
-  place(ctx, w.middle1);
-  place(ctx, w.middle2);
+  place(ctx, w.middle0, act);
+  place(ctx, w.middle1, act);
+  place(ctx, w.middle2, act);
   return w;
 }
 
