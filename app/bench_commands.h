@@ -14,6 +14,7 @@ Run add_bench_conv3d(CLI::App& bench);
 Run add_bench_windowed_attention(CLI::App& bench);
 Run add_bench_refiner(CLI::App& bench);
 Run add_bench_vae(CLI::App& bench);
+Run add_bench_step(CLI::App& bench);
 
 // The error a benchmark gives in a build without the CUDA backend.
 [[noreturn]] void bench_needs_cuda(const char* name);

@@ -27,6 +27,7 @@ Run add_bench(CLI::App& app) {
   add(add_bench_windowed_attention);
   add(add_bench_refiner);
   add(add_bench_vae);
+  add(add_bench_step);
   return [runs]() {
     for (auto& [sub, run] : *runs)
       if (sub->parsed()) return run();

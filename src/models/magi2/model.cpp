@@ -39,9 +39,14 @@ Magi2Model::Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, const Magi2Con
   time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
 }
 
-Magi2Model::Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed)
-    : ctx_(ctx), config_(config), act_(act) {
-  w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_);
+Magi2Model::Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed,
+                       const LoadOptions& load)
+    : ctx_(ctx),
+      config_(config),
+      act_(act),
+      moe_combine_(load.moe_combine),
+      nvfp4_expert_inputs_(load.nvfp4_expert_inputs) {
+  w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_, load);
   time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
 }
 
@@ -183,7 +188,9 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   Tensor attn_in = ctx.empty({L, hidden}, act_);
   ops::mhc_apply_pre(ctx, s, ca.h_pre, n, attn_in);
   ops::observe_lazy(ctx, {"layers.{}.attn_in", i}, [&] { return packed(attn_in); });
+  ops::observe(ctx, {"attn.{}.in", i}, attn_in);
   const Tensor attn_out = attention(i, p, attn_in);
+  ops::observe(ctx, {"attn.{}.out", i}, attn_out);
   ops::observe_lazy(ctx, {"layers.{}.attn_out", i}, [&] { return packed(attn_out); });
   ops::mhc_hyper_connect_(ctx, s, attn_out, ca.h_post, ca.h_res, n);
 
@@ -194,7 +201,9 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   Tensor mlp_in = ctx.empty({L, hidden}, act_);
   ops::mhc_apply_pre(ctx, s, cm.h_pre, n, mlp_in);
   ops::observe_lazy(ctx, {"layers.{}.mlp_in", i}, [&] { return packed(mlp_in); });
+  ops::observe(ctx, {"mlp.{}.in", i}, mlp_in);
   const Tensor mlp_out = lw.moe ? moe_mlp(i, p, mlp_in) : dense_mlp(i, p, mlp_in);
+  ops::observe(ctx, {"mlp.{}.out", i}, mlp_out);
   ops::observe_lazy(ctx, {"layers.{}.mlp_out", i}, [&] { return packed(mlp_out); });
   ops::mhc_hyper_connect_(ctx, s, mlp_out, cm.h_post, cm.h_res, n);
   ops::observe_lazy(ctx, {"layers.{}.output", i}, [&] { return packed(s); });
@@ -209,8 +218,11 @@ Tensor Magi2Model::attention(int64_t i, const Magi2Plan& p, const Tensor& attn_i
   return gated_attention(ctx, row_order(p), w, w_.layers[i].groups, c.num_heads_q, c.num_heads_kv,
                          c.head_dim, c.rope_dim / 2, act_, attn_in,
                          [&](const Tensor& q, const Tensor& k, const Tensor& v) {
-                           return ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks,
-                                                 nullptr, act_);  // [L, Hq, D] packed
+                           ops::observe(ctx, {"attn.{}.core_in", i}, q);
+                           Tensor o = ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks,
+                                                     nullptr, act_);  // [L, Hq, D] packed
+                           ops::observe(ctx, {"attn.{}.core", i}, o);
+                           return o;
                          });
 }
 

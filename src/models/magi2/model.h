@@ -5,7 +5,8 @@
 // sequence. The residual stream lives in modality-sorted order (the reference's
 // ModalityDispatcher), so that each modality-specific weight applies to one contiguous row range;
 // the attention core runs in packed order. Named points (model.cpp) carry the fixture's names, in
-// packed order.
+// packed order; the sub-layer boundaries attn.{i}.in / core_in / core / out and mlp.{i}.in / out
+// show the tensors as the forward holds them (no gather: the marks of a stage profiler).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,10 @@ class Magi2Model {
              const LoadOptions& load = {});
   Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, const Magi2Config& config, DType act,
              const LoadOptions& load = {});
-  // Random weights made on ctx (full-width benchmarks without a checkpoint).
-  Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed);
+  // Random weights made on ctx (full-width benchmarks without a checkpoint); of `load`,
+  // nvfp4_experts (packed random experts), moe_combine, nvfp4_expert_inputs and router_bias_add.
+  Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed,
+             const LoadOptions& load = {});
 
   const Magi2Config& config() const { return config_; }
   const Magi2Weights& weights() const { return w_; }

@@ -113,9 +113,11 @@ Magi2Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const Magi2
 
 // Random weights made on ctx (full-width benchmarks without a checkpoint): matrices N(0, gain /
 // sqrt(fan_in)) as init_checkpoint's rule (init_linear_gain), drawn on the context; every small
-// tensor (norms, mHC, sinks, biases, bands) exactly init_checkpoint's values (init_tensor).
+// tensor (norms, mHC, sinks, biases, bands) exactly init_checkpoint's values (init_tensor). With
+// options.nvfp4_experts the routed experts are made packed (quant/nvfp4_random.h: uniform e2m1
+// codes of the same standard deviation) one layer at a time on the host, never in bf16.
 Magi2Weights random_weights(ops::Context& ctx, const Magi2Config& config, DType act, uint64_t seed,
-                            int64_t* bytes = nullptr);
+                            int64_t* bytes = nullptr, const LoadOptions& options = {});
 
 // sinks [S, Hq] (any float dtype) -> one F32 logit per head, log(sum_s exp(sinks[s, h])): a single
 // sink adding the same softmax-denominator term as the S sink tokens.
