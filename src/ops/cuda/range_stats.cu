@@ -119,7 +119,10 @@ using namespace ::avdit::cuda;
 
 void range_stats(CudaContext& c, const Tensor& x, Tensor& slot) {
   check_range_stats(x, slot);
-  c.require_here(x, "range_stats x");
+  // An empty tensor has no device memory (upload keeps it undefined): the kernel runs over no
+  // element and writes the slot's empty answer.
+  const bool empty = x.numel() == 0;
+  if (!empty) c.require_here(x, "range_stats x");
   c.require_here(slot, "range_stats slot");
   AVDIT_CHECK(reinterpret_cast<uintptr_t>(slot.raw()) % 8 == 0,
               "range_stats: the slot is not 8-byte aligned (take a row of an [n, {}] tensor)",
@@ -128,7 +131,8 @@ void range_stats(CudaContext& c, const Tensor& x, Tensor& slot) {
   const int64_t width = std::max<int64_t>(1, x.ndim() == 0 ? 1 : x.shape().back());
   const int kind = x.dtype() == DType::F32 ? 0 : x.dtype() == DType::BF16 ? 1 : 2;
   const int64_t per = kind == 0 ? 4 : 8;
-  const bool aligned = reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
+  const void* xp = empty ? nullptr : x.raw();
+  const bool aligned = reinterpret_cast<uintptr_t>(xp) % 16 == 0;
   const int64_t vectors = aligned ? n / per : 0;
   // Enough blocks to fill the device (8 of 256 threads per SM), no more: each block makes one
   // atomic per word, and a thread reads many vectors.
@@ -139,13 +143,13 @@ void range_stats(CudaContext& c, const Tensor& x, Tensor& slot) {
   auto* s = static_cast<uint32_t*>(device_ptr(slot));
   switch (kind) {
     case 0:
-      range_stats_kernel<0><<<blocks, kThreads, 0, c.stream()>>>(x.raw(), n, vectors, width, s);
+      range_stats_kernel<0><<<blocks, kThreads, 0, c.stream()>>>(xp, n, vectors, width, s);
       break;
     case 1:
-      range_stats_kernel<1><<<blocks, kThreads, 0, c.stream()>>>(x.raw(), n, vectors, width, s);
+      range_stats_kernel<1><<<blocks, kThreads, 0, c.stream()>>>(xp, n, vectors, width, s);
       break;
     default:
-      range_stats_kernel<2><<<blocks, kThreads, 0, c.stream()>>>(x.raw(), n, vectors, width, s);
+      range_stats_kernel<2><<<blocks, kThreads, 0, c.stream()>>>(xp, n, vectors, width, s);
       break;
   }
   AVDIT_CUDA_CHECK_LAUNCH();
