@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cstring>
 #include <system_error>
+#include <tuple>
 
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "io/output_file.h"
 #include "io/regular_file.h"
+#include "io/torch_checkpoint.h"
 
 namespace avdit {
 
@@ -113,6 +115,35 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::shared_ptr<co
   return f;
 }
 
+std::shared_ptr<SafetensorsFile> SafetensorsFile::from_views(
+    std::shared_ptr<const void> bytes, uint64_t size, const fs::path& path,
+    std::vector<TensorInfo> tensors, std::map<std::string, std::string> metadata) {
+  auto f = std::make_shared<SafetensorsFile>();
+  f->path_ = path;
+  f->mapping_ = std::move(bytes);
+  f->data_ = static_cast<const char*>(f->mapping_.get());
+  f->metadata_ = std::move(metadata);
+  const std::string where = path.string();
+  for (const TensorInfo& t : tensors) {
+    const std::optional<int64_t> numel = checked::numel(t.shape);
+    AVDIT_REQUIRE(numel.has_value(), "{}: tensor '{}': shape {} too large", where, t.name,
+                  shape_str(t.shape));
+    const int64_t expect = *checked::nbytes(*numel, dtype_bits(t.dtype));
+    AVDIT_REQUIRE(
+        t.begin <= t.end && t.end <= size && t.end - t.begin == static_cast<uint64_t>(expect),
+        "{}: tensor '{}': bytes [{}, {}) for {} elements of {} in a {}-byte file", where, t.name,
+        t.begin, t.end, *numel, dtype_name(t.dtype), size);
+  }
+  std::sort(tensors.begin(), tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  f->tensors_ = std::move(tensors);
+  for (size_t i = 0; i < f->tensors_.size(); ++i)
+    AVDIT_REQUIRE(f->index_.emplace(f->tensors_[i].name, i).second, "{}: two tensors named '{}'",
+                  where, f->tensors_[i].name);
+  return f;
+}
+
 const TensorInfo* SafetensorsFile::find(std::string_view name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
@@ -202,13 +233,15 @@ Checkpoint Checkpoint::open(const fs::path& path, const Wanted& wanted) {
       AVDIT_REQUIRE(c.config_->is_object(), "{}: expected a JSON object, found {}",
                     (path / "config.json").string(), c.config_->type_name());
     }
-    std::vector<fs::path> indexes, files;
+    std::vector<fs::path> indexes, files, torch_files;
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const std::string n = e.path().filename().string();
       if (n.ends_with(".safetensors.index.json")) indexes.push_back(e.path());
       if (n.ends_with(".safetensors")) files.push_back(e.path());
+      if (is_torch_checkpoint_name(e.path())) torch_files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
+    std::sort(torch_files.begin(), torch_files.end());
     AVDIT_REQUIRE(!ec, "{}: cannot list the folder: {}", path.string(), ec.message());
     if (fs::exists(path / "model.safetensors", ec)) {
       shards = {path / "model.safetensors"};
@@ -216,11 +249,19 @@ Checkpoint Checkpoint::open(const fs::path& path, const Wanted& wanted) {
       index = indexes[0];
     } else if (indexes.size() > 1) {
       throw BadInput(fmt::format("{}: {} shard indexes; point at the one to use", path.string(), indexes.size()));
-    } else {
+    } else if (!files.empty()) {
       // Fall back to every safetensors file in the folder (e.g. diffusion_pytorch_model.safetensors).
       shards = files;
+    } else if (torch_files.size() == 1) {
+      shards = torch_files;  // a release that ships a PyTorch checkpoint (Wan2.2_VAE.pth)
+    } else if (torch_files.size() > 1) {
+      throw BadInput(fmt::format("{}: {} PyTorch checkpoints ({}, ...); point at the one to use",
+                                 path.string(), torch_files.size(),
+                                 torch_files[0].filename().string()));
     }
-    AVDIT_REQUIRE(!index.empty() || !shards.empty(), "{}: no .safetensors files and no index in this folder",
+    AVDIT_REQUIRE(!index.empty() || !shards.empty(),
+                  "{}: no .safetensors files, index or PyTorch checkpoint (.pth, .pt, .ckpt) in "
+                  "this folder",
                   path.string());
   } else if (path.filename().string().ends_with(".json")) {
     index = path;
@@ -255,7 +296,8 @@ Checkpoint Checkpoint::open(const fs::path& path, const Wanted& wanted) {
   } else {
     for (const auto& p : shards) {
       const size_t fi = c.files_.size();
-      c.files_.push_back(SafetensorsFile::open(p));
+      c.files_.push_back(is_torch_checkpoint_name(p) ? open_torch_checkpoint(p)
+                                                     : SafetensorsFile::open(p));
       for (const auto& t : c.files_.back()->tensors()) {
         if (wanted && !wanted(t.name)) continue;
         AVDIT_REQUIRE(!c.where_.count(t.name), "{}: tensor '{}' appears in two files", path.string(), t.name);

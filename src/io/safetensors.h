@@ -35,6 +35,13 @@ class SafetensorsFile {
   // entry point.
   static std::shared_ptr<SafetensorsFile> from_memory(std::shared_ptr<const void> bytes, uint64_t size,
                                                       const std::filesystem::path& name);
+  // A file of another format whose tensors are contiguous byte ranges of `bytes` (PyTorch's zip
+  // checkpoints, io/torch_checkpoint.h): begin/end are offsets into `bytes`; ranges may overlap
+  // (tensors sharing a storage). BadInput for a range outside `bytes`, a size that disagrees
+  // with the shape, or a name given twice.
+  static std::shared_ptr<SafetensorsFile> from_views(
+      std::shared_ptr<const void> bytes, uint64_t size, const std::filesystem::path& name,
+      std::vector<TensorInfo> tensors, std::map<std::string, std::string> metadata = {});
 
   const std::filesystem::path& path() const { return path_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in offset order
@@ -55,8 +62,9 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// A checkpoint: one .safetensors file, a *.safetensors.index.json with its shards, or a folder
-// holding either (and usually config.json).
+// A checkpoint: one .safetensors file, a *.safetensors.index.json with its shards, a PyTorch
+// checkpoint (.pth/.pt/.ckpt, torch.save's zip format, read unchanged by io/torch_checkpoint.h),
+// or a folder holding either (and usually config.json).
 class Checkpoint {
  public:
   // Which tensors a model reads, by name (empty: all).

@@ -1,5 +1,6 @@
 // open_decoder: recognises the five families by a field only their config carries (the goldens
-// keep the release's config under a wrapper key, so both spellings are looked for).
+// keep the release's config under a wrapper key, so both spellings are looked for), or, for the
+// MAGI-2 release's VAE folders that have none, by their files' names.
 #include "models/vae/decoder_factory.h"
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,13 @@ Family detect_family(const fs::path& dir) {
   AVDIT_REQUIRE(fs::is_directory(dir, ec), "--model {}: no such folder (a VAE folder)",
                 dir.string());
   if (oobleck::is_oobleck_folder(dir)) return Family::Oobleck;
+  // The MAGI-2 release's folders ship no config.json: vae/ holds Wan2.2_VAE.pth alone, turbo_vae/
+  // the architecture JSON beside checkpoint.ckpt.
+  if (!fs::exists(dir / "config.json", ec)) {
+    if (fs::is_regular_file(dir / "Wan2.2_VAE.pth", ec)) return Family::Wan22;
+    if (fs::is_regular_file(dir / "TurboV3-Wan22-TinyShallow_7_7.json", ec))
+      return Family::TurboVaed;
+  }
   AVDIT_REQUIRE(fs::is_regular_file(dir / "config.json", ec),
                 "{}: no config.json or model_config.json (--model must be a VAE folder)",
                 dir.string());
