@@ -30,6 +30,7 @@ import struct
 import sys
 import types
 import zipfile
+import zlib
 
 # --- stand-ins for torch's names -----------------------------------------------------------------
 
@@ -120,9 +121,40 @@ def _storages(obj, found):
     return found
 
 
-def write(path, obj, prefix="archive", align=True, pickle_bytes=None, compress=(), byteorder=b"little"):
+def write_zip64(path, records):
+    """A stored, 64-byte aligned archive in ZIP64 form: every central directory entry's sizes and
+    offset saturated (0xFFFFFFFF) with the 8-byte values in its ZIP64 extra field, and the
+    end-of-central-directory record saturated, pointing through the ZIP64 locator at the ZIP64
+    record (the layout of archives past 4 GiB)."""
+    out, central = bytearray(), bytearray()
+    for name, data in records:
+        n = name.encode()
+        crc = zlib.crc32(data)
+        offset = len(out)
+        pad = -(offset + 30 + len(n) + 4) % 64
+        extra = struct.pack("<HH", 0x4246, pad) + b"Z" * pad
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0x21, crc, len(data), len(data),
+                           len(n), len(extra)) + n + extra + data
+        z64 = struct.pack("<HHQQQ", 0x0001, 24, len(data), len(data), offset)
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0x21, crc,
+                               0xFFFFFFFF, 0xFFFFFFFF, len(n), len(z64), 0, 0, 0, 0,
+                               0xFFFFFFFF) + n + z64
+    cd_offset = len(out)
+    out += central
+    z64_offset = len(out)
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(records), len(records),
+                       len(central), cd_offset)
+    out += struct.pack("<IIQI", 0x07064B50, 0, z64_offset, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def write(path, obj, prefix="archive", align=True, pickle_bytes=None, compress=(), byteorder=b"little",
+          zip64=False):
     """torch.save(obj, path) for an object of dicts, lists, numbers, strings and Tensors.
-    pickle_bytes replaces data.pkl (hand-made pickles); compress names records to deflate."""
+    pickle_bytes replaces data.pkl (hand-made pickles); compress names records to deflate; zip64
+    writes the archive in ZIP64 form."""
     buf = __import__("io").BytesIO()
     _Pickler(buf, protocol=2).dump(obj)
     data_pkl = pickle_bytes if pickle_bytes is not None else buf.getvalue()
@@ -130,6 +162,9 @@ def write(path, obj, prefix="archive", align=True, pickle_bytes=None, compress=(
     for key, s in sorted(_storages(obj, {}).items()):
         records.append((f"data/{key}", s.data))
     records += [("version", b"3\n"), (".data/serialization_id", b"0" * 40)]
+    if zip64:
+        write_zip64(path, [(f"{prefix}/{name}", data) for name, data in records])
+        return
     with open(path, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
         for name, data in records:
             info = zipfile.ZipInfo(f"{prefix}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
@@ -214,6 +249,7 @@ def fixtures(d):
     ])
     write(f"{d}/tiny.pth", tiny)
     write(f"{d}/tiny_unaligned.pt", tiny, prefix="tiny_unaligned", align=False)
+    write(f"{d}/tiny_zip64.pth", tiny, zip64=True)
     # wrapped.ckpt: MAGI-2's TurboVAED layout (ema_state_dict chosen over state_dict, 'module.').
     ema = state_dict([("module.decoder.w", Tensor(Storage("0", "F32", f32(1, 2, 3, 4)), [2, 2])),
                       ("module.decoder.b", Tensor(Storage("1", "F32", f32(5, 6)), [2]))])

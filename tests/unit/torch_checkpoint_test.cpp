@@ -1,7 +1,7 @@
 // The PyTorch checkpoint reader (io/torch_checkpoint.h) on tests/fixtures/torch, made by
 // tests/tools/write_torch_checkpoint.py in torch.save's layout (no torch is installed here, so the
 // files imitate torch's output opcode for opcode; the script says how): every dtype, views of
-// shared storages, 0-d and empty tensors, unaligned records under another prefix, MAGI-2's
+// shared storages, 0-d and empty tensors, unaligned records under another prefix, ZIP64, MAGI-2's
 // ema_state_dict wrapping with 'module.' names, Checkpoint reading a release folder; and refusals
 // naming the file: a transposed tensor, one past its storage, big-endian data, a deflated record,
 // an os.system import, an unknown opcode, the legacy format, and (fuzz-style) every truncation and
@@ -80,14 +80,17 @@ TEST(TorchCheckpoint, TinyStateDictReadsEveryDtypeAndView) {
 }
 
 // Records without torch's 64-byte alignment (copied, not viewed) under the file stem as the
-// archive's folder (torch before 2.0) read the same.
-TEST(TorchCheckpoint, UnalignedRecordsUnderAnotherPrefixReadTheSame) {
+// archive's folder (torch before 2.0), and an archive in ZIP64 form (every central directory
+// field saturated, the sizes and offsets in ZIP64 extra fields and record), read the same.
+TEST(TorchCheckpoint, UnalignedRecordsAnotherPrefixAndZip64ReadTheSame) {
   const TensorMap a = read_torch_checkpoint(fixture("tiny.pth"));
-  const TensorMap b = read_torch_checkpoint(fixture("tiny_unaligned.pt"));
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    EXPECT_TRUE(test_util::same_bits(t, b.at(name))) << name;
+  for (const char* other : {"tiny_unaligned.pt", "tiny_zip64.pth"}) {
+    const TensorMap b = read_torch_checkpoint(fixture(other));
+    ASSERT_EQ(a.size(), b.size()) << other;
+    for (const auto& [name, t] : a) {
+      ASSERT_TRUE(b.count(name)) << other << " " << name;
+      EXPECT_TRUE(test_util::same_bits(t, b.at(name))) << other << " " << name;
+    }
   }
 }
 
@@ -132,7 +135,7 @@ TEST(TorchCheckpoint, RefusedFilesNameTheFileAndTheReason) {
 // mutations of 1-4 bytes (half of them inside data.pkl) are refused with BadInput or read with
 // every tensor inside the file. Under the sanitizers (CI's ASan build) an out-of-bounds read fails.
 TEST(TorchCheckpoint, TruncationsAndMutationsAreRefusedOrReadInBounds) {
-  for (const char* file : {"tiny.pth", "wrapped.ckpt"}) {
+  for (const char* file : {"tiny.pth", "wrapped.ckpt", "tiny_zip64.pth"}) {
     const std::string good = bytes_of(fixture(file));
     for (size_t n = 0; n < good.size(); ++n)
       EXPECT_THROW(parse(good.substr(0, n)), BadInput) << file << " cut at " << n;
