@@ -176,6 +176,8 @@ int run_generate(const GenerateArgs& a) {
     return run_generate_clip(m, a.clip);
   }
   StepCacheRun step_cache(a.step_cache);
+  AVDIT_REQUIRE(!a.clip.random_weights,
+                "--random-weights runs the whole pipeline of a folder's configs (--prompt)");
   AVDIT_REQUIRE(!a.text.empty(),
                 "generate: give --prompt TEXT (a pipeline folder: the whole pipeline to an mp4) or "
                 "--text FILE (a DiT folder: text states to latents)");

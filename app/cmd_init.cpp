@@ -21,10 +21,12 @@ Run add_init(CLI::App& app) {
       "Write a random-weight checkpoint (official names, layouts, dtypes; sharded with an index\n"
       "when large) for a config. Values depend only on the seed, the tensor name and the element.\n"
       "Example: avdit init --family h3 --config ../shared/golden/h3-tiny/config.json --out /tmp/h3\n"
-      "         avdit init --pipeline h3 --size tiny --out /tmp/tiny-h3");
+      "         avdit init --pipeline h3 --size tiny --out /tmp/tiny-h3\n"
+      "         avdit init --pipeline magi2 --size full --configs-only --out /tmp/magi2-configs");
   struct Opts {
     std::string family, config, out, pipeline, size = "tiny", shared = AVDIT_SHARED_DIR;
     uint64_t seed = 0;
+    bool configs_only = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--family", o->family, "magi2 or h3 (default: detected from the config)")
@@ -36,13 +38,18 @@ Run add_init(CLI::App& app) {
                                    "(then `avdit generate --model DIR --prompt ...` runs it)")
                        ->check(CLI::IsMember({"magi2", "h3"}))
                        ->excludes(config);
-  cmd->add_option("--size", o->size, "With --pipeline: tiny (the only size written for now)")
-      ->check(CLI::IsMember({"tiny"}))
+  cmd->add_option("--size", o->size,
+                  "With --pipeline: tiny, or full (the release's configs; with --configs-only)")
+      ->check(CLI::IsMember({"tiny", "full"}))
       ->needs(pipeline)
       ->capture_default_str();
   cmd->add_option("--shared", o->shared, "With --pipeline: the folder of golden/ and reference-configs/")
       ->needs(pipeline)
       ->capture_default_str();
+  cmd->add_flag("--configs-only", o->configs_only,
+                "With --pipeline: the configs and tokenizer files alone, no weight files (a folder "
+                "for `avdit generate --random-weights`)")
+      ->needs(pipeline);
   cmd->add_option("--out", o->out, "Output folder (created)")->required();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   return [o]() {
@@ -52,8 +59,18 @@ Run add_init(CLI::App& app) {
       p.shared = o->shared;
       p.out = o->out;
       p.seed = o->seed;
-      pipeline::init_tiny_pipeline(p);
-      log::info("wrote a tiny {} pipeline to {}", o->pipeline, o->out);
+      p.configs_only = o->configs_only;
+      if (o->size == "full") {
+        AVDIT_REQUIRE(
+            o->configs_only,
+            "--size full: the release-size checkpoints are 66-230 GB; write the configs "
+            "alone with --configs-only and run them with `avdit generate --random-weights`");
+        pipeline::init_full_pipeline_configs(p);
+      } else {
+        pipeline::init_tiny_pipeline(p);
+      }
+      log::info("wrote a {} {} pipeline{} to {}", o->size, o->pipeline,
+                o->configs_only ? " (configs only)" : "", o->out);
       return 0;
     }
     AVDIT_REQUIRE(!o->config.empty(), "init: give --config FILE (one checkpoint) or --pipeline h3|magi2");

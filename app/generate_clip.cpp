@@ -67,6 +67,11 @@ void add_clip_options(CLI::App* cmd, ClipArgs& a) {
   cmd->add_flag("--no-adaln-table", a.no_adaln_table,
                 "H3: compute the modulation from the adaLN projections at every step (on the device) "
                 "instead of a table of the run's timesteps");
+  cmd->add_flag("--random-weights", a.random_weights,
+                "Pipeline mode: random weights of the folder's configs, drawn from --seed, instead "
+                "of its weight files (memory and speed runs at full size without the checkpoints; "
+                "the folder needs its configs and tokenizer only: `avdit init --pipeline h3|magi2 "
+                "--size full --configs-only`)");
   cmd->add_option("--keep-latents", a.keep_latents,
                   "Pipeline mode: also write the final latents and text states (.safetensors)");
   cmd->add_option("--crf", a.crf, "Pipeline mode: x264 quality, 0 (lossless) .. 51")
@@ -125,6 +130,15 @@ std::string file_sha256(const fs::path& p) {
   while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
     h.update(std::string_view(buf.data(), static_cast<size_t>(f.gcount())));
   return h.hex_digest();
+}
+
+bool has_safetensors(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -205,6 +219,15 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
     // Every refiner setting is checked before the preview's long sampling.
     pipeline::check_refine_request(c, dit_config, r.shapes, r.refine);
   }
+  // The DiTs always read their weights: a folder of configs alone fails here, before the text
+  // encoder runs, naming what is missing (the text encoder's and decoders' files are named when
+  // they are opened).
+  if (!a.random_weights)
+    for (const fs::path& dir : {c.dit, refine ? c.refiner : fs::path()})
+      AVDIT_REQUIRE(dir.empty() || has_safetensors(dir),
+                    "{}: no weights (.safetensors or a shard index) beside its config.json; a "
+                    "pipeline folder of configs alone runs with --random-weights",
+                    dir.string());
   // Outputs are checked before any work: writable, distinct, not a file the run reads.
   std::vector<fs::path> inputs;
   std::error_code ec;
@@ -255,6 +278,12 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
   r.router_bias_add = routes.router_bias_add();
   r.cache_dir = pipeline::cache_root(a.cache_dir, a.no_cache);
   r.adaln_table = !a.no_adaln_table;
+  if (a.random_weights) {
+    r.random = pipeline::RandomWeights{m.seed};
+    log::info(
+        "--random-weights: every component's weights drawn from seed {}; no weight file is read",
+        m.seed);
+  }
   AVDIT_REQUIRE(!a.no_adaln_table || !magi2, "--no-adaln-table applies to MiniMax-H3");
   const int total = m.steps.value_or(
       magi2 ? pipeline::magi2_sampler_defaults(models::magi2::parse_magi2_config(dit_config)).steps
@@ -341,6 +370,7 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
            {"frames", {{"shape", clip.frames.shape()}, {"fps", clip.fps}, {"sha256", sha_frames}}},
            {"waveform", {{"shape", clip.audio.shape()}, {"sample_rate", clip.sample_rate}, {"sha256", sha_wave}}},
            {"out", m.out},         {"mp4_sha256", sha_mp4}};
+    if (a.random_weights) j["random_weights"] = {{"seed", m.seed}};
     if (clip.refined)
       j["refine"] = {
           {"steps", clip.refine_steps},
@@ -352,7 +382,8 @@ int run_generate_clip(const ClipCommon& m, const ClipArgs& a) {
     return 0;
   }
   std::cout << fmt::format(
-      "{} pipeline: {} steps{}, {:.2f} s in all\n\n", family, clip.steps,
+      "{} pipeline{}: {} steps{}, {:.2f} s in all\n\n", family,
+      a.random_weights ? fmt::format(" (random weights, seed {})", m.seed) : "", clip.steps,
       clip.refined ? fmt::format(" + {} refiner steps", clip.refine_steps) : "", seconds);
   std::cout << "| stage | seconds | peak host GiB | peak GPU GiB | detail |\n| --- | ---: | ---: | ---: | --- |\n";
   if (enhance_seconds >= 0) std::cout << fmt::format("| enhance | {:.2f} | | | |\n", enhance_seconds);

@@ -21,6 +21,7 @@ struct ClipArgs {
   std::string cache_dir;
   bool no_cache = false;
   bool no_adaln_table = false;
+  bool random_weights = false;  // the folder's configs with random weights (seeded by --seed)
   std::string keep_latents;
   int crf = 18;
   std::string enhance_url, enhance_model;

@@ -16,9 +16,14 @@ namespace h3 = models::h3;
 
 std::string adaln_table_key(const fs::path& dit_dir, const std::vector<std::vector<float>>& sets,
                             DType act, bool cuda) {
+  return adaln_table_key(folder_identity(dit_dir), sets, act, cuda);
+}
+
+std::string adaln_table_key(const std::string& identity,
+                            const std::vector<std::vector<float>>& sets, DType act, bool cuda) {
   Sha256 h;
-  h.update(fmt::format("avdit h3 adaln table v1\n{}\n{} {}\n", folder_identity(dit_dir),
-                       dtype_name(act), cuda ? "cuda" : "cpu"));
+  h.update(fmt::format("avdit h3 adaln table v1\n{}\n{} {}\n", identity, dtype_name(act),
+                       cuda ? "cuda" : "cpu"));
   for (const auto& set : sets) {
     h.update(fmt::format("{}:", set.size()));
     h.update(std::span(reinterpret_cast<const uint8_t*>(set.data()), set.size() * sizeof(float)));

@@ -21,6 +21,9 @@ namespace avdit::pipeline {
 
 std::string adaln_table_key(const std::filesystem::path& dit_dir,
                             const std::vector<std::vector<float>>& sets, DType act, bool cuda);
+// The same for weights identified otherwise (random weights: random_weights.h random_identity).
+std::string adaln_table_key(const std::string& weights_identity,
+                            const std::vector<std::vector<float>>& sets, DType act, bool cuda);
 
 // DIR/adaln/KEY.safetensors placed on ctx, one H3Tables per set; nullopt on a miss.
 std::optional<std::vector<models::h3::H3Tables>> load_adaln_table(

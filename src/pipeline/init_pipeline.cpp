@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -18,6 +20,7 @@
 #include "models/magi2/api.h"
 #include "models/magi2/refiner/config.h"
 #include "models/magi2/refiner/init.h"
+#include "models/vae/random_decoder.h"
 
 namespace avdit::pipeline {
 
@@ -73,6 +76,43 @@ void write_tiny_refiner(const InitPipelineOptions& o, const fs::path& tmp) {
   models::magi2::refiner::init_refiner_checkpoint(merged, tmp / "refiner", o.seed);
 }
 
+void write_json(const fs::path& file, const json& j) {
+  fs::create_directories(file.parent_path());
+  write_text(file, j.dump(2) + "\n");
+}
+
+// Removes every weight file under `dir` (safetensors, their indexes): a configs-only folder.
+void remove_weights(const fs::path& dir) {
+  std::vector<fs::path> weights;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_regular_file() &&
+        (n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")))
+      weights.push_back(e.path());
+  }
+  for (const fs::path& f : weights) fs::remove(f);
+}
+
+// Writes `tmp` through `write`, then renames it onto `out` (see init_tiny_pipeline).
+void write_folder(const InitPipelineOptions& o, const std::function<void(const fs::path&)>& write) {
+  std::error_code ec;
+  AVDIT_REQUIRE(!fs::exists(o.out, ec) || (fs::is_directory(o.out, ec) && fs::is_empty(o.out, ec)),
+                "--out {}: exists and is not an empty folder; choose a new one", o.out.string());
+  const fs::path parent = o.out.has_parent_path() ? o.out.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", o.out.filename().string(), ::getpid());
+  fs::remove_all(tmp, ec);
+  try {
+    write(tmp);
+    if (o.configs_only) remove_weights(tmp);
+    if (fs::exists(o.out, ec)) fs::remove(o.out, ec);  // the empty folder, replaced atomically
+    fs::rename(tmp, o.out);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
 }  // namespace
 
 void write_truncated_tokenizer(const fs::path& src, const fs::path& dst, int64_t vocab_size) {
@@ -117,16 +157,9 @@ void write_truncated_tokenizer(const fs::path& src, const fs::path& dst, int64_t
 }
 
 void init_tiny_pipeline(const InitPipelineOptions& o) {
-  std::error_code ec;
-  AVDIT_REQUIRE(!fs::exists(o.out, ec) || (fs::is_directory(o.out, ec) && fs::is_empty(o.out, ec)),
-                "--out {}: exists and is not an empty folder; choose a new one", o.out.string());
   const fs::path g = o.shared / "golden";
   const fs::path tok = g / "tokenizer-qwen";
-  const fs::path parent = o.out.has_parent_path() ? o.out.parent_path() : fs::path(".");
-  fs::create_directories(parent);
-  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", o.out.filename().string(), ::getpid());
-  fs::remove_all(tmp, ec);
-  try {
+  write_folder(o, [&](const fs::path& tmp) {
     if (o.family == PipelineFamily::H3) {
       copy_into(o.shared / "reference-configs/h3/FL2VA/model_index.json", tmp / "model_index.json");
       models::h3::init_checkpoint(read_json(g / "h3-tiny/config.json"), tmp / "transformer", o.seed);
@@ -143,12 +176,46 @@ void init_tiny_pipeline(const InitPipelineOptions& o) {
       copy_component(g / "vae-sa-audio-tiny", tmp / "stable-audio-open-1.0");
       write_tiny_refiner(o, tmp);
     }
-    if (fs::exists(o.out, ec)) fs::remove(o.out, ec);  // the empty folder, replaced atomically
-    fs::rename(tmp, o.out);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
+}
+
+void init_full_pipeline_configs(const InitPipelineOptions& options, const fs::path& source_dir) {
+  InitPipelineOptions o = options;
+  o.configs_only = true;
+  const fs::path ref = o.shared / "reference-configs";
+  const fs::path tok = o.shared / "golden/tokenizer-qwen";
+  auto tokenizer = [&](const fs::path& dir) {
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"})
+      copy_into(tok / f, dir / f);
+  };
+  write_folder(o, [&](const fs::path& tmp) {
+    if (o.family == PipelineFamily::H3) {
+      const fs::path r = ref / "h3/FL2VA";
+      for (const char* f :
+           {"model_index.json", "transformer/config.json", "text_encoder/config.json",
+            "video_vae/config.json", "audio_vae/config.json"})
+        copy_into(r / f, tmp / f);
+      tokenizer(tmp / "tokenizer");
+    } else {
+      copy_into(ref / "magi2/magi2_preview.json", tmp / "preview/config.json");
+      copy_into(source_dir / "bench/configs/qwen35_27b_text_config.json",
+                tmp / "text_encoder/config.json");
+      tokenizer(tmp / "text_encoder");
+      namespace vae = models::vae;
+      write_json(
+          tmp / "turbo_vae/config.json",
+          vae::random_decoder_config(vae::Family::TurboVaed, vae::DecoderSize::Release, o.shared));
+      write_json(
+          tmp / "stable-audio-open-1.0/config.json",
+          vae::random_decoder_config(vae::Family::Oobleck, vae::DecoderSize::Release, o.shared));
+      // The refiner's config merged over the preview's, as the tiny pipeline's.
+      json config = read_json(ref / "magi2/magi2_refiner.json");
+      config["extends"] = "../preview/config.json";  // copied just before, in tmp
+      fs::create_directories(tmp / "refiner");       // the relative path resolves through it
+      write_json(tmp / "refiner/config.json",
+                 models::magi2::refiner::resolve_extends(config, tmp / "refiner"));
+    }
+  });
 }
 
 }  // namespace avdit::pipeline

@@ -174,16 +174,23 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
     // must give the bits of a cold one.
     const std::string settings =
         prompt_state_settings(r.act, ctx.text->is_cuda());
+    // Random weights are keyed by their seed, never by the folder's files.
+    std::optional<uint64_t> random_seed;
+    if (r.random) random_seed = component_seed(*r.random, "text_encoder");
     std::string key;
     if (r.cache_dir) {
-      key = prompt_state_key(folder_identity(c.text_encoder), ids, settings);
+      key = prompt_state_key(random_seed ? random_identity(c.text_encoder, *random_seed)
+                                         : folder_identity(c.text_encoder),
+                             ids, settings);
       if (auto hit = load_prompt_states(*r.cache_dir, key)) clip.text_states = std::move(*hit);
     }
+    const std::string random_note = random_seed ? std::string(", random weights") : std::string();
     if (!clip.text_states.empty()) {
-      s.done("prompt-state cache hit");
+      s.done("prompt-state cache hit" + random_note);
     } else {
       text::TextEncoderOptions options;
       options.act = r.act;
+      options.random_seed = random_seed;
       if (!magi2) {
         // MiniMax-H3 takes the residual after layer 50 of Qwen3-VL-32B's 64; a smaller model (the
         // tiny pipelines of `avdit init`) has no layer 50 and gives the residual after its last.
@@ -202,7 +209,7 @@ void encode_prompt(const PipelineComponents& c, const ClipRequest& r, ops::Conte
         clip.text_states = encode_prompt_states(*encoder, ids, /*bf16=*/true, &tokens);
       }  // the encoder's weights are freed here, before the DiT loads
       if (r.cache_dir) store_prompt_states(*r.cache_dir, key, clip.text_states);
-      s.done(fmt::format("{} tokens encoded", tokens));
+      s.done(fmt::format("{} tokens encoded{}", tokens, random_note));
     }
   }
 }
@@ -217,8 +224,18 @@ void refine_clip(const PipelineComponents& c, const ClipRequest& r, ops::Context
   const RefinePlan plan = check_refine_request(
       c, dit_config, {clip.video_latent.shape(), clip.audio_latent.shape()}, r.refine);
   Stage s(clip, "refine", &ctx);
-  const Checkpoint ckpt = Checkpoint::open(c.refiner);
-  const refiner::RefinerModel model(ctx, ckpt, r.act);
+  std::optional<Checkpoint> ckpt;  // held while the model runs (the CPU maps its weights)
+  std::optional<refiner::RefinerModel> made;
+  std::string random_note;
+  if (r.random) {
+    const uint64_t seed = component_seed(*r.random, "refiner");
+    made.emplace(ctx, refiner::read_refiner_config(c.refiner / "config.json"), r.act, seed);
+    random_note = ", random weights";
+  } else {
+    ckpt.emplace(Checkpoint::open(c.refiner));
+    made.emplace(ctx, *ckpt, r.act);
+  }
+  const refiner::RefinerModel& model = *made;
   const refiner::RefinerSamplerConfig settings = refine_settings(model.config().sampler, r.refine);
   const int64_t channels = model.config().text_in_channels;
   refiner::RefineInputs in;
@@ -240,11 +257,11 @@ void refine_clip(const PipelineComponents& c, const ClipRequest& r, ops::Context
   clip.video_latent = out.video;
   clip.refined = true;
   clip.refine_steps = static_cast<int>(settings.num_inference_steps);
-  s.done(fmt::format("{} steps to {} ({}x{} px), window {}x{}x{} blocks", clip.refine_steps,
+  s.done(fmt::format("{} steps to {} ({}x{} px), window {}x{}x{} blocks{}", clip.refine_steps,
                      out.video.shape_str(), in.height * settings.vae_stride[1],
                      in.width * settings.vae_stride[2], model.config().data_proxy.window.block_t,
                      model.config().data_proxy.window.block_h,
-                     model.config().data_proxy.window.block_w));
+                     model.config().data_proxy.window.block_w, random_note));
 }
 
 }  // namespace
@@ -253,6 +270,18 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
   AVDIT_CHECK(ctx.text && ctx.dit && ctx.vae, "text_to_clip: a stage has no context");
   Clip clip;
   const bool magi2 = c.family == PipelineFamily::Magi2;
+  // Random weights: the decoders' folders first (written once, or found in the cache), so that a
+  // config they cannot take fails before the long stages, and the decode rows time the decodes.
+  PipelineComponents decoders = c;
+  std::optional<RandomDecoderFolder> random_video, random_audio;
+  if (r.random) {
+    Stage s(clip, "decoder weights", nullptr);
+    random_video.emplace(c.video_vae, *r.random, "video_vae", r.cache_dir);
+    random_audio.emplace(c.audio_vae, *r.random, "audio_vae", r.cache_dir);
+    decoders.video_vae = random_video->path();
+    decoders.audio_vae = random_audio->path();
+    s.done(fmt::format("{}; {}", random_video->describe(), random_audio->describe()));
+  }
   encode_prompt(c, r, *ctx.text, clip);
 
   // DiT sampling.
@@ -264,7 +293,12 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     run.video_shape = r.shapes.video;
     run.audio_shape = r.shapes.audio;
     run.progress = r.step_progress;
-    const Checkpoint ckpt = Checkpoint::open(c.dit);
+    // Random weights read only the config; real ones the checkpoint (its config.json included).
+    std::optional<uint64_t> random_seed;
+    if (r.random) random_seed = component_seed(*r.random, "dit");
+    const std::optional<Checkpoint> ckpt =
+        random_seed ? std::nullopt : std::optional<Checkpoint>(Checkpoint::open(c.dit));
+    const nlohmann::json dit_config = read_json(c.dit / "config.json");
     GenerateResult g;
     std::string table_note;
     if (magi2) {
@@ -278,7 +312,11 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
       load.nvfp4_experts = r.nvfp4_experts;
       load.router_bias_add = r.router_bias_add;
       o.route_recorder = r.route_recorder;
-      const models::magi2::Magi2Model model(*ctx.dit, ckpt, r.act, load);
+      const models::magi2::Magi2Model model =
+          random_seed
+              ? models::magi2::Magi2Model(*ctx.dit, models::magi2::parse_magi2_config(dit_config),
+                                          r.act, *random_seed, load)
+              : models::magi2::Magi2Model(*ctx.dit, *ckpt, r.act, load);
       g = generate_magi2(model, o);
     } else {
       H3GenerateOptions o;
@@ -287,21 +325,27 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
       o.text_token_tags = state(clip.text_states, "text_token_tags");
       o.video_guidance = r.video_guidance;
       o.audio_guidance = r.audio_guidance;
+      const auto h3_config = models::h3::H3Config::from_json(dit_config);
       if (!r.adaln_table) {
-        const models::h3::H3Model model(*ctx.dit, ckpt, r.act);
+        const models::h3::H3Model model =
+            random_seed ? models::h3::H3Model(*ctx.dit, h3_config, r.act, *random_seed)
+                        : models::h3::H3Model(*ctx.dit, *ckpt, r.act);
         g = generate_h3(model, o);
       } else {
         models::h3::H3TableOptions table;
         table.sets = h3_timestep_sets(r.steps.value_or(kH3DefaultSteps));
         std::string key;
         if (r.cache_dir) {
-          key = adaln_table_key(c.dit, table.sets, r.act, ctx.dit->is_cuda());
-          const auto config = models::h3::H3Config::from_json(*ckpt.config());
-          if (auto given = load_adaln_table(*ctx.dit, config, *r.cache_dir, key, table.sets))
+          key = random_seed ? adaln_table_key(random_identity(c.dit, *random_seed), table.sets,
+                                              r.act, ctx.dit->is_cuda())
+                            : adaln_table_key(c.dit, table.sets, r.act, ctx.dit->is_cuda());
+          if (auto given = load_adaln_table(*ctx.dit, h3_config, *r.cache_dir, key, table.sets))
             table.given = std::move(*given);
         }
         const bool cached = !table.given.empty();
-        const models::h3::H3Model model(*ctx.dit, ckpt, r.act, table);
+        const models::h3::H3Model model =
+            random_seed ? models::h3::H3Model(*ctx.dit, h3_config, r.act, *random_seed, table)
+                        : models::h3::H3Model(*ctx.dit, *ckpt, r.act, table);
         if (r.cache_dir && !cached) store_adaln_table(*ctx.dit, *r.cache_dir, key, model);
         g = generate_h3(model, o);
         table_note = fmt::format(", adaLN table of {} timestep sets ({}{})", table.sets.size(),
@@ -316,12 +360,13 @@ Clip text_to_clip(const PipelineComponents& c, const ClipRequest& r, const Stage
     clip.video_latent = g.video;
     clip.audio_latent = g.audio;
     clip.steps = g.steps;
-    s.done(fmt::format("{} steps{}{}", g.steps, g.cfg ? " with CFG" : "", table_note));
+    s.done(fmt::format("{} steps{}{}{}", g.steps, g.cfg ? " with CFG" : "", table_note,
+                       random_seed ? ", random weights" : ""));
   }
   if (magi2 && r.refine.enabled && !c.refiner.empty()) refine_clip(c, r, *ctx.dit, clip);
   // MAGI-2 decodes in its engine's dtype (TurboVAED cast to bf16); the video decoders have no
   // fp16 mode, so an fp16 run decodes in fp32.
-  decode_latents(c, *ctx.vae, clip, r.act == DType::BF16 ? DType::BF16 : DType::F32);
+  decode_latents(decoders, *ctx.vae, clip, r.act == DType::BF16 ? DType::BF16 : DType::F32);
   return clip;
 }
 

@@ -19,6 +19,7 @@
 #include "pipeline/latent_shape.h"
 #include "pipeline/pipeline_dir.h"
 #include "pipeline/prompt_states.h"
+#include "pipeline/random_weights.h"
 
 namespace avdit::ops {
 class Context;
@@ -58,6 +59,9 @@ struct ClipRequest {
   analysis::routes::RouteRecorder* route_recorder = nullptr;
   std::map<int64_t, Tensor> router_bias_add;
   std::optional<std::filesystem::path> cache_dir;  // prompt-state cache; nullopt: none
+  // Random weights instead of the folder's weight files (random_weights.h): only the configs and
+  // the tokenizer are read.
+  std::optional<RandomWeights> random;
   // Called once per sampling step (done, total, seconds of the step).
   std::function<void(int, int, double)> step_progress;
   RefineRequest refine;

@@ -203,10 +203,28 @@ H3Tables H3Model::tables(const std::vector<float>& unique) const {
 
 H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act, const H3TableOptions& table)
     : ctx_(ctx), config_(resolve_variant(config_of(ckpt), ckpt)), act_(checked_act(act)) {
+  w_ = load_weights(ctx, ckpt, config_, act_, &weight_bytes_, /*adaln=*/false);
+  build_table(table, [&](const std::string& name) {
+    const Tensor h = ckpt.get(name);
+    return ctx.is_cuda() ? ctx.upload(h.to(act_)) : act_ == DType::F16 ? h.to(act_) : h;
+  });
+}
+
+H3Model::H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+                 const H3TableOptions& table)
+    : ctx_(ctx), config_(config), act_(checked_act(act)) {
+  w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_, /*adaln=*/false);
+  build_table(table, [&](const std::string& name) {
+    return random_weight(ctx, config_, act_, seed, name);
+  });
+}
+
+void H3Model::build_table(const H3TableOptions& table,
+                          const std::function<Tensor(const std::string&)>& place) {
+  ops::Context& ctx = ctx_;
   AVDIT_REQUIRE(!table.sets.empty(), "H3: an adaLN table needs the run's timestep sets");
   AVDIT_REQUIRE(table.given.empty() || table.given.size() == table.sets.size(),
                 "H3: {} cached tables for {} timestep sets", table.given.size(), table.sets.size());
-  w_ = load_weights(ctx, ckpt, config_, act_, &weight_bytes_, /*adaln=*/false);
   const auto n = static_cast<int64_t>(w_.blocks.size());
   const int64_t bytes = ctx.is_cuda() ? dtype_nbytes(act_, 1) : 0;
   adaln_bytes_avoided_ = bytes * (config_.time_embed_dim + 1) *
@@ -224,10 +242,6 @@ H3Model::H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act, const H3T
     allocate(t, static_cast<int64_t>(set.size()));
     table_.emplace_back(set, std::move(t));
   }
-  auto place = [&](const std::string& name) {
-    const Tensor h = ckpt.get(name);
-    return ctx.is_cuda() ? ctx.upload(h.to(act_)) : act_ == DType::F16 ? h.to(act_) : h;
-  };
   for (int64_t i = 0; i <= n; ++i) {
     const std::string p = i < n ? fmt::format("blocks.{}.adaln_proj.linear.", i)
                                 : std::string("final_layer.adaln_proj.linear.");

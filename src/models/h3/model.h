@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -78,6 +80,10 @@ class H3Model {
   H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed);
   // With the adaLN table of `table` (see H3TableOptions): tables() then answers those sets only.
   H3Model(ops::Context& ctx, const Checkpoint& ckpt, DType act, const H3TableOptions& table);
+  // Random weights with the adaLN table: each projection is drawn on ctx (random_weight) when its
+  // block's table is computed, then freed; the tables equal those of the random model above.
+  H3Model(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+          const H3TableOptions& table);
 
   const H3Config& config() const { return config_; }
   const H3Weights& weights() const { return w_; }
@@ -119,6 +125,10 @@ class H3Model {
   Tensor time_input(const std::vector<float>& unique, H3Tables& t) const;
   // t's storage and block / final views for M timesteps.
   void allocate(H3Tables& t, int64_t M) const;
+  // The table of `table` (H3TableOptions), each projection placed on ctx by `place` (by name)
+  // one block at a time; weights other than the projections are loaded already.
+  void build_table(const H3TableOptions& table,
+                   const std::function<Tensor(const std::string&)>& place);
   // The residual stream's dtype (F32 under the fp16 recipe's residual fix, else the activations').
   DType residual_dtype() const;
   // A bias-free linear inside a block: the fp16 recipe's GEMM (ops/linear_f16.h) with F16

@@ -149,24 +149,43 @@ H3Weights load_weights(ops::Context& ctx, const Checkpoint& ckpt, const H3Config
   });
 }
 
+namespace {
+
+Tensor make_random(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+                   const std::string& name, const Shape& shape) {
+  if (name == "rope.inv_freq") return rope_inv_freq(shape[0]);
+  const DType dt = ctx.is_cuda() || act == DType::F16 ? device_dtype(name, act) : DType::F32;
+  Tensor t = ctx.empty(shape, dt);
+  const auto [mean, std] = init_scale(name, shape, config);
+  ops::fill_normal(ctx, t, seed * 0x9e3779b97f4a7c15ull + stream_id(name.c_str()), mean, std);
+  return t;
+}
+
+}  // namespace
+
 H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
-                         int64_t* bytes) {
+                         int64_t* bytes, bool adaln) {
   AVDIT_REQUIRE(!config.curve_variant(),
                 "H3 random weights: the full (time_embedder) variant only");
   std::map<std::string, Shape> shapes;
   for (const TensorSpec& spec : h3_tensor_specs(config)) shapes[spec.name] = spec.shape;
   int64_t total = 0;
   return assemble(config, [&](const std::string& name) {
-    const Shape& shape = shapes.at(name);
-    if (name == "rope.inv_freq") return rope_inv_freq(shape[0]);
-    const DType dt = ctx.is_cuda() || act == DType::F16 ? device_dtype(name, act) : DType::F32;
-    Tensor t = ctx.empty(shape, dt);
-    const auto [mean, std] = init_scale(name, shape, config);
-    ops::fill_normal(ctx, t, seed * 0x9e3779b97f4a7c15ull + stream_id(name.c_str()), mean, std);
+    if (!adaln && is_adaln_projection(name)) return Tensor();
+    Tensor t = make_random(ctx, config, act, seed, name, shapes.at(name));
     total += t.nbytes();
     if (bytes) *bytes = total;
     return t;
   });
+}
+
+Tensor random_weight(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+                     const std::string& name) {
+  AVDIT_REQUIRE(!config.curve_variant(),
+                "H3 random weights: the full (time_embedder) variant only");
+  for (const TensorSpec& spec : h3_tensor_specs(config))
+    if (spec.name == name) return make_random(ctx, config, act, seed, name, spec.shape);
+  throw BadInput(fmt::format("H3 random weights: no tensor '{}' in this config", name));
 }
 
 std::pair<float, float> init_scale(const std::string& n, const Shape& shape, const H3Config& c) {

@@ -78,9 +78,15 @@ bool is_adaln_projection(const std::string& name);
 
 // Random weights with the golden README's scales (init_checkpoint's rule), made on ctx in the
 // dtypes load_weights gives (value i of a tensor depends only on (seed, name, i)). The full
-// (time_embedder) variant.
+// (time_embedder) variant. With adaln false the adaLN projections are left undefined, as
+// load_weights leaves them.
 H3Weights random_weights(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
-                         int64_t* bytes = nullptr);
+                         int64_t* bytes = nullptr, bool adaln = true);
+
+// The one tensor `name` of random_weights (the same values and dtype), made on ctx: a table built
+// from random weights draws each adaLN projection when it needs it.
+Tensor random_weight(ops::Context& ctx, const H3Config& config, DType act, uint64_t seed,
+                     const std::string& name);
 
 // rope.inv_freq as the reference builds it: 1 / 10000^(arange(0, 2L, 2) / 2L) in float32, [len].
 Tensor rope_inv_freq(int64_t len);

@@ -1,6 +1,8 @@
 // open_text_encoder: the one place that maps a text encoder folder to its family.
 #include "models/text/text_encoder.h"
 
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
 
@@ -41,11 +43,14 @@ std::string text_encoder_family(const std::filesystem::path& dir) {
 std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::filesystem::path& dir,
                                                const TextEncoderOptions& options) {
   const auto [j, type] = read_family(dir);
-  if (type == "qwen3_vl")
-    return open_qwen3vl_text(
-        ctx, dir,
-        options.selected_layers > 0 ? options.selected_layers : qwen3vl::kH3SelectedLayers,
-        options.act);
+  if (type == "qwen3_vl") {
+    const int layers =
+        options.selected_layers > 0 ? options.selected_layers : qwen3vl::kH3SelectedLayers;
+    if (options.random_seed)
+      return std::make_unique<qwen3vl::Qwen3VLTextEncoder>(
+          ctx, qwen3vl::Qwen3VLTextConfig::from_json(j), layers, options.act, *options.random_seed);
+    return open_qwen3vl_text(ctx, dir, layers, options.act);
+  }
   // MAGI-2 consumes hidden_states[-3]: every layer but the last two. A layer count, when given,
   // is turned into the layers skipped at the end.
   int skip = 2;
@@ -57,6 +62,18 @@ std::unique_ptr<TextEncoder> open_text_encoder(ops::Context& ctx, const std::fil
                   "last one)",
                   dir.string(), options.selected_layers, layers);
     skip = static_cast<int>(layers - options.selected_layers);
+  }
+  if (options.random_seed) {
+    qwen35::Qwen35TextConfig config = qwen35::parse_qwen35_text_config(j);
+    AVDIT_REQUIRE(skip >= 1 && skip < config.num_hidden_layers,
+                  "Qwen3.5 text encoder {}: skip_layers {} must be in [1, {}) (MAGI-2 uses 2)",
+                  dir.string(), skip, config.num_hidden_layers);
+    qwen35::Qwen35TextWeights w = qwen35::random_text_weights(
+        ctx, config, config.num_hidden_layers - skip, *options.random_seed);
+    return std::make_unique<qwen35::Qwen35TextEncoder>(
+        ctx, std::move(config), std::move(w),
+        fmt::format("random weights (seed {}) of {}", *options.random_seed, dir.string()),
+        options.act);
   }
   return open_qwen35_text(ctx, dir, skip, options.act);
 }

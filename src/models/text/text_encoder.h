@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct TextEncoderOptions {
   // Decoder layers to run, 0: the pipeline's constant (H3: 50). Fixtures of tiny models set it.
   int selected_layers = 0;
   DType act = DType::F32;  // activations: F32 (parity) or BF16 (the pipelines' precision)
+  // Random weights of the folder's config made on the context (memory and speed runs without the
+  // checkpoint, `generate --random-weights`): only config.json is read.
+  std::optional<uint64_t> random_seed;
 };
 
 // The family of a text encoder folder: its config.json's model_type, "qwen3_vl" or "qwen3_5"
