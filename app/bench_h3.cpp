@@ -194,95 +194,95 @@ int run_h3(const H3BenchOptions& o) {
   cuda::Device& dev = ctx.dev();
   bench::Report rep("MiniMax-H3 forward, one H200");
   for (const std::string& precision : precisions) {
-  const DType act = precision == "fp32" ? DType::F32 : precision == "fp16" ? DType::F16 : DType::BF16;
-  fmt::print("H3 bench: {} blocks, H {}, {} heads x {}, ffn {}, {} weights{}\n", c.num_layers, c.hidden_size,
-             c.num_attention_heads, c.attention_head_dim, c.ffn_hidden_size, precision,
-             act == DType::F16 ? " (fp16 fixes: " + models::fp16_fixes_str(fixes) + ")" : std::string());
-  mh::H3Model model(ctx, c, act, o.seed);
-  model.set_fp16_fixes(fixes);
-  fmt::print("weights {:.2f} GB generated on the device\n", model.weight_bytes() / 1e9);
-  for (const Case& k : cases) {
-    const mh::PackedLayout& l = k.layout;
-    const mh::PackedTimesteps ts = mh::pack_timesteps(l, 0.37f, 0.61f);
-    const size_t tuned_before = ctx.gemm().tune_log().size(), timed_before = ctx.segment_timings().size();
-    const mh::H3Plan plan = model.plan(l);
-    const Tensor mod_rows = ops::index_tensor(ctx, mh::adaln_rows(l, ts)), inverse = ops::index_tensor(ctx, ts.inverse);
-    const Tensor text = random_rows(ctx, l.text_len, c.hidden_size, o.seed + 11, act);
-    const Tensor video = random_rows(ctx, static_cast<int64_t>(l.img_pos.size()), c.video_patch_dim(), o.seed + 12,
-                                     DType::F32);
-    const Tensor audio = random_rows(ctx, static_cast<int64_t>(l.audio_pos.size()), c.audio_latents_dim, o.seed + 13,
-                                     DType::F32);
-    // The adaLN tables alone: a sampler pays them once per step (new t), the forwards of one step
-    // (CFG branches) share them; the timed forwards below reuse one set.
-    mh::H3Tables tables;
-    const bench::Timing tables_t = cuda::time_on_stream(dev, [&] { tables = model.tables(ts.unique); }, 1, 3);
-    auto forward = [&] { model.forward(plan, tables, mod_rows, inverse, text, video, audio); };
-    forward();  // the GEMM and attention plans (timed choices are made here)
-    dev.synchronize();
-    for (size_t i = tuned_before; i < ctx.gemm().tune_log().size(); ++i) {
-      const auto& r = ctx.gemm().tune_log()[i];
-      fmt::print("GEMM [{}, {}] x [{}, {}]^T: {} candidates, heuristic's first {:.3f} ms, chosen #{} {:.3f} ms ({:.0f} "
-                 "TFLOP/s)\n",
-                 r.m, r.k, r.n, r.k, r.tried, r.first_ms, r.chosen, r.best_ms,
-                 r.best_ms > 0 ? 2.0 * r.m * r.n * r.k / (r.best_ms * 1e-3) / 1e12 : 0.0);
-    }
-    for (size_t i = timed_before; i < ctx.segment_timings().size(); ++i) {
-      const auto& t = ctx.segment_timings()[i];
-      fmt::print("attention plan {} at {} rows: {:.3f} ms per core\n",
-                 t.plan == ops::SegmentPlan::Split ? "split" : "ragged", t.rows, t.ms);
-    }
-    const int64_t before = ctx.pool_in_use();
-    ctx.reset_pool_peak();
-    const bench::Timing fwd = cuda::time_on_stream(dev, forward, o.warmup, o.iters);
-    const int64_t peak_act = ctx.pool_peak() - before;
-    // One block's split: events at the block's named points (a separate, observed forward).
-    const int64_t block = c.num_layers / 2;
-    ops::PointTimer timer([block](const Point& p) { return p.index == block && std::strncmp(p.name, "block", 5) == 0; });
-    {
-      const ProbeScope scope(ctx.observer(), &timer);
-      forward();
-    }
-    double att_ms = 0, gemm_ms = 0, rest_ms = 0;
-    std::string line = fmt::format("{} block {} steps (ms):", k.name, block);
-    bool started = false;
-    for (const auto& [p, ms] : timer.take()) {
-      if (!started) {  // the stretch before the block's first point belongs to the previous block
-        started = p.is("block{}_attn_in");
-        continue;
+    const DType act = precision == "fp32" ? DType::F32 : precision == "fp16" ? DType::F16 : DType::BF16;
+    fmt::print("H3 bench: {} blocks, H {}, {} heads x {}, ffn {}, {} weights{}\n", c.num_layers, c.hidden_size,
+               c.num_attention_heads, c.attention_head_dim, c.ffn_hidden_size, precision,
+               act == DType::F16 ? " (fp16 fixes: " + models::fp16_fixes_str(fixes) + ")" : std::string());
+    mh::H3Model model(ctx, c, act, o.seed);
+    model.set_fp16_fixes(fixes);
+    fmt::print("weights {:.2f} GB generated on the device\n", model.weight_bytes() / 1e9);
+    for (const Case& k : cases) {
+      const mh::PackedLayout& l = k.layout;
+      const mh::PackedTimesteps ts = mh::pack_timesteps(l, 0.37f, 0.61f);
+      const size_t tuned_before = ctx.gemm().tune_log().size(), timed_before = ctx.segment_timings().size();
+      const mh::H3Plan plan = model.plan(l);
+      const Tensor mod_rows = ops::index_tensor(ctx, mh::adaln_rows(l, ts)), inverse = ops::index_tensor(ctx, ts.inverse);
+      const Tensor text = random_rows(ctx, l.text_len, c.hidden_size, o.seed + 11, act);
+      const Tensor video = random_rows(ctx, static_cast<int64_t>(l.img_pos.size()), c.video_patch_dim(), o.seed + 12,
+                                       DType::F32);
+      const Tensor audio = random_rows(ctx, static_cast<int64_t>(l.audio_pos.size()), c.audio_latents_dim, o.seed + 13,
+                                       DType::F32);
+      // The adaLN tables alone: a sampler pays them once per step (new t), the forwards of one step
+      // (CFG branches) share them; the timed forwards below reuse one set.
+      mh::H3Tables tables;
+      const bench::Timing tables_t = cuda::time_on_stream(dev, [&] { tables = model.tables(ts.unique); }, 1, 3);
+      auto forward = [&] { model.forward(plan, tables, mod_rows, inverse, text, video, audio); };
+      forward();  // the GEMM and attention plans (timed choices are made here)
+      dev.synchronize();
+      for (size_t i = tuned_before; i < ctx.gemm().tune_log().size(); ++i) {
+        const auto& r = ctx.gemm().tune_log()[i];
+        fmt::print("GEMM [{}, {}] x [{}, {}]^T: {} candidates, heuristic's first {:.3f} ms, chosen #{} {:.3f} ms ({:.0f} "
+                   "TFLOP/s)\n",
+                   r.m, r.k, r.n, r.k, r.tried, r.first_ms, r.chosen, r.best_ms,
+                   r.best_ms > 0 ? 2.0 * r.m * r.n * r.k / (r.best_ms * 1e-3) / 1e12 : 0.0);
       }
-      const std::string cat = category(p);
-      (cat == "attention" ? att_ms : cat == "gemm" ? gemm_ms : rest_ms) += ms;
-      line += fmt::format(" {} {:.2f};", p.str(), ms);
+      for (size_t i = timed_before; i < ctx.segment_timings().size(); ++i) {
+        const auto& t = ctx.segment_timings()[i];
+        fmt::print("attention plan {} at {} rows: {:.3f} ms per core\n",
+                   t.plan == ops::SegmentPlan::Split ? "split" : "ragged", t.rows, t.ms);
+      }
+      const int64_t before = ctx.pool_in_use();
+      ctx.reset_pool_peak();
+      const bench::Timing fwd = cuda::time_on_stream(dev, forward, o.warmup, o.iters);
+      const int64_t peak_act = ctx.pool_peak() - before;
+      // One block's split: events at the block's named points (a separate, observed forward).
+      const int64_t block = c.num_layers / 2;
+      ops::PointTimer timer([block](const Point& p) { return p.index == block && std::strncmp(p.name, "block", 5) == 0; });
+      {
+        const ProbeScope scope(ctx.observer(), &timer);
+        forward();
+      }
+      double att_ms = 0, gemm_ms = 0, rest_ms = 0;
+      std::string line = fmt::format("{} block {} steps (ms):", k.name, block);
+      bool started = false;
+      for (const auto& [p, ms] : timer.take()) {
+        if (!started) {  // the stretch before the block's first point belongs to the previous block
+          started = p.is("block{}_attn_in");
+          continue;
+        }
+        const std::string cat = category(p);
+        (cat == "attention" ? att_ms : cat == "gemm" ? gemm_ms : rest_ms) += ms;
+        line += fmt::format(" {} {:.2f};", p.str(), ms);
+      }
+      fmt::print("{}\n", line);
+      const double block_ms = att_ms + gemm_ms + rest_ms;
+      const double s = fwd.median() / 1e3;
+      rep.row();
+      rep.set("case", k.name);
+      rep.set("rows", l.seq_len);
+      rep.set("live", l.used_len);
+      rep.set("precision", act == DType::F16 ? precision + " (" + models::fp16_fixes_str(fixes) + ")" : precision);
+      rep.set("layout", std::string(plan.segments.dense_rows > 0 ? "split" : "ragged"));
+      rep.set("gemm cands", static_cast<int64_t>(o.gemm_candidates));
+      rep.set("forward s", s, 3);
+      rep.set("spread ms", fwd.max() - fwd.min(), 1);
+      rep.set("adaLN tables ms", tables_t.median(), 2);
+      rep.set("block ms", block_ms, 2);
+      rep.set("attn ms", att_ms, 2);
+      rep.set("attn %", block_ms > 0 ? 100 * att_ms / block_ms : 0.0, 0);
+      rep.set("attn TFLOP/s", att_ms > 0 ? attention_flop(l, c) / (att_ms * 1e-3) / 1e12 : 0.0, 0);
+      rep.set("gemm ms", gemm_ms, 2);
+      rep.set("gemm %", block_ms > 0 ? 100 * gemm_ms / block_ms : 0.0, 0);
+      rep.set("gemm TFLOP/s", gemm_ms > 0 ? gemm_flop(l.seq_len, c) / (gemm_ms * 1e-3) / 1e12 : 0.0, 0);
+      rep.set("rest ms", rest_ms, 2);
+      rep.set("rest %", block_ms > 0 ? 100 * rest_ms / block_ms : 0.0, 0);
+      rep.set("weights GB", model.weight_bytes() / 1e9, 2);
+      rep.set("peak act GB", peak_act / 1e9, 2);
+      rep.set("port s", k.port_s, 2);
+      rep.set("port / avdit", k.port_s > 0 ? k.port_s / s : 0.0, 2);
+      rep.set("target s", k.target_s, 2);
+      if (o.range_monitor) bench_range_monitor(ctx, c.num_layers, forward, o.warmup, o.iters, s, rep);
     }
-    fmt::print("{}\n", line);
-    const double block_ms = att_ms + gemm_ms + rest_ms;
-    const double s = fwd.median() / 1e3;
-    rep.row();
-    rep.set("case", k.name);
-    rep.set("rows", l.seq_len);
-    rep.set("live", l.used_len);
-    rep.set("precision", act == DType::F16 ? precision + " (" + models::fp16_fixes_str(fixes) + ")" : precision);
-    rep.set("layout", std::string(plan.segments.dense_rows > 0 ? "split" : "ragged"));
-    rep.set("gemm cands", static_cast<int64_t>(o.gemm_candidates));
-    rep.set("forward s", s, 3);
-    rep.set("spread ms", fwd.max() - fwd.min(), 1);
-    rep.set("adaLN tables ms", tables_t.median(), 2);
-    rep.set("block ms", block_ms, 2);
-    rep.set("attn ms", att_ms, 2);
-    rep.set("attn %", block_ms > 0 ? 100 * att_ms / block_ms : 0.0, 0);
-    rep.set("attn TFLOP/s", att_ms > 0 ? attention_flop(l, c) / (att_ms * 1e-3) / 1e12 : 0.0, 0);
-    rep.set("gemm ms", gemm_ms, 2);
-    rep.set("gemm %", block_ms > 0 ? 100 * gemm_ms / block_ms : 0.0, 0);
-    rep.set("gemm TFLOP/s", gemm_ms > 0 ? gemm_flop(l.seq_len, c) / (gemm_ms * 1e-3) / 1e12 : 0.0, 0);
-    rep.set("rest ms", rest_ms, 2);
-    rep.set("rest %", block_ms > 0 ? 100 * rest_ms / block_ms : 0.0, 0);
-    rep.set("weights GB", model.weight_bytes() / 1e9, 2);
-    rep.set("peak act GB", peak_act / 1e9, 2);
-    rep.set("port s", k.port_s, 2);
-    rep.set("port / avdit", k.port_s > 0 ? k.port_s / s : 0.0, 2);
-    rep.set("target s", k.target_s, 2);
-    if (o.range_monitor) bench_range_monitor(ctx, c.num_layers, forward, o.warmup, o.iters, s, rep);
-  }
   }
   rep.emit(o.json);
   return 0;

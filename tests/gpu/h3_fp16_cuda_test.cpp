@@ -193,18 +193,6 @@ TensorMap forward_on(ops::Context& ctx, DType act, const Fp16Fixes& fixes,
   return out;
 }
 
-double distance(const TensorMap& a, const TensorMap& b) {
-  double diff = 0, ref = 0;
-  for (const char* name : {"video_out", "audio_out"}) {
-    const Tensor x = a.at(name).to_f32(), y = b.at(name).to_f32();
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(x.f32()[i] - y.f32()[i])));
-      ref = std::max(ref, static_cast<double>(std::fabs(y.f32()[i])));
-    }
-  }
-  return diff / ref;
-}
-
 TEST(H3Fp16Cuda, RecipeOnTheDeviceMatchesTheEmulation) {
   ops::CpuContext cpu;
   ops::CudaContext gpu;
@@ -214,8 +202,9 @@ TEST(H3Fp16Cuda, RecipeOnTheDeviceMatchesTheEmulation) {
   forward_on(gpu, DType::F16, Fp16Fixes::none(), &naive_where);
   const TensorMap recipe = forward_on(gpu, DType::F16, {}, &recipe_where);
   const TensorMap emulated = forward_on(cpu, DType::F16, {}, nullptr);
-  const double d_gpu = distance(recipe, oracle), d_bf16 = distance(bf16, oracle),
-               d_emu = distance(recipe, emulated);
+  const double d_gpu = test_util::h3_output_distance(recipe, oracle),
+               d_bf16 = test_util::h3_output_distance(bf16, oracle),
+               d_emu = test_util::h3_output_distance(recipe, emulated);
   std::printf(
       "GPU: naive fp16 first non-finite at %s; recipe vs fp32 %.3e, bf16 vs fp32 %.3e, recipe vs "
       "CPU "

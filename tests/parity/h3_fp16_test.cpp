@@ -60,19 +60,6 @@ bool all_finite(const TensorMap& m) {
   return true;
 }
 
-// max |a - b| / max |b| over both outputs.
-double distance(const TensorMap& a, const TensorMap& b) {
-  double diff = 0, ref = 0;
-  for (const char* name : {"video_out", "audio_out"}) {
-    const Tensor x = a.at(name).to_f32(), y = b.at(name).to_f32();
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(x.f32()[i] - y.f32()[i])));
-      ref = std::max(ref, static_cast<double>(std::fabs(y.f32()[i])));
-    }
-  }
-  return diff / ref;
-}
-
 class H3Fp16 : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -108,8 +95,8 @@ TEST_F(H3Fp16, NaiveFp16GoesNonFiniteAndTheRecipeStaysNearFp32) {
   EXPECT_FALSE(all_finite(naive.out));
 
   const Result recipe = run(DType::F16, {});
-  const double d_recipe = distance(recipe.out, oracle_->out),
-               d_bf16 = distance(bf16_->out, oracle_->out);
+  const double d_recipe = test_util::h3_output_distance(recipe.out, oracle_->out),
+               d_bf16 = test_util::h3_output_distance(bf16_->out, oracle_->out);
   std::printf(
       "distance from fp32 (max |diff| / max |fp32|): fp16 recipe %.3e, bf16 %.3e (ratio %.3f)\n",
       d_recipe, d_bf16, d_recipe / d_bf16);
@@ -149,7 +136,9 @@ TEST_F(H3Fp16, EachFixAloneAndLeftOut) {
     EXPECT_FALSE(a.first_non_finite.empty()) << f.name << " alone cannot rescue this model";
     EXPECT_EQ(w.first_non_finite.empty(), !f.necessary) << "the recipe without " << f.name;
     if (!f.necessary)
-      EXPECT_LE(distance(w.out, oracle_->out), distance(bf16_->out, oracle_->out)) << f.name;
+      EXPECT_LE(test_util::h3_output_distance(w.out, oracle_->out),
+                test_util::h3_output_distance(bf16_->out, oracle_->out))
+          << f.name;
   }
 }
 

@@ -46,6 +46,19 @@ inline std::filesystem::path h3_fp16_breaking_model() {
   return dir;
 }
 
+// max |a - b| / max |b| over an H3 forward's two outputs (video_out, audio_out).
+inline double h3_output_distance(const TensorMap& a, const TensorMap& b) {
+  double diff = 0, ref = 0;
+  for (const char* name : {"video_out", "audio_out"}) {
+    const Tensor x = a.at(name).to_f32(), y = b.at(name).to_f32();
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(x.f32()[i] - y.f32()[i])));
+      ref = std::max(ref, static_cast<double>(std::fabs(y.f32()[i])));
+    }
+  }
+  return diff / ref;
+}
+
 inline bool float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
 
 // The first point (in forward order) holding a non-finite value, as "name row r".

@@ -63,6 +63,10 @@ DType H3Model::residual_dtype() const {
   return act_ == DType::F16 && fixes_.residual ? DType::F32 : act_;
 }
 
+DType H3Model::gating_dtype() const {
+  return act_ == DType::F16 && fixes_.gating ? DType::F32 : act_;
+}
+
 Tensor H3Model::block_linear(const Tensor& x, const Tensor& w, DType out) const {
   if (act_ != DType::F16) return ops::linear(ctx_, x, w, nullptr, out);
   return ops::linear_f16(ctx_, x, w, out, {fixes_.rowscale, fixes_.reduction});
@@ -91,8 +95,7 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
   // Under the fp16 recipe the first product is widened too (it starts the residual).
   Tensor x = ops::linear(ctx, text, w_.condition_proj_weight, &w_.condition_proj_bias, xdt);
   ops::observe(ctx, {"text_projected"}, x);
-  // The swiglu product's dtype: fp32 under the recipe's gating fix.
-  const DType gdt = act_ == DType::F16 && fixes_.gating ? DType::F32 : act_;
+  const DType gdt = gating_dtype();
   const ops::Segments doc = ops::plan_segments(ctx, {0, L}, heads, dh, act_);
   const float eps = static_cast<float>(c.norm_eps), qk_eps = static_cast<float>(c.qk_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -317,7 +320,7 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
   // 2. Packed input: text, fp32 patch projections of video and audio rows (rounded to the
   // activation dtype when written into the sequence); pad rows stay zero.
   const DType xdt = residual_dtype();
-  const DType gdt = act_ == DType::F16 && fixes_.gating ? DType::F32 : act_;
+  const DType gdt = gating_dtype();
   Tensor x = ctx.zeros({S, H}, xdt);
   ops::scatter_rows(ctx, text_refined, p.text_pos, x);
   ops::scatter_rows(ctx,

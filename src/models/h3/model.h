@@ -131,6 +131,8 @@ class H3Model {
                    const std::function<Tensor(const std::string&)>& place);
   // The residual stream's dtype (F32 under the fp16 recipe's residual fix, else the activations').
   DType residual_dtype() const;
+  // The SwiGLU product's dtype (F32 under the fp16 recipe's gating fix, else the activations').
+  DType gating_dtype() const;
   // A bias-free linear inside a block: the fp16 recipe's GEMM (ops/linear_f16.h) with F16
   // activations, else ops::linear.
   Tensor block_linear(const Tensor& x, const Tensor& w, DType out) const;

@@ -4,11 +4,13 @@
 // q/k/v split in one pass over the qkv GEMM output, SwiGLU in one pass. fp32 math throughout;
 // the bf16 mode rounds where the CPU reference (ops/cpu/modulation.cpp) rounds, in registers.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include "backend/cuda/context.h"
+#include "ops/cuda/block_sum.cuh"
 #include "ops/cuda/modulation_kernels.h"
 #include "ops/modulation.h"
 #include "ops/random.h"
@@ -73,22 +75,6 @@ __device__ __forceinline__ void st4(float* p, const float* v) {
 
 constexpr int kRowThreads = 256;
 
-// Block-wide sum in a fixed order (warp butterfly, then warp 0 over the warp sums): the same bits
-// every run, as the op set's rms_norm.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < kRowThreads / 32 ? scratch[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) scratch[0] = v;
-  }
-  __syncthreads();
-  return scratch[0];
-}
-
 template <bool BF>
 __global__ void __launch_bounds__(kRowThreads) resid_norm_kernel(ResidNormArgs a) {
   using T = std::conditional_t<BF, bf16, float>;
@@ -116,7 +102,7 @@ __global__ void __launch_bounds__(kRowThreads) resid_norm_kernel(ResidNormArgs a
     ss += v * v;
   }
   if (a.out == nullptr) return;  // uniform over the block
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(H) + a.eps);
+  const float inv = rsqrtf(block_sum<kRowThreads>(ss, scratch) / static_cast<float>(H) + a.eps);
   const T* w = static_cast<const T*>(a.w);
   const bool mod = a.shift.base != nullptr;
   const int64_t t = mod ? a.row2[r] : 0;
@@ -163,7 +149,7 @@ __global__ void __launch_bounds__(kRowThreads) resid_norm_bf16x8_kernel(ResidNor
     for (int j = 0; j < 8; ++j) ss += v[k][j] * v[k][j];
   }
   if (a.out == nullptr) return;  // uniform over the block
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(H) + a.eps);
+  const float inv = rsqrtf(block_sum<kRowThreads>(ss, scratch) / static_cast<float>(H) + a.eps);
   const bf16* w = static_cast<const bf16*>(a.w);
   const bool mod = a.shift.base != nullptr;
   const int64_t t = mod ? a.row2[r] : 0;
@@ -297,14 +283,16 @@ __device__ __forceinline__ uint64_t splitmix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void fill_kernel(void* p, bool bf, int64_t n, uint64_t seed, float mean, float std) {
+// dt: 0 fp32, 1 bf16, 2 fp16.
+__global__ void fill_kernel(void* p, int dt, int64_t n, uint64_t seed, float mean, float std) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const uint64_t z = splitmix(seed * 0x632be59bd9b4e019ull + static_cast<uint64_t>(i));
     // u1 in (0, 1], u2 in [0, 1): Box-Muller, one value per counter.
     const float u1 = (static_cast<float>(z >> 40) + 1.0f) * (1.0f / 16777216.0f);
     const float u2 = static_cast<float>((z >> 8) & 0xffffffu) * (1.0f / 16777216.0f);
     const float v = mean + std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    if (bf) static_cast<bf16*>(p)[i] = __float2bfloat16_rn(v);
+    if (dt == 1) static_cast<bf16*>(p)[i] = __float2bfloat16_rn(v);
+    else if (dt == 2) static_cast<__half*>(p)[i] = __float2half_rn(v);
     else static_cast<float*>(p)[i] = v;
   }
 }
@@ -360,9 +348,10 @@ void swiglu(cudaStream_t st, bool bf16_mode, const void* u, void* out, int64_t S
   else swiglu_kernel<false><<<grid, 256, 0, st>>>(u, out, F);
 }
 
-void fill_normal(cudaStream_t st, void* p, bool bf16_mode, int64_t n, uint64_t seed, float mean, float std) {
+void fill_normal(cudaStream_t st, void* p, DType dtype, int64_t n, uint64_t seed, float mean, float std) {
   if (n == 0) return;
-  fill_kernel<<<grid_1d(n, 256), 256, 0, st>>>(p, bf16_mode, n, seed, mean, std);
+  const int dt = dtype == DType::BF16 ? 1 : dtype == DType::F16 ? 2 : 0;
+  fill_kernel<<<grid_1d(n, 256), 256, 0, st>>>(p, dt, n, seed, mean, std);
 }
 
 }  // namespace avdit::cuda
@@ -469,12 +458,7 @@ void fill_normal(CudaContext& c, Tensor& t, uint64_t seed, float mean, float std
   c.require_here(t, "fill_normal");
   AVDIT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16 || t.dtype() == DType::F16,
               "fill_normal: dtype {} (F32, BF16 or F16)", dtype_name(t.dtype()));
-  if (t.dtype() == DType::F16) {
-    ::avdit::cuda::fill_normal_f16(c.stream(), device_ptr(t), t.numel(), seed, mean, std);
-    AVDIT_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  ::avdit::cuda::fill_normal(c.stream(), device_ptr(t), t.dtype() == DType::BF16, t.numel(), seed, mean, std);
+  ::avdit::cuda::fill_normal(c.stream(), device_ptr(t), t.dtype(), t.numel(), seed, mean, std);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/cuda/block_sum.cuh"
 #include "ops/cuda/modulation_kernels.h"
 
 namespace avdit::cuda {
@@ -26,20 +27,6 @@ __device__ __forceinline__ float Rx(float v) {
 }
 
 constexpr int kRowThreads = 256;
-
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < kRowThreads / 32 ? scratch[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) scratch[0] = v;
-  }
-  __syncthreads();
-  return scratch[0];
-}
 
 // x and f in TX (half, or float for the widened residual); w, tables and out in half (out may be
 // float holding fp16-rounded values).
@@ -68,7 +55,7 @@ __global__ void __launch_bounds__(kRowThreads) resid_norm_f16_kernel(ResidNormAr
     ss += v * v;
   }
   if (a.out == nullptr) return;
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(H) + a.eps);
+  const float inv = rsqrtf(block_sum<kRowThreads>(ss, scratch) / static_cast<float>(H) + a.eps);
   const __half* w = static_cast<const __half*>(a.w);
   const bool mod = a.shift.base != nullptr;
   const int64_t t = mod ? a.row2[r] : 0;
@@ -142,23 +129,6 @@ __global__ void swiglu_f16_kernel(const __half* u_, TO* out_, int64_t F) {
   }
 }
 
-__device__ __forceinline__ uint64_t splitmix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// modulation.cu's fill_kernel into fp16 (the same values, rounded to fp16).
-__global__ void fill_f16_kernel(__half* p, int64_t n, uint64_t seed, float mean, float std) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const uint64_t z = splitmix(seed * 0x632be59bd9b4e019ull + static_cast<uint64_t>(i));
-    const float u1 = (static_cast<float>(z >> 40) + 1.0f) * (1.0f / 16777216.0f);
-    const float u2 = static_cast<float>((z >> 8) & 0xffffffu) * (1.0f / 16777216.0f);
-    p[i] = __float2half_rn(mean + std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
-  }
-}
-
 }  // namespace
 
 void resid_norm_modulate_f16(cudaStream_t st, bool x_f32, const ResidNormArgs& a) {
@@ -193,13 +163,6 @@ void swiglu_f16(cudaStream_t st, const void* u, void* out, bool out_f32, int64_t
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((F + 255) / 256, 1024)), static_cast<unsigned>(S));
   if (out_f32) swiglu_f16_kernel<float><<<grid, 256, 0, st>>>(static_cast<const __half*>(u), static_cast<float*>(out), F);
   else swiglu_f16_kernel<__half><<<grid, 256, 0, st>>>(static_cast<const __half*>(u), static_cast<__half*>(out), F);
-}
-
-void fill_normal_f16(cudaStream_t st, void* p, int64_t n, uint64_t seed, float mean, float std) {
-  if (n == 0) return;
-  int64_t b = (n + 255) / 256;
-  b = b < 1 ? 1 : (b > (int64_t{1} << 20) ? int64_t{1} << 20 : b);
-  fill_f16_kernel<<<static_cast<unsigned>(b), 256, 0, st>>>(static_cast<__half*>(p), n, seed, mean, std);
 }
 
 }  // namespace avdit::cuda

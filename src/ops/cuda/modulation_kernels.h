@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace avdit::cuda {
 
 // One adaLN operand: element (table row t, channel c) at base[t * stride + c] (a slice of the
@@ -62,15 +64,14 @@ void swiglu(cudaStream_t st, bool bf16, const void* u, void* out, int64_t S, int
 
 // fp16 storage (modulation_f16.cu): qk_norm_rope's kernel on fp16 qkv, q, k, v and norm weights;
 // swiglu of an fp16 u into fp16, or into fp32 (out_f32: the recipe's gating product in fp32, the
-// silu still rounded to fp16); fill_normal's values rounded to fp16.
+// silu still rounded to fp16).
 void qk_norm_rope_f16(cudaStream_t st, const void* qkv, const void* q_norm, const void* k_norm, float eps,
                       const float* cos, const float* sin, int64_t half, bool rope, void* q, void* k, void* v,
                       int64_t S, int64_t heads);
 void swiglu_f16(cudaStream_t st, const void* u, void* out, bool out_f32, int64_t S, int64_t F);
-void fill_normal_f16(cudaStream_t st, void* p, int64_t n, uint64_t seed, float mean, float std);
 
 // Deterministic pseudo-normal fill, mean + std * z (z from a counter hash and Box-Muller; never
-// all zeros), in fp32 or bf16 storage. Different `seed`s give independent tensors.
-void fill_normal(cudaStream_t st, void* p, bool bf16, int64_t n, uint64_t seed, float mean, float std);
+// all zeros), in fp32, bf16 or fp16 storage. Different `seed`s give independent tensors.
+void fill_normal(cudaStream_t st, void* p, DType dtype, int64_t n, uint64_t seed, float mean, float std);
 
 }  // namespace avdit::cuda
