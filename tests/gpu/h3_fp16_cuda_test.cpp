@@ -117,15 +117,12 @@ TEST_F(Fp16BackendOps, ResidualNormModulateF16) {
                  Tensor xc = ops::clone(c, c.upload(x));
                  const Tensor fc = c.upload(f), tc = c.upload(table), rc = c.upload(row);
                  Tensor out = c.empty({S, H}, DType::F16), out32 = c.empty({S, H}, DType::F32);
-                 ResidualNormModulate a{&fc,   {tc, 5 * H}, &rc,         c.upload(w),
-                                        1e-5f, {tc, 3 * H}, {tc, 4 * H}, &rc};
-                 a.act = DType::F16;
-                 a.zero_gate_guard = guard;
+                 ResidualNormModulate a{&fc, {tc, 5 * H}, &rc, c.upload(w), 1e-5f, {tc, 3 * H}, {tc, 4 * H},
+                                        &rc, DType::F16, guard};
                  residual_norm_modulate(c, xc, a, &out);
                  Tensor xc2 = ops::clone(c, xc);
-                 ResidualNormModulate fin{nullptr, {},      nullptr, c.upload(w),
-                                          1e-6f,   {tc, 0}, {tc, H}, &rc};
-                 fin.act = DType::F16;
+                 ResidualNormModulate fin{nullptr, {}, nullptr, c.upload(w), 1e-6f, {tc, 0}, {tc, H}, &rc,
+                                          DType::F16, false};
                  residual_norm_modulate(c, xc2, fin, &out32);
                  return std::vector<Tensor>{xc, out, out32};
                }});

@@ -105,9 +105,10 @@ TEST(Fp16Recipe, RowScaleRescuesRowsPastTheRange) {
       for (int64_t c = 0; c < K; ++c)
         scale += std::fabs(x.f32()[r * K + c]) * std::fabs(w.to_f32().f32()[n * K + c]);
       EXPECT_NEAR(on.f32()[r * N + n], want, 2e-3 * scale) << r << "," << n;
-      if (r < 2)
+      if (r < 2) {
         EXPECT_FALSE(std::isfinite(off.f32()[r * N + n]))
             << "row " << r << " should overflow unscaled";
+      }
     }
 }
 
@@ -143,12 +144,14 @@ TEST(Fp16Recipe, ZeroGateGuard) {
   row.data<int32_t>()[0] = 0, row.data<int32_t>()[1] = 1;
   for (bool guard : {false, true}) {
     Tensor x = x0.to(DType::F16);
-    ResidualNormModulate a{&f, {table, 0}, &row, Tensor(), 1e-5f};
-    a.zero_gate_guard = guard;
+    ResidualNormModulate a;
+    a.f = &f, a.gate = {table, 0}, a.row = &row, a.zero_gate_guard = guard;
     residual_norm_modulate(ctx, x, a, nullptr);
     const Tensor got = x.to_f32();
     EXPECT_EQ(std::isnan(got.f32()[0]), !guard);
-    if (guard) EXPECT_EQ(got.f32()[0], 1.0f);
+    if (guard) {
+      EXPECT_EQ(got.f32()[0], 1.0f);
+    }
     EXPECT_EQ(got.f32()[1], r16(2 + 0.5f));
     EXPECT_EQ(got.f32()[4], 7.0f);
   }
@@ -173,8 +176,8 @@ TEST(Fp16Recipe, WidenedResidualAddsInFp32AndRoundsTheNormToFp16) {
   Tensor row = Tensor::empty({S}, DType::I32);
   row.data<int32_t>()[0] = 0;
   Tensor out = ctx.empty({S, H}, DType::F16);
-  ResidualNormModulate a{&f, {table, 0}, &row, w, 1e-5f};
-  a.act = DType::F16;
+  ResidualNormModulate a;
+  a.f = &f, a.gate = {table, 0}, a.row = &row, a.w = w, a.eps = 1e-5f, a.act = DType::F16;
   residual_norm_modulate(ctx, x, a, &out);
   double ss = 0;
   std::vector<float> want_x(H);
