@@ -25,6 +25,15 @@ float rng_normal(uint64_t seed, uint64_t stream, uint64_t index);   // N(0, 1)
 // Fills an F32 tensor: element i (row-major) = mean + std * rng_normal(seed, stream, i).
 void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, float mean = 0.f, float std = 1.f);
 
+// SplitMix64's finaliser: the counter hash of the cheap fills (ops::fill_normal's random weights,
+// quant::random_nvfp4), where Philox's exact definition is not needed.
+inline uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 // A 64-bit stream id from a name (FNV-1a), so each checkpoint tensor gets its own stream.
 uint64_t stream_id(const char* name);
 

@@ -7,20 +7,10 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/thread_pool.h"
 
 namespace avdit::quant {
-
-namespace {
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 Nvfp4Matrix random_nvfp4(const Shape& shape, uint64_t seed, float std) {
   AVDIT_REQUIRE(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0 &&

@@ -2,23 +2,16 @@
 #include <cmath>
 #include <vector>
 
+#include "core/rng.h"
 #include "ops/cpu/common.h"
 #include "ops/random.h"
 
 namespace avdit::ops::cpu {
-namespace {
-uint64_t splitmix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 void fill_normal(Tensor& t, uint64_t seed, float mean, float std) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) {
-    const uint64_t z = splitmix(seed * 0x632be59bd9b4e019ull + static_cast<uint64_t>(i));
+    const uint64_t z = splitmix64(seed * 0x632be59bd9b4e019ull + static_cast<uint64_t>(i));
     const float u1 = (static_cast<float>(z >> 40) + 1.0f) * (1.0f / 16777216.0f);
     const float u2 = static_cast<float>((z >> 8) & 0xffffffu) * (1.0f / 16777216.0f);
     v[i] = mean + std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.283185307179586f * u2);
