@@ -110,7 +110,7 @@ Tensor Magi2Model::forward(const Magi2Plan& p, const Tensor& x_any, const Tensor
   if (c.num_layers > 0)
     ops::observe_lazy(ctx, {models::kStackModulated}, [&] {
       Tensor in = ctx.empty({L, c.hidden_size}, act_);
-      ops::mhc_apply_pre(ctx, s, branch_coefficients(0, p, s, w_.layers[0].mhc_attn).h_pre,
+      ops::mhc_apply_pre(ctx, s, branch_coefficients(0, 0, p, s, w_.layers[0].mhc_attn).h_pre,
                          c.mhc_num_stream, in);
       return in;
     });
@@ -125,16 +125,20 @@ Tensor Magi2Model::forward(const Magi2Plan& p, const Tensor& x_any, const Tensor
 
 // The mHC coefficients of one branch of layer i: RMSNorm of the flat state with the per-modality
 // mhc_norm rows (the same weight for both branches), the phi GEMM in fp32, then sigmoid / 2
-// sigmoid / Sinkhorn, cast to the stream dtype (the reference's out_dtype = s.dtype).
-ops::MhcCoefficients Magi2Model::branch_coefficients(int64_t i, const Magi2Plan& p,
+// sigmoid / Sinkhorn, cast to the stream dtype (the reference's out_dtype = s.dtype). The points
+// mhc.{i}.norm and mhc.{i}.coef (part = branch) only bound the stretches bench step times.
+ops::MhcCoefficients Magi2Model::branch_coefficients(int64_t i, int branch, const Magi2Plan& p,
                                                      const Tensor& s,
                                                      const MhcBranchWeights& b) const {
   const LayerWeights& lw = w_.layers[i];
   const Tensor* grp = lw.groups > 1 ? &p.group : nullptr;
   const Tensor y =
       ops::rms_norm(ctx_, s, ops::RmsNormWeight{lw.mhc_norm, true, grp}, kNormEps, DType::F32);
-  return ops::mhc_coefficients(ctx_, ops::matmul(ctx_, y, b.phi), b.coef, config_.mhc_num_stream,
-                               act_);
+  ops::observe(ctx_, {"mhc.{}.norm", i, branch}, y);
+  ops::MhcCoefficients co = ops::mhc_coefficients(ctx_, ops::matmul(ctx_, y, b.phi), b.coef,
+                                                  config_.mhc_num_stream, act_);
+  ops::observe(ctx_, {"mhc.{}.coef", i, branch}, co.h_pre);
+  return co;
 }
 
 // PreAdapter: each modality's embedder on its first C_m channels, in permuted order; then the time
@@ -173,7 +177,9 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   const LayerWeights& lw = w_.layers[i];
   const int64_t L = p.tokens(), n = c.mhc_num_stream, hidden = c.hidden_size;
   auto packed = [&](const Tensor& t) { return ops::gather_rows(ctx, t, p.inv); };
-  auto coefficients = [&](const MhcBranchWeights& b) { return branch_coefficients(i, p, s, b); };
+  auto coefficients = [&](int branch, const MhcBranchWeights& b) {
+    return branch_coefficients(i, branch, p, s, b);
+  };
   auto observe_coefficients = [&](const ops::MhcCoefficients& co, const char* pre, const char* post,
                                   const char* res) {
     ops::observe_lazy(ctx, {pre, i}, [&] { return packed(co.h_pre); });
@@ -182,7 +188,7 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   };
 
   // Attention branch: the mHC mix into the branch input, the branch, the mix back into the streams.
-  const ops::MhcCoefficients ca = coefficients(lw.mhc_attn);
+  const ops::MhcCoefficients ca = coefficients(0, lw.mhc_attn);
   observe_coefficients(ca, "layers.{}.mhc.attn.h_pre", "layers.{}.mhc.attn.h_post",
                        "layers.{}.mhc.attn.h_res");
   Tensor attn_in = ctx.empty({L, hidden}, act_);
@@ -193,9 +199,10 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   ops::observe(ctx, {"attn.{}.out", i}, attn_out);
   ops::observe_lazy(ctx, {"layers.{}.attn_out", i}, [&] { return packed(attn_out); });
   ops::mhc_hyper_connect_(ctx, s, attn_out, ca.h_post, ca.h_res, n);
+  ops::observe(ctx, {"mhc.{}.post", i, 0}, s);
 
   // MLP branch.
-  const ops::MhcCoefficients cm = coefficients(lw.mhc_mlp);
+  const ops::MhcCoefficients cm = coefficients(1, lw.mhc_mlp);
   observe_coefficients(cm, "layers.{}.mhc.mlp.h_pre", "layers.{}.mhc.mlp.h_post",
                        "layers.{}.mhc.mlp.h_res");
   Tensor mlp_in = ctx.empty({L, hidden}, act_);
@@ -206,6 +213,7 @@ void Magi2Model::layer(int64_t i, const Magi2Plan& p, Tensor& s) const {
   ops::observe(ctx, {"mlp.{}.out", i}, mlp_out);
   ops::observe_lazy(ctx, {"layers.{}.mlp_out", i}, [&] { return packed(mlp_out); });
   ops::mhc_hyper_connect_(ctx, s, mlp_out, cm.h_post, cm.h_res, n);
+  ops::observe(ctx, {"mhc.{}.post", i, 1}, s);
   ops::observe_lazy(ctx, {"layers.{}.output", i}, [&] { return packed(s); });
 }
 

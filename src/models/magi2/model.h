@@ -82,8 +82,9 @@ class Magi2Model {
  private:
   Tensor embed(const Magi2Plan& p, const Tensor& x, const Tensor& time) const;
   void layer(int64_t i, const Magi2Plan& p, Tensor& s) const;
-  ops::MhcCoefficients branch_coefficients(int64_t i, const Magi2Plan& p, const Tensor& s,
-                                           const MhcBranchWeights& b) const;
+  // branch: 0 attention, 1 MLP (the part of the timing points mhc.{i}.norm / mhc.{i}.coef).
+  ops::MhcCoefficients branch_coefficients(int64_t i, int branch, const Magi2Plan& p,
+                                           const Tensor& s, const MhcBranchWeights& b) const;
   Tensor attention(int64_t i, const Magi2Plan& p, const Tensor& attn_in) const;
   Tensor dense_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const;
   Tensor post_adapter(const Magi2Plan& p, const Tensor& s) const;
