@@ -11,6 +11,7 @@
 #include "backend/cuda/context.h"
 #include "ops/activation.h"
 #include "ops/cuda/modulation_kernels.h"
+#include "ops/cuda/vec8.cuh"
 
 namespace avdit::cuda {
 namespace {
@@ -41,34 +42,6 @@ __global__ void binary_kernel(Binary op, const void* a, Elt at, const void* b, E
 // 16-byte loads and stores (two per operand in F32). The scalar kernel's arithmetic (fp32, one rounding
 // on store), so both give the same bits; the scalar kernel moved 2-byte pieces at about a third of the
 // bandwidth (the MoE sub-layer's two residual adds: 1.9 ms at T = 65,536).
-template <class T>
-__device__ __forceinline__ void load8(const T* p, int64_t i, float (&v)[8]) {
-  if constexpr (std::is_same_v<T, float>) {
-    const float4 x = reinterpret_cast<const float4*>(p)[2 * i], z = reinterpret_cast<const float4*>(p)[2 * i + 1];
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = z.x, v[5] = z.y, v[6] = z.z, v[7] = z.w;
-  } else {
-    const uint4 x = reinterpret_cast<const uint4*>(p)[i];
-    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&x);
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = __bfloat1622float2(h[k]);
-      v[2 * k] = f.x, v[2 * k + 1] = f.y;
-    }
-  }
-}
-
-template <class T>
-__device__ __forceinline__ void store8(T* p, int64_t i, const float (&v)[8]) {
-  if constexpr (std::is_same_v<T, float>) {
-    reinterpret_cast<float4*>(p)[2 * i] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(p)[2 * i + 1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    uint4 x;
-    auto* h = reinterpret_cast<__nv_bfloat162*>(&x);
-    for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-    reinterpret_cast<uint4*>(p)[i] = x;
-  }
-}
-
 template <class TA, class TB, class TY>
 __global__ void binary_vec_kernel(Binary op, const TA* a, const TB* b, TY* y, int64_t n8) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n8; i += int64_t{gridDim.x} * blockDim.x) {
