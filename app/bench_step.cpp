@@ -140,7 +140,7 @@ std::unique_ptr<Marks> make_marks(ops::Context& ctx, std::function<bool(const Po
 
 // kRest collects what no other stage names; MAGI-2's mHC stretches are kept apart (they sum into
 // "rest s" in the report, and each is also reported on its own).
-enum Stage { kAttention = 0, kMoe, kGemm, kRest, kMhcNorm, kMhcPhi, kMhcPre, kMhcPost, kStages };
+enum Stage { kAttention = 0, kMoe, kGemm, kRest, kMhcLogits, kMhcCoef, kMhcPre, kMhcPost, kStages };
 
 // The points that bound each family's stretches, and the stage of the stretch each one ends.
 struct StagePoint {
@@ -149,11 +149,11 @@ struct StagePoint {
 };
 // MAGI-2 (models/magi2/model.cpp): the stretch before attn.{}.core_in is the pre-norm, the g and
 // qkv GEMMs and the q/k prologue (norm, RoPE); mlp.{}.out ends the dense MLP when it follows
-// mlp.{}.in (a dense layer) and nothing of note after moe.{}.out. Each mHC branch: mhc.{}.norm
-// ends the fp32 RMS norm of the flat streams, mhc.{}.coef the phi GEMM and the Sinkhorn epilogue,
-// attn/mlp.{}.in the pre-mix, mhc.{}.post the hyper-connection back into the streams.
+// mlp.{}.in (a dense layer) and nothing of note after moe.{}.out. Each mHC branch: mhc.{}.logits
+// ends the logits (the RMS norm of the flat streams and the phi product), mhc.{}.coef the sigmoid /
+// Sinkhorn epilogue, attn/mlp.{}.in the pre-mix, mhc.{}.post the hyper-connection into the streams.
 constexpr StagePoint kMagi2Points[] = {
-    {"mhc.{}.norm", kMhcNorm}, {"mhc.{}.coef", kMhcPhi},     {"mhc.{}.post", kMhcPost},
+    {"mhc.{}.logits", kMhcLogits}, {"mhc.{}.coef", kMhcCoef},     {"mhc.{}.post", kMhcPost},
     {"attn.{}.in", kMhcPre},   {"attn.{}.core_in", kGemm},   {"attn.{}.core", kAttention},
     {"attn.{}.out", kGemm},    {"mlp.{}.in", kMhcPre},       {"moe.{}.norm", kRest},
     {"moe.{}.split", kGemm},  {"moe.{}.router", kMoe},    {"moe.{}.experts", kMoe},
@@ -349,9 +349,9 @@ void report_row(bench::Report& rep, const StepBenchOptions& o, const Case& k,
   const double att = r.stages.ms[kAttention] / 1e3, moe = r.stages.ms[kMoe] / 1e3,
                gemm = r.stages.ms[kGemm] / 1e3;
   const double rest = s - att - moe - gemm;
-  const double mhc_norm = r.stages.ms[kMhcNorm] / 1e3, mhc_phi = r.stages.ms[kMhcPhi] / 1e3,
+  const double mhc_logits = r.stages.ms[kMhcLogits] / 1e3, mhc_coef = r.stages.ms[kMhcCoef] / 1e3,
                mhc_pre = r.stages.ms[kMhcPre] / 1e3, mhc_post = r.stages.ms[kMhcPost] / 1e3;
-  const double mhc = mhc_norm + mhc_phi + mhc_pre + mhc_post;
+  const double mhc = mhc_logits + mhc_coef + mhc_pre + mhc_post;
   auto pct = [&](double x) { return s > 0 ? 100 * x / s : 0.0; };
   auto rate = [](double flop, double sec) { return sec > 0 ? flop / sec / 1e12 : 0.0; };
   rep.row();
@@ -377,8 +377,8 @@ void report_row(bench::Report& rep, const StepBenchOptions& o, const Case& k,
   rep.set("rest %", pct(rest), 0);
   if (o.family == "magi2") {  // the parts of rest
     rep.set("mhc s", mhc, 3);
-    rep.set("mhc norm s", mhc_norm, 3);
-    rep.set("mhc phi s", mhc_phi, 3);
+    rep.set("mhc logits s", mhc_logits, 3);
+    rep.set("mhc coef s", mhc_coef, 3);
     rep.set("mhc pre s", mhc_pre, 3);
     rep.set("mhc post s", mhc_post, 3);
     rep.set("rest other s", rest - mhc, 3);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ops/dispatch.h"
+#include "ops/norm.h"
 
 namespace avdit::ops {
 
@@ -32,6 +33,7 @@ struct MhcCoefficients {
 };
 
 namespace cpu {
+void mhc_logits(const Tensor& s, const RmsNormWeight& w, float eps, const Tensor& phi, Tensor& out);
 void mhc_coefficients(const Tensor& logits, const MhcParams& p, int64_t n, DType round,
                       MhcCoefficients& out);
 void mhc_apply_pre(const Tensor& s, const Tensor& h_pre, int64_t n, Tensor& out);
@@ -39,12 +41,27 @@ void mhc_hyper_connect_(Tensor& s, const Tensor& o, const Tensor& h_post, const 
                         int64_t n);
 }  // namespace cpu
 namespace cuda {
+void mhc_logits(CudaContext& c, const Tensor& s, const RmsNormWeight& w, float eps,
+                const Tensor& phi, Tensor& out);
 void mhc_coefficients(CudaContext& c, const Tensor& logits, const MhcParams& p, int64_t n,
                       DType round, MhcCoefficients& out);
 void mhc_apply_pre(CudaContext& c, const Tensor& s, const Tensor& h_pre, int64_t n, Tensor& out);
 void mhc_hyper_connect_(CudaContext& c, Tensor& s, const Tensor& o, const Tensor& h_post,
                         const Tensor& h_res, int64_t n);
 }  // namespace cuda
+
+// The coefficient logits h = RMSNorm(s) . phi, F32 [L, C]: the RMS norm of each token's flat state
+// s [L, n*hidden] (weight convention and per-token weight rows of `w`, eps) in fp32, times phi F32
+// [n*hidden, C]. The CPU forms the normed rows and multiplies them (the reference's two steps); the
+// GPU makes one pass over s with the normed rows never stored (sum of squares and the C dot
+// products together, the 1/rms factor applied last), so the two differ in fp32 summation order
+// only.
+inline Tensor mhc_logits(Context& ctx, const Tensor& s, const RmsNormWeight& w, float eps,
+                         const Tensor& phi) {
+  Tensor out = ctx.empty({s.size(0), phi.size(1)}, DType::F32);
+  AVDIT_OP(ctx, mhc_logits, s, w, eps, phi, out);
+  return out;
+}
 
 // From logits h = RMSNorm(s) . phi (F32 [L, 2n + n*n], columns pre | post | res):
 // h_pre = sigmoid(a_pre h + b_pre), h_post = 2 sigmoid(a_post h + b_post), h_res = Sinkhorn(a_res h

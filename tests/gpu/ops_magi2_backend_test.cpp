@@ -99,6 +99,37 @@ TEST_F(Magi2BackendOps, MhcCoefficientsAndMixing) {
   }
 }
 
+// The coefficient logits: the fused kernel (BF16 / F16 streams, K a multiple of 64, 2n + n^2 of 8,
+// 15 or 24) at the preview's real width and at small odd token counts, per weight dtype and with
+// per-modality weight rows; the CPU's two steps (norm, then product) for the other cases.
+TEST_F(Magi2BackendOps, MhcLogits) {
+  struct Case {
+    int64_t L, hidden, n, groups;
+    DType s, w;
+    bool weight = true;
+  };
+  for (const Case cs :
+       {Case{37, 128, 4, 3, DType::BF16, DType::F32},
+        Case{300, 3072, 4, 3, DType::BF16, DType::F32},
+        Case{257, 3072, 4, 1, DType::BF16, DType::BF16}, Case{5, 64, 3, 2, DType::F16, DType::F32},
+        Case{9, 16, 2, 1, DType::BF16, DType::F32, false},
+        Case{17, 65, 4, 3, DType::BF16, DType::F32},     // K not a multiple of 64
+        Case{11, 128, 4, 3, DType::F32, DType::F32}}) {  // fp32 streams
+    const int64_t K = cs.n * cs.hidden, C = 2 * cs.n + cs.n * cs.n;
+    const Layout lay = layout(cs.L, cs.groups, 21);
+    const Tensor s = random_tensor({cs.L, K}, cs.s, 22, 1.5f);
+    const Tensor w = cs.weight ? random_tensor({cs.groups, K}, cs.w, 23, 0.2f) : Tensor();
+    const Tensor phi = random_tensor({K, C}, DType::F32, 24, 0.05f);
+    check({fmt::format("mhc_logits L {} K {} C {} groups {} s {} w {}", cs.L, K, C, cs.groups,
+                       dtype_name(cs.s), w.defined() ? dtype_name(cs.w) : "none"),
+           kF32, [&](Context& c) {
+             const Tensor grp = c.upload(lay.group), wd = w.defined() ? c.upload(w) : Tensor();
+             const RmsNormWeight nw{wd, true, cs.groups > 1 ? &grp : nullptr};
+             return std::vector<Tensor>{mhc_logits(c, c.upload(s), nw, 1e-6f, c.upload(phi))};
+           }});
+  }
+}
+
 TEST_F(Magi2BackendOps, EmbeddingAndTables) {
   for (auto [L, R, tc] : {std::tuple{7, 33, 5}, {300, 12288, 64}}) {
     const Layout lay = layout(L, 3, 10);
@@ -270,7 +301,7 @@ TEST_F(Magi2BackendOps, RoutedExpertsAndOutput) {
                w.inter = cs.De, w.begin = 0, w.end = cs.E;
                w.gate = {wg}, w.up = {wu}, w.down = {wd};
                w = prepare_experts(c, w, mc, d);
-               const Routing rc{c.upload(r.indices), c.upload(r.weights), Tensor()};
+               const Routing rc{c.upload(r.indices), c.upload(r.weights), Tensor(), Tensor()};
                Tensor cat = c.zeros({cs.T, W + Is}, d);
                routed_experts(c, c.upload(x), rc, w, mc, cat);
                return std::vector<Tensor>{cat};

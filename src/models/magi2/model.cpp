@@ -126,17 +126,17 @@ Tensor Magi2Model::forward(const Magi2Plan& p, const Tensor& x_any, const Tensor
 // The mHC coefficients of one branch of layer i: RMSNorm of the flat state with the per-modality
 // mhc_norm rows (the same weight for both branches), the phi GEMM in fp32, then sigmoid / 2
 // sigmoid / Sinkhorn, cast to the stream dtype (the reference's out_dtype = s.dtype). The points
-// mhc.{i}.norm and mhc.{i}.coef (part = branch) only bound the stretches bench step times.
+// mhc.{i}.logits (norm + phi) and mhc.{i}.coef (part = branch) only bound the
+// stretches bench step times.
 ops::MhcCoefficients Magi2Model::branch_coefficients(int64_t i, int branch, const Magi2Plan& p,
                                                      const Tensor& s,
                                                      const MhcBranchWeights& b) const {
   const LayerWeights& lw = w_.layers[i];
   const Tensor* grp = lw.groups > 1 ? &p.group : nullptr;
-  const Tensor y =
-      ops::rms_norm(ctx_, s, ops::RmsNormWeight{lw.mhc_norm, true, grp}, kNormEps, DType::F32);
-  ops::observe(ctx_, {"mhc.{}.norm", i, branch}, y);
-  ops::MhcCoefficients co = ops::mhc_coefficients(ctx_, ops::matmul(ctx_, y, b.phi), b.coef,
-                                                  config_.mhc_num_stream, act_);
+  const Tensor h =
+      ops::mhc_logits(ctx_, s, ops::RmsNormWeight{lw.mhc_norm, true, grp}, kNormEps, b.phi);
+  ops::observe(ctx_, {"mhc.{}.logits", i, branch}, h);
+  ops::MhcCoefficients co = ops::mhc_coefficients(ctx_, h, b.coef, config_.mhc_num_stream, act_);
   ops::observe(ctx_, {"mhc.{}.coef", i, branch}, co.h_pre);
   return co;
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/cpu/common.h"
+#include "ops/linear.h"
 #include "ops/mhc.h"
 
 namespace avdit::ops::cpu {
@@ -33,6 +34,16 @@ void sinkhorn(float* m, int64_t n) {
 }
 
 }  // namespace
+
+void mhc_logits(const Tensor& s, const RmsNormWeight& w, float eps, const Tensor& phi,
+                Tensor& out) {
+  AVDIT_CHECK(s.ndim() == 2 && phi.ndim() == 2 && phi.size(0) == s.size(1) &&
+                  out.numel() == s.size(0) * phi.size(1),
+              "mhc_logits: s {} phi {} out {}", s.shape_str(), phi.shape_str(), out.shape_str());
+  Tensor y = Tensor::empty(s.shape(), DType::F32);
+  rms_norm(s, w, eps, y);
+  matmul(y, phi, out);
+}
 
 void mhc_coefficients(const Tensor& logits_in, const MhcParams& p, int64_t n, DType round,
                       MhcCoefficients& c) {
