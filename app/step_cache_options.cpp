@@ -42,7 +42,8 @@ nlohmann::json StepCacheRun::json(const std::vector<double>& step_seconds) const
           {"skipped", r.skipped()},
           {"ideal_speedup", r.ideal_speedup()},
           {"computed_step_seconds_median", num(computed)},
-          {"skipped_step_seconds_median", num(skipped)}};
+          {"skipped_step_seconds_median", num(skipped)},
+          {"step_seconds", step_seconds}};
 }
 
 }  // namespace avdit::app
