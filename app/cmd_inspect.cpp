@@ -135,13 +135,7 @@ std::optional<json> config_for(const fs::path& path, const Checkpoint* ckpt) {
 }
 
 bool has_weights(const fs::path& path) {
-  if (fs::is_directory(path)) {
-    for (const auto& e : fs::directory_iterator(path)) {
-      const auto n = e.path().filename().string();
-      if (n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")) return true;
-    }
-    return false;
-  }
+  if (fs::is_directory(path)) return Checkpoint::folder_has_weights(path);
   const auto n = path.filename().string();
   return n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json");
 }
@@ -181,8 +175,11 @@ int inspect_pipeline(const fs::path& p, bool as_json) {
     json rows = json::array();
     for (const auto& r : plan)
       rows.push_back({{"stage", r.stage}, {"component", r.component}, {"path", r.path}, {"kind", r.kind},
-                      {"files", r.files}, {"disk_bytes", r.disk_bytes}, {"params", r.params},
-                      {"read_bytes", r.read_bytes}, {"gpu_weight_bytes", r.resident_bytes}});
+                      {"files", r.files}, {"disk_bytes", r.disk_bytes},
+                      {"configs_only", r.configs_only},
+                      {"params", r.configs_only ? json(nullptr) : json(r.params)},
+                      {"read_bytes", r.configs_only ? json(nullptr) : json(r.read_bytes)},
+                      {"gpu_weight_bytes", r.configs_only ? json(nullptr) : json(r.resident_bytes)}});
     std::cout << json{{"path", p.string()},
                       {"pipeline", pipeline::pipeline_family_name(c.family)},
                       {"components", rows},
@@ -195,12 +192,19 @@ int inspect_pipeline(const fs::path& p, bool as_json) {
   std::cout << fmt::format("# {} ({} pipeline)\n\n", p.string(), pipeline::pipeline_family_name(c.family));
   std::cout << "| stage | component | kind | folder | files | on disk | parameters read | GPU weights (bf16 run) |\n"
                "|---|---|---|---|---:|---:|---:|---:|\n";
-  for (const auto& r : plan)
+  bool weightless = false;
+  for (const auto& r : plan) {
+    weightless = weightless || r.configs_only;
+    const std::string params = r.configs_only ? "configs only" : human(static_cast<double>(r.params), "");
+    const std::string gpu = r.configs_only ? "-" : human(static_cast<double>(r.resident_bytes), "B");
     std::cout << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.stage, r.component, r.kind, r.path,
-                             r.files, human(static_cast<double>(r.disk_bytes), "B"),
-                             human(static_cast<double>(r.params), ""),
-                             human(static_cast<double>(r.resident_bytes), "B"));
-  std::cout << fmt::format(
+                             r.files, human(static_cast<double>(r.disk_bytes), "B"), params, gpu);
+  }
+  if (weightless)
+    std::cout << "\nComponents marked 'configs only' have no weight files: `avdit generate --random-weights` runs "
+                 "them with random weights.\n";
+  if (peak > 0)
+    std::cout << fmt::format(
       "\nEach stage frees its component before the next loads, so the GPU holds at most {} of weights "
       "(plus the stage's activations; `avdit generate` prints each stage's measured peak). On disk: {}.\n",
       human(static_cast<double>(peak), "B"), human(static_cast<double>(disk), "B"));

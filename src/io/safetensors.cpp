@@ -219,6 +219,17 @@ fs::path shard_path(const fs::path& index, const std::string& shard, const std::
 
 }  // namespace
 
+bool Checkpoint::folder_has_weights(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json") ||
+        is_torch_checkpoint_name(e.path()))
+      return true;
+  }
+  return false;
+}
+
 Checkpoint Checkpoint::open(const fs::path& path, const Wanted& wanted) {
   Checkpoint c;
   c.source_ = path;

@@ -73,6 +73,9 @@ class Checkpoint {
   // that hold one (the rest of its index is not checked): a model that uses part of a larger
   // checkpoint (a text encoder's first K layers) never opens the shards of the other layers.
   static Checkpoint open(const std::filesystem::path& path, const Wanted& wanted = {});
+  // Whether open(folder) would find weights there: a .safetensors file or index, or a PyTorch
+  // checkpoint (a folder of configs alone, as `avdit init --configs-only` writes, has none).
+  static bool folder_has_weights(const std::filesystem::path& dir);
 
   std::vector<std::string> names() const;
   bool contains(std::string_view name) const;

@@ -47,6 +47,10 @@ ComponentPlan component(const std::string& stage, const std::string& what, const
       ++p.files;
       p.disk_bytes += static_cast<int64_t>(e.file_size(ec));
     }
+  if (!Checkpoint::folder_has_weights(dir)) {
+    p.configs_only = true;
+    return p;
+  }
   const Checkpoint ckpt = Checkpoint::open(dir, read ? Checkpoint::Wanted(read) : Checkpoint::Wanted());
   for (const std::string& n : ckpt.names()) {
     const TensorInfo& i = ckpt.info(n);

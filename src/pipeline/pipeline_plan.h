@@ -20,6 +20,7 @@ struct ComponentPlan {
   int64_t params = 0;      // parameters the run reads (H3's encoder: 50 of 64 layers)
   int64_t read_bytes = 0;  // their bytes on disk
   int64_t resident_bytes = 0;  // on the GPU during the stage: the read parameters in `dtype`
+  bool configs_only = false;   // no weight files (`generate --random-weights` runs such a folder)
 };
 
 // One row per component in stage order. `resident_dtype_bytes`: 2 for a bf16 run, 4 for fp32

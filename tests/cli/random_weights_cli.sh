@@ -26,6 +26,10 @@ for f in model_index.json transformer/config.json text_encoder/config.json token
   [ -f "$tmp/h3/$f" ] || fail "h3 --configs-only: no $f"
 done
 
+# inspect reads a weightless folder: each component listed, marked configs only.
+"$avdit" inspect "$tmp/h3" >"$tmp/inspect.txt" 2>&1 || fail "inspect configs-only: $(cat "$tmp/inspect.txt")"
+[ "$(grep -c "| configs only | - |$" "$tmp/inspect.txt")" = 4 ] || fail "inspect configs-only: $(cat "$tmp/inspect.txt")"
+
 P="A red fox runs through fresh snow at dawn."
 h3() { "$avdit" generate --model "$tmp/h3" --random-weights --prompt "$P" --frames 22 --height 64 --width 96 --steps 2 "$@"; }
 m2() { "$avdit" generate --model "$tmp/m2" --random-weights --prompt "$P" --seconds 2 --height 64 --width 96 --steps 2 "$@"; }
