@@ -2,12 +2,14 @@
 // document as one dense graph, the rest as one ragged graph), cuDNN's own sink token where it has
 // one (>= 9.13) and the gate in one pass after it; the exact LSE correction where it has none; the
 // portable fp32 kernel for F32 and whatever cuDNN refuses. Both take a causal mask (per segment).
+// Head dims beyond both (> 256) go through GEMMs (attention_gemm.h).
 #include <cmath>
 
 #include "backend/cuda/context.h"
 #include "core/log.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/attention_gemm.h"
 #include "ops/cuda/attention_portable.h"
 #include "ops/random.h"
 #include "ops/rows.h"
@@ -153,6 +155,14 @@ void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
     AVDIT_CHECK(gate->numel() == S * Hq, "attention: gate {} for {} x {}", gate->shape_str(), S,
                 Hq);
   if (S == 0) return;
+  if (D > ::avdit::cuda::kPortableMaxHeadDim) {  // beyond every flash kernel here: by GEMMs
+    AVDIT_REQUIRE(!sinks && !gate && !seg.causal,
+                  "attention: head dim {} (> {}) runs by GEMMs on CUDA, without sinks, gate or a "
+                  "causal mask",
+                  D, ::avdit::cuda::kPortableMaxHeadDim);
+    gemm_attention(c, q, k, v, scale, seg.cu, out);
+    return;
+  }
   if (q.dtype() != DType::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
       via_cudnn(c, q, k, v, scale, seg, sinks, gate, out))
     return;

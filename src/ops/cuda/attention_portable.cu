@@ -11,7 +11,7 @@
 namespace avdit::cuda {
 namespace {
 
-constexpr int kMaxHeadDim = 256;
+constexpr int kMaxHeadDim = static_cast<int>(kPortableMaxHeadDim);
 constexpr int kPerLane = kMaxHeadDim / 32;  // head dims held by each lane (d = lane + 32 j)
 constexpr int kWarpsPerBlock = 4;
 

@@ -6,6 +6,8 @@
 
 namespace avdit::cuda {
 
+inline constexpr int64_t kPortableMaxHeadDim = 256;  // the most head dims the kernel holds
+
 // As ops::attention: q [S, Hq, D], k, v [S, Hkv, D]; cu_seqlens I32 [n + 1] on the device
 // (undefined: one segment); sinks F32 [Hq]; gate [S, Hq]; y [S, Hq, D] preallocated. causal: query
 // s sees the keys of its segment up to s.
