@@ -1,9 +1,11 @@
 // Philox4x32-10 and the Gaussian sampler built on it (see rng.h for the exact definition).
 #include "core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace avdit {
 
@@ -45,13 +47,22 @@ float rng_normal(uint64_t seed, uint64_t stream, uint64_t index) {
 void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, float mean, float std) {
   float* p = t.f32();
   const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; i += 2) {
-    const auto r = draw(seed, stream, static_cast<uint64_t>(i) / 2);
-    const double radius = std::sqrt(-2.0 * std::log(to_unit(r[0])));
-    const double angle = 2.0 * M_PI * to_unit(r[1]);
-    p[i] = mean + std * static_cast<float>(radius * std::cos(angle));
-    if (i + 1 < n) p[i + 1] = mean + std * static_cast<float>(radius * std::sin(angle));
-  }
+  auto fill = [&](int64_t begin, int64_t end) {  // begin even: whole Box-Muller pairs
+    for (int64_t i = begin; i < end; i += 2) {
+      const auto r = draw(seed, stream, static_cast<uint64_t>(i) / 2);
+      const double radius = std::sqrt(-2.0 * std::log(to_unit(r[0])));
+      const double angle = 2.0 * M_PI * to_unit(r[1]);
+      p[i] = mean + std * static_cast<float>(radius * std::cos(angle));
+      if (i + 1 < n) p[i + 1] = mean + std * static_cast<float>(radius * std::sin(angle));
+    }
+  };
+  // Each value depends on its index alone, so chunks on threads give the same bits; large tensors
+  // (a release-size random decoder is 9 GB of fp32) are otherwise minutes of one core.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  if (n <= kChunk) return fill(0, n);
+  static ThreadPool pool(default_thread_count());
+  pool.run((n + kChunk - 1) / kChunk,
+           [&](int64_t c) { fill(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 uint64_t stream_id(const char* name) {

@@ -38,6 +38,17 @@ TEST(SampleNoise, LayoutIndependent) {
   EXPECT_EQ(odd.f32()[4], a.f32()[4]);
 }
 
+TEST(SampleNoise, LargeFillsAreChunkedWithoutChangingAValue) {
+  // Above 2^20 elements the fill runs in chunks on threads: every value, at the chunk edges and at
+  // the odd tail, is still rng_normal(seed, stream, i).
+  const int64_t n = 3 * (int64_t{1} << 20) + 5;
+  Tensor t = Tensor::empty({n}, DType::F32);
+  fill_normal(t, 11, 5, 0.5f, 2.f);
+  for (int64_t i : {int64_t{0}, int64_t{1}, (int64_t{1} << 20) - 1, int64_t{1} << 20,
+                    (int64_t{1} << 21) + 1, n - 2, n - 1})
+    EXPECT_EQ(t.f32()[i], 0.5f + 2.f * rng_normal(11, 5, static_cast<uint64_t>(i))) << i;
+}
+
 TEST(SampleNoise, LooksGaussian) {
   const Tensor a = make_noise({1 << 16}, 1, kVideoNoiseStream);
   double sum = 0, sq = 0;
