@@ -6,7 +6,8 @@
 #   CASES  words of FAMILY:NAME:STEPS[:ARGS with commas for spaces], run in order with one cache
 #          (so the second run of a prompt is warm), e.g. "h3:cold:2 h3:warm:2 magi2:cold:2:--no-refine"
 #   RUN_S  timeout of one run (default 240); SIZE full (default) or tiny, DEVICE cuda (default) or cpu
-# Prints each run's output (stage table or --json) to stdout. The mp4 files stay in /tmp (a
+#   CLIP   mp4 (default) or safetensors (frames + waveform: a build without FFmpeg, as on the device)
+# Prints each run's output (stage table or --json) to stdout. The clips stay in /tmp (a
 # random-weight clip is noise, megabytes per second); their sizes and SHA-256 are printed.
 set -uo pipefail
 A=${A:?set A to the built avdit}
@@ -23,9 +24,10 @@ for c in ${CASES:?}; do
   log="/tmp/$fam-$name.txt"
   echo "## $fam $name: generate --random-weights --steps $steps ${extra[*]} ($((SECONDS - t0)) s)"
   timeout "${RUN_S:-240}" "$A" generate --model "/tmp/$fam-full" --random-weights --prompt "$P" \
-    --steps "$steps" --device "${DEVICE:-cuda}" --precision bf16 "${extra[@]}" --out "/tmp/$fam-$name.mp4" \
+    --steps "$steps" --device "${DEVICE:-cuda}" --precision bf16 "${extra[@]}" --out "/tmp/$fam-$name.${CLIP:-mp4}" \
     >"$log" 2>&1
   echo "exit $? ($((SECONDS - t0)) s)"
   grep -v "it/s\|s/it" "$log"
-  [ -f "/tmp/$fam-$name.mp4" ] && echo "mp4: $(stat -c %s "/tmp/$fam-$name.mp4") bytes, sha256 $(sha256sum "/tmp/$fam-$name.mp4" | cut -c1-64)"
+  clip="/tmp/$fam-$name.${CLIP:-mp4}"
+  [ -f "$clip" ] && echo "clip: $(stat -c %s "$clip") bytes, sha256 $(sha256sum "$clip" | cut -c1-64)"
 done
