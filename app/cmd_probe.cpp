@@ -170,7 +170,6 @@ int run_probe(const ProbeArgs& a) {
   so.fixed_k = fixed_k;
   so.query_stride = a.query_stride;
   so.steps = probed;
-  so.threads = default_thread_count();
   analysis::AttentionSparsityProbe probe(analysis::h3_sparsity_layout(layout),
                                          c.num_attention_heads, c.attention_head_dim,
                                          1.0 / std::sqrt(double(c.attention_head_dim)), so);

@@ -81,12 +81,14 @@ TEST(AttentionSparsity, EqualsBruteForceOnARandomLayout) {
   for (float& v : q) v = nd(rng);
   for (float& v : k) v = nd(rng);
   const SparsityLayout l = SparsityLayout::make(frame, 0, 45);
+  ops::CpuContext ctx;
+  const Tensor qt = Tensor::from_floats(q, {S, heads, D}), kt = Tensor::from_floats(k, {S, heads, D});
   EXPECT_EQ(l.video_rows(), 30);
   EXPECT_EQ(l.pattern_keys, (std::vector<int64_t>{25, 25, 25}));
   for (const int64_t fixed_k : {int64_t{0}, int64_t{4}})
     for (int64_t h = 0; h < heads; ++h) {
       const double scale = 1 / std::sqrt(double(D));
-      const HeadMass m = head_mass(q.data(), k.data(), heads, D, h, scale, l, 1, fixed_k, nullptr);
+      const HeadMass m = head_mass(ctx, qt, kt, h, scale, l, 1, fixed_k);
       const auto want = brute(q, k, heads, D, h, scale, frame, 0, 45, fixed_k);
       ASSERT_EQ(m.queries, 30);
       ASSERT_EQ(want.size(), 30u);
@@ -100,7 +102,7 @@ TEST(AttentionSparsity, EqualsBruteForceOnARandomLayout) {
       EXPECT_NEAR(m.topk_median, median(tk), 1e-5);
       EXPECT_NEAR(m.pattern_median, median(pt), 1e-5);
       // A strided sample measures the same queries' values.
-      const HeadMass s = head_mass(q.data(), k.data(), heads, D, h, scale, l, 7, fixed_k, nullptr);
+      const HeadMass s = head_mass(ctx, qt, kt, h, scale, l, 7, fixed_k);
       ASSERT_EQ(s.queries, 5);
       for (int64_t i = 0; i < 5; ++i) EXPECT_NEAR(s.pattern[i], want[i * 7].second, 1e-5);
     }

@@ -5,9 +5,9 @@
 #include <map>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "models/h3/packing.h"
 #include "ops/context.h"
+#include "ops/rows.h"
 #include "sample/sampler_loop.h"
 
 namespace avdit::analysis {
@@ -36,7 +36,6 @@ AttentionSparsityProbe::AttentionSparsityProbe(SparsityLayout layout, int64_t he
       head_dim_(head_dim),
       scale_(scale),
       o_(std::move(options)) {
-  if (o_.threads > 1) pool_ = std::make_unique<ThreadPool>(o_.threads);
 }
 
 AttentionSparsityProbe::~AttentionSparsityProbe() = default;
@@ -57,19 +56,19 @@ void AttentionSparsityProbe::on(ops::Context& ctx, const Point& p, Tensor& t) {
   if (p.is("block{}_q_rope")) {
     if (p.index == 0) ++calls_;
     if (calls_ > 1) return;
-    q_ = ctx.download(t).to_f32().clone();
+    q_ = ops::clone(ctx, t);  // on the model's device: the masses are computed there
     return;
   }
   if (calls_ > 1 || !q_.defined()) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const Tensor k = ctx.download(t).to_f32();
+  const Tensor& k = t;
   AVDIT_CHECK(
       k.ndim() == 3 && k.size(1) == heads_ && k.size(2) == head_dim_ && q_.shape() == k.shape(),
       "attention probe: q {} k {} for {} heads of {}", q_.shape_str(), k.shape_str(), heads_,
       head_dim_);
   for (int64_t h = 0; h < heads_; ++h) {
-    const HeadMass m = head_mass(q_.f32(), k.f32(), heads_, head_dim_, h, scale_, layout_,
-                                 o_.query_stride, o_.fixed_k, pool_.get());
+    const HeadMass m =
+        head_mass(ctx, q_, k, h, scale_, layout_, o_.query_stride, o_.fixed_k);
     triples_.push_back({step_, static_cast<int>(p.index), static_cast<int>(h), m.queries, m.k,
                         m.topk_median, m.pattern_median});
   }

@@ -28,7 +28,6 @@ struct SparsityOptions {
   int64_t fixed_k = 0;       // 0: the pattern's key count
   int64_t query_stride = 1;  // every n-th video query
   std::set<int> steps;       // empty: every step
-  int threads = 1;
 };
 
 struct TripleMass {
@@ -69,7 +68,6 @@ class AttentionSparsityProbe final : public Probe {
   int64_t heads_, head_dim_;
   double scale_;
   SparsityOptions o_;
-  std::unique_ptr<ThreadPool> pool_;
   int step_ = -1, calls_ = 0;
   Tensor q_;
   std::vector<TripleMass> triples_;

@@ -6,7 +6,8 @@
 #include <map>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
+#include "ops/attention_mass.h"
+#include "ops/context.h"
 
 namespace avdit::analysis {
 
@@ -44,60 +45,32 @@ SparsityLayout SparsityLayout::make(std::vector<int64_t> frame, int64_t begin, i
   return l;
 }
 
-HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int64_t head,
-                   double scale, const SparsityLayout& l, int64_t stride, int64_t fixed_k,
-                   ThreadPool* pool) {
+HeadMass head_mass(ops::Context& ctx, const Tensor& q, const Tensor& k, int64_t head,
+                   double scale, const SparsityLayout& l, int64_t stride, int64_t fixed_k) {
   AVDIT_REQUIRE(stride >= 1, "attention probe: query stride {} (expected >= 1)", stride);
-  std::vector<int64_t> queries;
+  const int64_t n_keys = l.end - l.begin;
+  std::vector<int32_t> rows, top_k;
   int64_t seen = 0;
   for (int64_t r = l.begin; r < l.end; ++r)
-    if (l.frame[r] >= 0 && seen++ % stride == 0) queries.push_back(r);
-  const int64_t n_keys = l.end - l.begin;
+    if (l.frame[r] >= 0 && seen++ % stride == 0) {
+      rows.push_back(static_cast<int32_t>(r));
+      top_k.push_back(static_cast<int32_t>(
+          std::min(fixed_k > 0 ? fixed_k : l.pattern_keys[l.frame[r]], n_keys)));
+    }
   HeadMass m;
-  m.queries = static_cast<int64_t>(queries.size());
-  m.topk.assign(queries.size(), 0);
-  m.pattern.assign(queries.size(), 0);
-  if (queries.empty()) return m;
-  auto keys_of = [&](int64_t row) {
-    return std::min(fixed_k > 0 ? fixed_k : l.pattern_keys[l.frame[row]], n_keys);
+  m.queries = static_cast<int64_t>(rows.size());
+  if (rows.empty()) return m;
+  m.k = top_k.front();
+  std::vector<int32_t> frame(l.frame.begin(), l.frame.end());
+  const auto index = [&](const std::vector<int32_t>& v) {
+    return ctx.upload(Tensor::from_data({static_cast<int64_t>(v.size())}, DType::I32, v.data()));
   };
-  m.k = keys_of(queries.front());
-  auto one = [&](int64_t i) {
-    const int64_t row = queries[i];
-    const float* qi = q + (row * heads + head) * D;
-    std::vector<double> s(n_keys);
-    // Pass 1: the exact scores and their log-sum-exp.
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const float* kj = k + ((l.begin + j) * heads + head) * D;
-      double dot = 0;
-      for (int64_t d = 0; d < D; ++d) dot += double(qi[d]) * double(kj[d]);
-      s[j] = scale * dot;
-      mx = std::max(mx, s[j]);
-    }
-    double sum = 0;
-    for (double v : s) sum += std::exp(v - mx);
-    const double lse = mx + std::log(sum);
-    // Pass 2: each key's probability; the pattern's keys and the k largest.
-    double pattern = 0;
-    const int64_t f = l.frame[row];
-    for (int64_t j = 0; j < n_keys; ++j) {
-      s[j] = std::exp(s[j] - lse);
-      const int64_t fj = l.frame[l.begin + j];
-      if (fj < 0 || fj == f) pattern += s[j];
-    }
-    const int64_t kk = keys_of(row);
-    std::nth_element(s.begin(), s.begin() + (kk - 1), s.end(), std::greater<double>());
-    double top = 0;
-    for (int64_t j = 0; j < kk; ++j) top += s[j];
-    m.topk[i] = top;
-    m.pattern[i] = pattern;
-  };
-  const auto n = static_cast<int64_t>(queries.size());
-  if (pool)
-    pool->run(n, one);
-  else
-    for (int64_t i = 0; i < n; ++i) one(i);
+  const ops::MassQueries mq{index(rows), index(top_k), index(frame), l.begin, l.end};
+  Tensor topk = ctx.empty({m.queries}, DType::F64), pattern = ctx.empty({m.queries}, DType::F64);
+  ops::attention_mass(ctx, q, k, head, scale, mq, topk, pattern);
+  const Tensor ht = ctx.download(topk), hp = ctx.download(pattern);
+  m.topk.assign(ht.data<double>(), ht.data<double>() + m.queries);
+  m.pattern.assign(hp.data<double>(), hp.data<double>() + m.queries);
   m.topk_median = median(m.topk);
   m.pattern_median = median(m.pattern);
   return m;

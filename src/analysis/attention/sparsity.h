@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
-namespace avdit {
-class ThreadPool;
+#include "core/tensor.h"
+
+namespace avdit::ops {
+class Context;
 }
 
 namespace avdit::analysis {
@@ -34,11 +36,11 @@ struct HeadMass {
   std::vector<double> topk, pattern;  // per measured query
 };
 
-// One head of q, k: host F32 [S, heads, D]; scores scale * q.k in float64. Queries: every
-// `query_stride`-th video row of the document. fixed_k > 0 replaces the pattern's key count.
-HeadMass head_mass(const float* q, const float* k, int64_t heads, int64_t D, int64_t head,
-                   double scale, const SparsityLayout& layout, int64_t query_stride,
-                   int64_t fixed_k, ThreadPool* pool);
+// One head of q, k: [S, heads, D] on ctx (any float dtype), scores scale * q.k through
+// ops::attention_mass (float64 on the CPU). Queries: every `query_stride`-th video row of the
+// document. fixed_k > 0 replaces the pattern's key count.
+HeadMass head_mass(ops::Context& ctx, const Tensor& q, const Tensor& k, int64_t head, double scale,
+                   const SparsityLayout& layout, int64_t query_stride, int64_t fixed_k);
 
 double median(std::vector<double> v);
 
