@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ops/cuda/block_sum.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/linear.h"
 #include "ops/rows.h"
@@ -11,26 +12,13 @@
 namespace avdit::ops::cuda {
 namespace {
 
+using ::avdit::cuda::block_reduce;
 using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
 using ::avdit::cuda::elt_of;
 using ::avdit::cuda::store_elt;
 
 constexpr int kSoftmaxThreads = 256;
-
-__device__ float block_reduce(float v, float* scratch, bool is_max) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, u) : v + u;
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // scratch may still be read from the previous reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = scratch[0];
-  for (int w = 1; w < kSoftmaxThreads / 32; ++w) v = is_max ? fmaxf(v, scratch[w]) : v + scratch[w];
-  return v;
-}
 
 // p[r, :] = softmax(scale * s[r, :]) of the fp32 scores s [rows, n], stored in p's dtype.
 __global__ void __launch_bounds__(kSoftmaxThreads)
@@ -39,10 +27,10 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   const float* row = s + blockIdx.x * n;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += kSoftmaxThreads) m = fmaxf(m, row[i]);
-  m = block_reduce(m, scratch, true);
+  m = block_reduce<kSoftmaxThreads>(m, scratch, [](float x, float y) { return fmaxf(x, y); });
   float sum = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += kSoftmaxThreads) sum += expf(scale * (row[i] - m));
-  sum = block_reduce(sum, scratch, false);
+  sum = block_reduce<kSoftmaxThreads>(sum, scratch, [](float x, float y) { return x + y; });
   const float inv = 1.f / sum;
   for (int64_t i = threadIdx.x; i < n; i += kSoftmaxThreads)
     store_elt(p, pt, blockIdx.x * n + i, expf(scale * (row[i] - m)) * inv);

@@ -10,11 +10,13 @@
 
 #include "backend/cuda/context.h"
 #include "ops/attention_mass.h"
+#include "ops/cuda/block_sum.cuh"
 #include "ops/cuda/common.cuh"
 
 namespace avdit::ops::cuda {
 namespace {
 
+using ::avdit::cuda::block_reduce;
 using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
 using ::avdit::cuda::elt_of;
@@ -22,19 +24,6 @@ using ::avdit::cuda::load_elt;
 
 constexpr int kMassThreads = 256, kMaxHeadDim = 256;
 constexpr int64_t kMaxBatch = 1024;  // queries per launch: scratch of kMaxBatch x keys floats
-
-// Block reductions over kMassThreads threads; every thread gets the result. `scratch` holds one
-// value per warp; the leading __syncthreads lets a reduction follow another on the same scratch.
-template <class T, class Op>
-__device__ T block_reduce(T v, T* scratch, Op op) {
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = scratch[0];
-  for (int w = 1; w < kMassThreads / 32; ++w) v = op(v, scratch[w]);
-  return v;
-}
 
 // Larger float -> larger unsigned (for the radix select).
 __device__ __forceinline__ uint32_t ordered(float f) {
@@ -78,10 +67,10 @@ __global__ void __launch_bounds__(kMassThreads) attention_mass_kernel(Args a, in
     s[j] = v;
     mx = fmaxf(mx, v);
   }
-  mx = block_reduce(mx, fscratch, [](float x, float y) { return fmaxf(x, y); });
+  mx = block_reduce<kMassThreads>(mx, fscratch, [](float x, float y) { return fmaxf(x, y); });
   double sum = 0;
   for (int64_t j = threadIdx.x; j < a.nk; j += kMassThreads) sum += exp(double(s[j]) - mx);
-  sum = block_reduce(sum, dscratch, [](double x, double y) { return x + y; });
+  sum = block_reduce<kMassThreads>(sum, dscratch, [](double x, double y) { return x + y; });
   const double lse = double(mx) + log(sum);
   // Pass 2: the pattern's mass.
   const int f = a.frame[row];
@@ -90,7 +79,7 @@ __global__ void __launch_bounds__(kMassThreads) attention_mass_kernel(Args a, in
     const int fj = a.frame[a.begin + j];
     if (fj < 0 || fj == f) pat += exp(double(s[j]) - lse);
   }
-  pat = block_reduce(pat, dscratch, [](double x, double y) { return x + y; });
+  pat = block_reduce<kMassThreads>(pat, dscratch, [](double x, double y) { return x + y; });
   // The top_k-th largest score's bits, digit by digit from the top.
   uint32_t prefix = 0, mask = 0, need = static_cast<uint32_t>(a.top_k[i]);
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -118,7 +107,7 @@ __global__ void __launch_bounds__(kMassThreads) attention_mass_kernel(Args a, in
   double top = 0;
   for (int64_t j = threadIdx.x; j < a.nk; j += kMassThreads)
     if (ordered(s[j]) > prefix) top += exp(double(s[j]) - lse);
-  top = block_reduce(top, dscratch, [](double x, double y) { return x + y; });
+  top = block_reduce<kMassThreads>(top, dscratch, [](double x, double y) { return x + y; });
   if (threadIdx.x == 0) {
     const float t = __uint_as_float(prefix & 0x80000000u ? prefix & 0x7fffffffu : ~prefix);
     a.topk[i] = top + double(need) * exp(double(t) - lse);
