@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Peer of `avdit bench vae` for the two decoders a public PyTorch library implements: diffusers'
+AutoencoderKLWan at the Wan2.2 VAE's release size (z 48, base 160, decoder base 256, residual
+blocks, patch 2: the TI2V-5B VAE config) and AutoencoderOobleck at Stable Audio Open 1.0's. Random
+weights (the modules' own init) made on the GPU, random latents of the clip's shape, the median
+wall time of `decode` (CUDA-synchronised), the peak of torch's allocator and the parameter count
+(compare with `avdit bench vae`'s folder). MAGI-2's TurboVAED and MiniMax-H3's two VAEs have no
+library implementation to run.
+
+Usage: vae_peer.py --decoder wan22|oobleck [--precision fp32|bf16] [--frames 81 --height 512
+                   --width 896] [--seconds 10] [--iters 3] [--warmup 1] [--json F]
+Needs diffusers (carried as a wheel: `pip install --no-deps --target /tmp/site .whl/*.whl`).
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--decoder", required=True, choices=["wan22", "oobleck"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--frames", type=int, default=81)
+    p.add_argument("--height", type=int, default=512)
+    p.add_argument("--width", type=int, default=896)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--iters", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--json")
+    a = p.parse_args()
+    dev, dt = "cuda", torch.bfloat16 if a.precision == "bf16" else torch.float32
+    torch.manual_seed(0)
+    if a.decoder == "wan22":
+        from diffusers import AutoencoderKLWan
+        assert (a.frames - 1) % 4 == 0 and a.height % 16 == 0 and a.width % 16 == 0, "frames 1 + 4k, sizes / 16"
+        with torch.device(dev):
+            vae = AutoencoderKLWan(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4],
+                                   num_res_blocks=2, attn_scales=[], temperal_downsample=[False, True, True],
+                                   is_residual=True, in_channels=12, out_channels=12, patch_size=2,
+                                   scale_factor_spatial=16, scale_factor_temporal=4,
+                                   latents_mean=[0.0] * 48, latents_std=[1.0] * 48)
+        latent = (1, 48, (a.frames - 1) // 4 + 1, a.height // 16, a.width // 16)
+        clip = f"{a.frames} x {a.width}x{a.height}"
+        params = sum(t.numel() for n, t in vae.named_parameters() if not n.startswith(("encoder.", "quant_conv.")))
+    else:
+        from diffusers import AutoencoderOobleck
+        with torch.device(dev):
+            vae = AutoencoderOobleck(encoder_hidden_size=128, downsampling_ratios=[2, 4, 4, 8, 8],
+                                     channel_multiples=[1, 2, 4, 8, 16], decoder_channels=128,
+                                     decoder_input_channels=64, audio_channels=2, sampling_rate=44100)
+        latent = (1, 64, math.ceil(a.seconds * 44100 / 2048))
+        clip = f"{a.seconds:g} s at 44100 Hz"
+        params = sum(t.numel() for n, t in vae.named_parameters() if n.startswith("decoder."))
+    vae = vae.to(dtype=dt).eval()
+    z = torch.randn(latent, device=dev, dtype=dt)
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        for i in range(a.warmup + a.iters):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = vae.decode(z).sample
+            torch.cuda.synchronize()
+            if i >= a.warmup:
+                times.append(time.perf_counter() - t0)
+    s = statistics.median(times)
+    frames = a.frames if a.decoder == "wan22" else None
+    row = {"decoder": a.decoder, "peer": "diffusers " + __import__("diffusers").__version__,
+           "precision": a.precision, "clip": clip, "latent": list(latent), "output": list(out.shape),
+           "s": round(s, 4), "frames_per_s": round(frames / s, 2) if frames else None,
+           "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2), "decoder_params": params,
+           "finite": bool(torch.isfinite(out).all())}
+    print("| " + " | ".join(str(v) for v in row.values()) + " |")
+    if a.json:
+        json.dump(row, open(a.json, "w"), indent=2)
+
+
+if __name__ == "__main__":
+    main()
