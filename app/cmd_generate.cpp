@@ -30,6 +30,7 @@
 #include "pipeline/latent_shape.h"
 #include "generate_clip.h"
 #include "route_options.h"
+#include "ops/linear_fp8.h"
 #include "step_cache_options.h"
 #include "range_report_options.h"
 #include "run_checks.h"
@@ -54,6 +55,7 @@ struct GenerateArgs {
   bool nvfp4_experts = false;
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   bool nvfp4_expert_inputs = false;
+  std::string fp8_gemm;  // --fp8-gemm tensor|row (H3, latent mode, CPU)
   RouteCli routes;  // MAGI-2's router statistics and expert mask (both modes)
   std::string step_cache;  // --step-cache (both modes)
   std::string range_report;  // --range-report (H3, both modes)
@@ -144,10 +146,10 @@ int run_generate(const GenerateArgs& a) {
   if (!a.clip.prompt.empty()) {
     AVDIT_REQUIRE(a.text.empty() && a.negative.empty() && a.noise.empty() && a.teacher.empty() &&
                       a.save_trajectory.empty() && a.time_freqs.empty() && a.moe_combine.empty() &&
-                      !a.nvfp4_expert_inputs,
+                      !a.nvfp4_expert_inputs && a.fp8_gemm.empty(),
                   "--prompt runs the whole pipeline of a release folder; --text, --negative, --noise, "
-                  "--teacher, --save-trajectory, --time-embedding-freqs, --moe-combine and --nvfp4-expert-inputs "
-                  "belong to the latent mode");
+                  "--teacher, --save-trajectory, --time-embedding-freqs, --moe-combine, --nvfp4-expert-inputs "
+                  "and --fp8-gemm belong to the latent mode");
     for (const auto& [value, option] :
          {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
           std::pair{a.audio_guidance, "--audio-guidance"}})
@@ -205,6 +207,10 @@ int run_generate(const GenerateArgs& a) {
                 *family);
   AVDIT_REQUIRE(a.moe_combine.empty() || magi2, "--moe-combine sets MAGI-2's MoE combine; {} is a {} model", a.model,
                 *family);
+  AVDIT_REQUIRE(a.fp8_gemm.empty() || !magi2, "--fp8-gemm runs H3's block GEMMs in FP8; MAGI-2 is not wired yet ({} is a {} "
+                "model)", a.model, *family);
+  AVDIT_REQUIRE(a.fp8_gemm.empty() || act != DType::F16, "--fp8-gemm replaces the block GEMMs; it does not combine with "
+                "--precision fp16");
   AVDIT_REQUIRE(!a.nvfp4_expert_inputs || magi2, "--nvfp4-expert-inputs quantises MAGI-2's expert inputs; {} is a {} "
                 "model", a.model, *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
@@ -296,6 +302,7 @@ int run_generate(const GenerateArgs& a) {
     check_memory(a, *family, *ckpt.config(), run, o.text, total);
     models::h3::H3Model model(*ctx, ckpt, act);
     model.set_fp16_fixes(fixes);
+    if (!a.fp8_gemm.empty()) model.set_fp8_gemm(ops::parse_fp8_scaling(a.fp8_gemm, "--fp8-gemm"));
     r = pipeline::generate_h3(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
   }
@@ -430,6 +437,10 @@ Run add_generate(CLI::App& app) {
   cmd->add_flag("--nvfp4-expert-inputs", a->nvfp4_expert_inputs,
                 "MAGI-2, latent mode, CPU: fake NVFP4 on both expert GEMM inputs (dynamic per-tensor scale), "
                 "to measure what NVFP4 activations cost");
+  cmd->add_option("--fp8-gemm", a->fp8_gemm,
+                  "H3, latent mode, CPU: every block GEMM in FP8 e4m3 with tensor (one scale per matrix) or row "
+                  "(per token and per output channel) scales, to measure what FP8 costs (issue 39; no GPU path yet)")
+      ->check(CLI::IsMember({"tensor", "row"}));
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision,

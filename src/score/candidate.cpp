@@ -28,6 +28,7 @@ constexpr OptionSpec kOptions[] = {
     {"--expert-mask", true, "MAGI-2: FILE, a router mask (as generate)"},
     {"--precision", true, "fp32|bf16 activations (as generate; default the run's)"},
     {"--step-cache", true, "POLICY, step caching (as generate)"},
+    {"--fp8-gemm", true, "H3: tensor|row, the block GEMMs in FP8 e4m3 (as generate; CPU)"},
     {"--velocity-bf16", false, "score only: each model output rounded once to bf16"},
     {"--perturb-velocity", true,
      "score only: EPS, a planted perturbation of norm EPS |v| per step"},
@@ -113,6 +114,10 @@ Candidate parse_candidate(const std::string& spec) {
       AVDIT_REQUIRE(value == "fp32" || value == "bf16",
                     "--candidate {}: --precision {}: expected fp32 or bf16", c.name, value);
       k.precision = value;
+    } else if (name == "--fp8-gemm") {
+      AVDIT_REQUIRE(value == "tensor" || value == "row",
+                    "--candidate {}: --fp8-gemm {}: expected tensor or row", c.name, value);
+      k.fp8_gemm = value;
     } else if (name == "--step-cache") {
       try {
         sample::parse_step_cache(value);

@@ -19,6 +19,7 @@ struct Knobs {
   std::string expert_mask;               // --expert-mask FILE (MAGI-2)
   std::optional<std::string> precision;  // --precision fp32|bf16 (default: the run's)
   std::string step_cache;                // --step-cache POLICY (sample/step_cache.h), both families
+  std::string fp8_gemm;                  // --fp8-gemm tensor|row (H3): the block GEMMs in e4m3
   // Score-only:
   bool velocity_bf16 = false;   // --velocity-bf16: each model output rounded once to bf16
   double perturb_velocity = 0;  // --perturb-velocity EPS: a random direction of norm EPS |v|

@@ -101,6 +101,8 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
                 ckpt.source().string());
   AVDIT_REQUIRE(!knobs.nvfp4_expert_inputs || !ctx.is_cuda(),
                 "--nvfp4-expert-inputs runs on the CPU only for now (--device cpu)");
+  AVDIT_REQUIRE(knobs.fp8_gemm.empty() || !magi2,
+                "--fp8-gemm runs H3's block GEMMs in FP8; MAGI-2 is not wired yet");
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
@@ -114,6 +116,8 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
     impl_->magi2.emplace(ctx, ckpt, act, load);
   } else {
     impl_->h3.emplace(ctx, ckpt, act);
+    if (!knobs.fp8_gemm.empty())
+      impl_->h3->set_fp8_gemm(ops::parse_fp8_scaling(knobs.fp8_gemm, "--fp8-gemm"));
   }
 }
 

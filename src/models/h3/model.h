@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "models/fp16_recipe.h"
 #include "ops/attention.h"
 #include "ops/context.h"
+#include "ops/linear_fp8.h"
 #include "ops/modulation.h"
 
 namespace avdit {
@@ -92,6 +95,11 @@ class H3Model {
   // The fp16 recipe's fixes (F16 activations only; default: all of them).
   void set_fp16_fixes(const Fp16Fixes& f) { fixes_ = f; }
   const Fp16Fixes& fp16_fixes() const { return fixes_; }
+  // FP8 (e4m3; ops/linear_fp8.h) for every block GEMM (qkv, out_proj, fc1, fc2 of the DiT and the
+  // text refiner) with the given scaling, or none: issue 39's option, CPU only so far. Weights are
+  // quantized on first use.
+  void set_fp8_gemm(std::optional<ops::Fp8Scaling> s) { fp8_gemm_ = s; }
+  std::optional<ops::Fp8Scaling> fp8_gemm() const { return fp8_gemm_; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The bytes the adaLN projections would take on ctx, when a table replaced them (else 0).
   int64_t adaln_bytes_avoided() const { return adaln_bytes_avoided_; }
@@ -133,8 +141,8 @@ class H3Model {
   DType residual_dtype() const;
   // The SwiGLU product's dtype (F32 under the fp16 recipe's gating fix, else the activations').
   DType gating_dtype() const;
-  // A bias-free linear inside a block: the fp16 recipe's GEMM (ops/linear_f16.h) with F16
-  // activations, else ops::linear.
+  // A bias-free linear inside a block: the FP8 GEMM when set, the fp16 recipe's GEMM
+  // (ops/linear_f16.h) with F16 activations, else ops::linear.
   Tensor block_linear(const Tensor& x, const Tensor& w, DType out) const;
   // The residual_norm_modulate arguments every call shares under these activations.
   ops::ResidualNormModulate rnm(ops::ResidualNormModulate a) const;
@@ -144,6 +152,8 @@ class H3Model {
   int64_t adaln_bytes_avoided_ = 0;
   std::vector<std::pair<std::vector<float>, H3Tables>> table_;
   Fp16Fixes fixes_;
+  std::optional<ops::Fp8Scaling> fp8_gemm_;
+  mutable std::map<const void*, ops::Fp8Weight> fp8_weights_;  // by the bf16/fp32 weight's data
 };
 
 }  // namespace avdit::models::h3
