@@ -17,7 +17,6 @@
 #include "commands.h"
 #include "context.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/finite.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"

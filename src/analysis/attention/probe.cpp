@@ -38,8 +38,6 @@ AttentionSparsityProbe::AttentionSparsityProbe(SparsityLayout layout, int64_t he
       o_(std::move(options)) {
 }
 
-AttentionSparsityProbe::~AttentionSparsityProbe() = default;
-
 bool AttentionSparsityProbe::wants(const Point& p) const {
   if (p.is(sample::kInputPoint)) return p.part <= 0;
   if (!p.is("block{}_q_rope") && !p.is("block{}_k_rope")) return false;

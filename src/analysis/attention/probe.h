@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <set>
 #include <vector>
 
@@ -53,7 +52,6 @@ class AttentionSparsityProbe final : public Probe {
  public:
   AttentionSparsityProbe(SparsityLayout layout, int64_t heads, int64_t head_dim, double scale,
                          SparsityOptions options);
-  ~AttentionSparsityProbe() override;
   bool wants(const Point& p) const override;
   void on(ops::Context& ctx, const Point& p, Tensor& t) override;
 
