@@ -56,6 +56,7 @@ struct StepBenchOptions {
   std::string family;
   std::string device = "cuda";
   std::string precision = "bf16";
+  std::string fp8_scaling = "row";  // with --precision fp8
   bool nvfp4_experts = false;
   bool small = false;
   std::optional<double> seconds;
@@ -358,7 +359,8 @@ void report_row(bench::Report& rep, const StepBenchOptions& o, const Case& k,
   rep.set("family", o.family);
   rep.set("case", k.name);
   rep.set("device", o.device);
-  rep.set("precision", o.precision + (o.nvfp4_experts ? " + nvfp4 experts" : ""));
+  rep.set("precision", o.precision + (o.nvfp4_experts ? " + nvfp4 experts" : "") +
+                           (o.precision == "fp8" ? " (" + o.fp8_scaling + " scales)" : ""));
   rep.set("CFG", cfg);
   rep.set("tokens", tokens);
   rep.set("per pass", per_pass);
@@ -620,7 +622,9 @@ int run_h3(const StepBenchOptions& o, ops::Context& ctx, const nlohmann::json& c
                 o.warmup, o.iters, o.warmup + o.iters + 1, schedule);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const mh::H3Model model(ctx, c, act, o.seed);
+  mh::H3Model model(ctx, c, act, o.seed);
+  if (o.precision == "fp8")
+    model.set_fp8_gemm(ops::parse_fp8_scaling(o.fp8_scaling, "--fp8-scaling"));
   ctx.synchronize();
   const double made_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -672,10 +676,10 @@ int run_h3(const StepBenchOptions& o, ops::Context& ctx, const nlohmann::json& c
 }
 
 int run_step(const StepBenchOptions& o) {
-  AVDIT_REQUIRE(
-      o.precision != "fp8",
-      "--precision fp8: FP8 GEMMs and attention are not implemented yet (issue 39); use bf16");
-  const DType act = activation_dtype(o.precision);
+  AVDIT_REQUIRE(o.precision != "fp8" || o.family == "h3",
+                "--precision fp8: FP8 GEMMs are wired for H3's blocks; MAGI-2 runs fp32 or bf16");
+  // fp8: bf16 activations, every block GEMM in e4m3 (attention stays bf16).
+  const DType act = activation_dtype(o.precision == "fp8" ? "bf16" : o.precision);
   AVDIT_REQUIRE(o.family == "h3" || act != DType::F16,
                 "--precision fp16 is MiniMax-H3's recipe; MAGI-2 runs fp32 or bf16");
   AVDIT_REQUIRE(o.iters >= 1 && o.iters <= 1000 && o.warmup >= 0 && o.warmup <= 1000,
@@ -727,7 +731,12 @@ Run add_bench_step(CLI::App& bench) {
       ->check(CLI::IsMember({"magi2", "h3"}));
   cmd->add_option("--device", o->device, "cuda, or cpu (with --small)")->capture_default_str();
   cmd->add_option("--precision", o->precision,
-                  "bf16, fp32, or fp16 (H3's recipe); fp8 is not implemented yet")
+                  "bf16, fp32, fp16 (H3's recipe) or fp8 (H3: bf16 with every block GEMM in e4m3, "
+                  "the weights quantized in the first warm-up step)")
+      ->capture_default_str();
+  cmd->add_option("--fp8-scaling", o->fp8_scaling,
+                  "With --precision fp8: row (per token and output channel) or tensor scales")
+      ->check(CLI::IsMember({"row", "tensor"}))
       ->capture_default_str();
   cmd->add_flag("--nvfp4-experts", o->nvfp4_experts,
                 "MAGI-2: routed experts made packed in NVFP4 (needed on one H200: 217 GB in bf16)");

@@ -2,8 +2,9 @@
 # `avdit bench step` on the CPU with the tiny golden configs (--small): the same code as the GPU
 # run (random weights, the pipeline's generate, the loop stopped after warm-up + timed + 1 observed
 # step). Checks the markdown row, the JSON fields (the exact token counts of the packing, the stages
-# the observed step split, a second H3 forward doubling the FLOPs), random NVFP4 experts, and bad
-# input exiting 2 with one line. No time is checked: times are the benchmark's output.
+# the observed step split, a second H3 forward doubling the FLOPs), H3 with FP8 block GEMMs, random
+# NVFP4 experts, and bad input exiting 2 with one line. No time is checked: times are the
+# benchmark's output.
 # Arguments: AVDIT_BINARY SHARED_DIR SOURCE_DIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/prelude.sh" "$1" "$2"
@@ -17,6 +18,8 @@ grep -q "^h3 latent 2,4,6,10: .* 8 text + 20 audio + 12 video = 40 live rows, 64
   fail "h3 token line: $(cat "$tmp/h3.txt")"
 step --family h3 --video-guidance 3 --iters 1 --warmup 0 --json "$tmp/h3cfg.json" >"$tmp/h3cfg.txt" ||
   fail "h3 cfg: $(cat "$tmp/h3cfg.txt")"
+step --family h3 --precision fp8 --iters 1 --warmup 0 --json "$tmp/h3fp8.json" >"$tmp/h3fp8.txt" ||
+  fail "h3 fp8: $(cat "$tmp/h3fp8.txt")"
 step --family magi2 --json "$tmp/m2.json" >"$tmp/m2.txt" || fail "magi2: $(cat "$tmp/m2.txt")"
 grep -q "per item 48 video + 10 audio + 8 text = 66 tokens; 2 items (cond, uncond) in one packed forward = 132 tokens" \
   "$tmp/m2.txt" || fail "magi2 token line: $(cat "$tmp/m2.txt")"
@@ -33,8 +36,8 @@ def row(name):
 common = ["family", "case", "device", "precision", "CFG", "tokens", "per pass", "schedule", "timed steps",
           "step s", "spread ms", "loop s", "attention s", "moe s", "gemm s", "rest s", "observed step s",
           "attention TFLOP", "gemm TFLOP", "moe TFLOP", "weights GB", "resident GB", "peak GB", "activations GB"]
-h3, h3cfg, m2, m2q = row("h3"), row("h3cfg"), row("m2"), row("m2q")
-for r in (h3, h3cfg, m2, m2q):
+h3, h3cfg, h3fp8, m2, m2q = row("h3"), row("h3cfg"), row("h3fp8"), row("m2"), row("m2q")
+for r in (h3, h3cfg, h3fp8, m2, m2q):
     missing = [c for c in common if c not in r]
     assert not missing, missing
     assert r["device"] == "cpu" and r["step s"] > 0 and r["loop s"] > 0 and r["observed step s"] > 0, r
@@ -43,6 +46,8 @@ for r in (h3, h3cfg, m2, m2q):
     assert r["peak GB"] >= r["activations GB"] >= 0, r
 assert h3["family"] == "h3" and h3["tokens"] == 64 and h3["timed steps"] == 3 and h3["schedule"] == 49, h3
 assert h3["moe s"] == 0 and h3["moe TFLOP"] == 0, h3
+# FP8: the same step with the block GEMMs in e4m3 (the same FLOPs counted).
+assert h3fp8["precision"] == "fp8 (row scales)" and h3fp8["gemm TFLOP"] == h3["gemm TFLOP"], h3fp8
 # The uncond pass is a second forward of the same layout: twice the FLOPs.
 assert h3cfg["CFG"].startswith("cond + uncond, two forwards"), h3cfg
 assert abs(h3cfg["attention TFLOP"] - 2 * h3["attention TFLOP"]) < 1e-15, (h3cfg, h3)
@@ -69,8 +74,10 @@ bad() {  # bad NAME EXPECTED_TEXT ARGS...: exit 2, one line on stderr holding EX
 bad "unknown family" "--family: foo not in {magi2,h3}" --family foo --device cpu --small
 bad "no family" "--family is required" --device cpu --small
 bad "NVFP4 with H3" "--nvfp4-experts packs MAGI-2's routed experts" --family h3 --nvfp4-experts --device cpu --small
-bad "fp8 not implemented" "--precision fp8: FP8 GEMMs and attention are not implemented yet" \
+bad "fp8 with MAGI-2" "--precision fp8: FP8 GEMMs are wired for H3's blocks" \
   --family magi2 --precision fp8 --device cpu --small
+bad "fp8 scaling" "--fp8-scaling: block not in {row,tensor}" --family h3 --precision fp8 \
+  --fp8-scaling block --device cpu --small
 bad "fp16 with MAGI-2" "--precision fp16 is MiniMax-H3's recipe" --family magi2 --precision fp16 --device cpu --small
 bad "full width on the CPU" "add --small" --family h3 --device cpu
 bad "rows with MAGI-2" "--rows and --canvas are H3's cases" --family magi2 --rows 19456 --device cpu --small

@@ -17,6 +17,7 @@
 #include "ops/attention.h"
 #include "ops/attention_mass.h"
 #include "ops/linear.h"
+#include "ops/linear_fp8.h"
 #include "ops/modulation.h"
 #include "ops/norm.h"
 #include "ops/random.h"
@@ -75,9 +76,8 @@ TEST_F(BackendOps, RowsAndCasts) {
                const Tensor xc = c.upload(x);
                const Tensor a = take_columns(c, xc, width / 3, width),
                             b = take_columns(c, xc, 0, width / 3);
-               return std::vector<Tensor>{
-                   concat_columns(c, a, b),
-                   concat_rows(c, {xc, take_columns(c, xc, 0, width)})};
+               return std::vector<Tensor>{concat_columns(c, a, b),
+                                          concat_rows(c, {xc, take_columns(c, xc, 0, width)})};
              }});
       for (DType to : {DType::F32, DType::BF16, DType::F16})
         check({fmt::format("cast {} -> {}", tag, dtype_name(to)), kExact,
@@ -205,10 +205,10 @@ TEST_F(BackendOps, Attention) {
     bool sinks, gate;
   };
   const std::vector<Case> cases = {
-      {2, 2, 64, {0, 77}, false, false},           // one odd-length document
-      {4, 2, 128, {0, 50, 50, 123}, true, true},   // GQA, an empty document, sinks and gate
-      {3, 1, 128, {0, 300, 364}, true, false},     // H3-like: a live document and a pad one
-      {24, 24, 128, {0, 1024, 2048}, true, true},  // MAGI-2 width, cond + uncond items
+      {2, 2, 64, {0, 77}, false, false},             // one odd-length document
+      {4, 2, 128, {0, 50, 50, 123}, true, true},     // GQA, an empty document, sinks and gate
+      {3, 1, 128, {0, 300, 364}, true, false},       // H3-like: a live document and a pad one
+      {24, 24, 128, {0, 1024, 2048}, true, true},    // MAGI-2 width, cond + uncond items
       {1, 1, 1024, {0, 96, 96, 179}, false, false},  // Wan2.2 VAE: one head of 1,024 (by GEMMs)
       {4, 2, 320, {0, 33, 70}, false, false},        // GQA beyond 256 (by GEMMs)
   };
@@ -392,6 +392,42 @@ TEST_F(BackendOps, AttentionMassEqualsTheCpuReference) {
         if (fixed == n_doc) {  // every key: the whole mass
           for (size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(gt.data<double>()[i], 1.0, 1e-9);
         }
+      }
+    }
+  }
+}
+
+// The FP8 linear (ops/linear_fp8.h): the GPU's codes and scales are the CPU's bits (weight and, per
+// call, activation quantization: the same fp32 scale and round-to-nearest-even saturating e4m3);
+// the products through cuBLASLt's e4m3 GEMM (K and N multiples of 16) or the plain kernel (the
+// others) within the order of an fp32 sum (Hopper's FP8 accumulation is promoted to fp32: NMSE
+// 1e-8 for F32 outputs), and one bf16 rounding for BF16 outputs.
+TEST_F(BackendOps, LinearFp8) {
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  for (Shape3 s : {Shape3{5, 40, 7}, {33, 64, 48}, {77, 320, 1104}, {300, 5376, 1024}}) {
+    for (Fp8Scaling sc : {Fp8Scaling::Tensor, Fp8Scaling::Row}) {
+      for (DType d : {DType::F32, DType::BF16}) {
+        const std::string tag =
+            fmt::format("{} {} [{}, {}] x [{}, {}]", dtype_name(d),
+                        sc == Fp8Scaling::Row ? "row" : "tensor", s.m, s.k, s.n, s.k);
+        Tensor x = random_tensor({s.m, s.k}, DType::F32, 11, 2.f);
+        for (int64_t k = 0; k < s.k; ++k) x.f32()[k] *= 40.f;  // one wide row
+        x = x.to(d);
+        const Tensor w = random_tensor({s.n, s.k}, d, 12, 0.05f);
+        check({"fp8 weight codes, scales " + tag, kExact, [&](Context& c) {
+                 const Fp8Weight q = quantize_fp8(c, c.upload(w), sc);
+                 return std::vector<Tensor>{q.codes, q.scales, q.dequant};
+               }});
+        check({"fp8 linear " + tag, 1e-8, [&](Context& c) {
+                 const Fp8Weight q = quantize_fp8(c, c.upload(w), sc);
+                 return std::vector<Tensor>{linear_fp8(c, c.upload(x), q, DType::F32)};
+               }});
+        check({"fp8 linear BF16 out " + tag, kBf16, [&](Context& c) {
+                 const Fp8Weight q = quantize_fp8(c, c.upload(w), sc);
+                 return std::vector<Tensor>{linear_fp8(c, c.upload(x), q, DType::BF16)};
+               }});
       }
     }
   }

@@ -1,7 +1,8 @@
 // The CPU op set (the oracle) against direct float64 computations on fresh random inputs at several
-// shapes (odd sizes included): linear with F32/BF16/F16 weights, RMSNorm in both weight conventions,
-// attention with GQA, segments and sinks, the per-head QK-norm + rotate-half RoPE, and the gated
-// residual + norm + adaLN modulation; and the FP8 linear against its definition (at the end).
+// shapes (odd sizes included): linear with F32/BF16/F16 weights, RMSNorm in both weight
+// conventions, attention with GQA, segments and sinks, the per-head QK-norm + rotate-half RoPE, and
+// the gated residual + norm + adaLN modulation; and the FP8 linear against its definition (at the
+// end).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,15 +46,19 @@ TEST(Ops, LinearMatchesFloat64ForEachWeightDtype) {
   std::mt19937 rng(1);
   for (auto [m, in, out] : {std::tuple{1, 7, 3}, {33, 64, 129}, {5, 300, 1100}}) {
     for (DType wd : {DType::F32, DType::BF16, DType::F16}) {
-      const Tensor x = random({m, in}, rng), w32 = random({out, in}, rng, 0.1f), b = random({out}, rng);
-      const Tensor w = w32.to(wd), wexact = w.to_f32();  // the reference uses the stored (rounded) weight
+      const Tensor x = random({m, in}, rng), w32 = random({out, in}, rng, 0.1f),
+                   b = random({out}, rng);
+      const Tensor w = w32.to(wd),
+                   wexact = w.to_f32();  // the reference uses the stored (rounded) weight
       CpuContext ctx;
       const Tensor y = linear(ctx, x, w, &b);
       std::vector<double> ref(static_cast<size_t>(m * out));
       for (int i = 0; i < m; ++i)
         for (int j = 0; j < out; ++j) {
           double s = std::as_const(b).f32()[j];
-          for (int k = 0; k < in; ++k) s += double(std::as_const(x).f32()[i * in + k]) * std::as_const(wexact).f32()[j * in + k];
+          for (int k = 0; k < in; ++k)
+            s += double(std::as_const(x).f32()[i * in + k]) *
+                 std::as_const(wexact).f32()[j * in + k];
           ref[static_cast<size_t>(i * out + j)] = s;
         }
       EXPECT_LT(rel_err(y, ref), 1e-5) << m << "x" << in << "x" << out << " " << dtype_name(wd);
@@ -73,7 +78,8 @@ TEST(Ops, RmsNormBothConventions) {
       for (int i = 0; i < 37; ++i) ss += std::pow(double(std::as_const(x).f32()[r * 37 + i]), 2);
       const double inv = 1 / std::sqrt(ss / 37 + 1e-6);
       for (int i = 0; i < 37; ++i)
-        ref[r * 37 + i] = std::as_const(x).f32()[r * 37 + i] * inv * (std::as_const(w).f32()[i] + (plus_one ? 1 : 0));
+        ref[r * 37 + i] = std::as_const(x).f32()[r * 37 + i] * inv *
+                          (std::as_const(w).f32()[i] + (plus_one ? 1 : 0));
     }
     EXPECT_LT(rel_err(y, ref), 1e-6);
   }
@@ -82,10 +88,13 @@ TEST(Ops, RmsNormBothConventions) {
 TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
   std::mt19937 rng(3);
   for (auto [s, hq, hkv, d] : {std::tuple{5, 2, 2, 8}, {37, 6, 2, 16}, {1500, 4, 1, 32}}) {
-    const Tensor q = random({s, hq, d}, rng), k = random({s, hkv, d}, rng), v = random({s, hkv, d}, rng);
+    const Tensor q = random({s, hq, d}, rng), k = random({s, hkv, d}, rng),
+                 v = random({s, hkv, d}, rng);
     const Tensor sinks = random({hq}, rng, 2.f);
-    const std::vector<int64_t> cu = s > 10 ? std::vector<int64_t>{0, s / 3, s} : std::vector<int64_t>{};
-    for (auto [with_sinks, causal] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+    const std::vector<int64_t> cu =
+        s > 10 ? std::vector<int64_t>{0, s / 3, s} : std::vector<int64_t>{};
+    for (auto [with_sinks, causal] :
+         {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
       const float scale = 1.f / std::sqrt(float(d));
       CpuContext ctx;
       Segments seg = plan_segments(ctx, cu.empty() ? std::vector<int64_t>{0, s} : cu);
@@ -93,7 +102,8 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
       const Tensor o = attention(ctx, q, k, v, scale, seg, with_sinks ? &sinks : nullptr);
       std::vector<double> ref(static_cast<size_t>(s * hq * d));
       const std::vector<int64_t> segs = cu.empty() ? std::vector<int64_t>{0, s} : cu;
-      const float *pq = std::as_const(q).f32(), *pk = std::as_const(k).f32(), *pv = std::as_const(v).f32();
+      const float *pq = std::as_const(q).f32(), *pk = std::as_const(k).f32(),
+                  *pv = std::as_const(v).f32();
       for (size_t g = 0; g + 1 < segs.size(); ++g)
         for (int64_t i = segs[g]; i < segs[g + 1]; ++i)
           for (int h = 0; h < hq; ++h) {
@@ -101,7 +111,8 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
             std::vector<double> l;
             for (int64_t j = segs[g]; j < (causal ? i + 1 : segs[g + 1]); ++j) {
               double dot = 0;
-              for (int c = 0; c < d; ++c) dot += double(pq[(i * hq + h) * d + c]) * pk[(j * hkv + kh) * d + c];
+              for (int c = 0; c < d; ++c)
+                dot += double(pq[(i * hq + h) * d + c]) * pk[(j * hkv + kh) * d + c];
               l.push_back(dot * scale);
             }
             double mx = -1e300;
@@ -111,11 +122,13 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
             for (double x : l) den += std::exp(x - mx);
             for (int c = 0; c < d; ++c) {
               double acc = 0;
-              for (size_t j = 0; j < l.size(); ++j) acc += std::exp(l[j] - mx) / den * pv[((segs[g] + j) * hkv + kh) * d + c];
+              for (size_t j = 0; j < l.size(); ++j)
+                acc += std::exp(l[j] - mx) / den * pv[((segs[g] + j) * hkv + kh) * d + c];
               ref[static_cast<size_t>((i * hq + h) * d + c)] = acc;
             }
           }
-      EXPECT_LT(rel_err(o, ref), 2e-5) << "S=" << s << " sinks=" << with_sinks << " causal=" << causal;
+      EXPECT_LT(rel_err(o, ref), 2e-5)
+          << "S=" << s << " sinks=" << with_sinks << " causal=" << causal;
     }
   }
 }
@@ -123,7 +136,8 @@ TEST(Ops, AttentionWithGqaSegmentsAndSinks) {
 TEST(Ops, QkNormRopePerHeadAgainstFloat64) {
   std::mt19937 rng(4);
   const int s = 7, h = 3, d = 20, half = 6;
-  const Tensor qkv = random({s, h, 3, d}, rng, 2.f), qw = random({d}, rng, 0.2f), kw = random({d}, rng, 0.2f);
+  const Tensor qkv = random({s, h, 3, d}, rng, 2.f), qw = random({d}, rng, 0.2f),
+               kw = random({d}, rng, 0.2f);
   const Tensor ang = random({s, half}, rng, 3.f);
   Tensor c = Tensor::empty({s, half}, DType::F32), sn = Tensor::empty({s, half}, DType::F32);
   for (int i = 0; i < s * half; ++i) {
@@ -134,7 +148,8 @@ TEST(Ops, QkNormRopePerHeadAgainstFloat64) {
   Tensor q = Tensor::empty({s, h, d}, DType::F32), k = q.clone(), v = q.clone();
   qk_norm_rope_per_head(ctx, qkv, qw, kw, 1e-5f, &c, &sn, q, k, v);
   const float* p = std::as_const(qkv).f32();
-  std::vector<double> ref_q(static_cast<size_t>(s * h * d)), ref_k(ref_q.size()), ref_v(ref_q.size());
+  std::vector<double> ref_q(static_cast<size_t>(s * h * d)), ref_k(ref_q.size()),
+      ref_v(ref_q.size());
   for (int t = 0; t < s; ++t)
     for (int hh = 0; hh < h; ++hh)
       for (int part = 0; part < 3; ++part) {
@@ -153,8 +168,9 @@ TEST(Ops, QkNormRopePerHeadAgainstFloat64) {
         for (int i = 0; i < d; ++i) n[i] = a[i] * inv * w[i];
         for (int i = 0; i < d; ++i) {
           // Dims past 2 * half are not rotated and have no angle: read one only where it is used.
-          const double th = i < 2 * half ? std::as_const(ang).f32()[t * half + (i < half ? i : i - half)] : 0.0;
-          ref[base + i] = i < half ? n[i] * std::cos(th) - n[i + half] * std::sin(th)
+          const double th =
+              i < 2 * half ? std::as_const(ang).f32()[t * half + (i < half ? i : i - half)] : 0.0;
+          ref[base + i] = i < half       ? n[i] * std::cos(th) - n[i + half] * std::sin(th)
                           : i < 2 * half ? n[i] * std::cos(th) + n[i - half] * std::sin(th)
                                          : n[i];
         }
@@ -174,9 +190,10 @@ TEST(Ops, ResidualNormModulateAgainstFloat64) {
   CpuContext ctx;
   const Tensor row = index_tensor(ctx, rows);
   Tensor x = x0.clone(), out = Tensor::empty({S, H}, DType::F32);
-  residual_norm_modulate(ctx, x, {&f, {table, 5 * H}, &row, w, 1e-5f, {table, 3 * H}, {table, 4 * H}, &row}, &out);
-  const float *px = std::as_const(x0).f32(), *pf = std::as_const(f).f32(), *pw = std::as_const(w).f32(),
-              *pt = std::as_const(table).f32();
+  residual_norm_modulate(
+      ctx, x, {&f, {table, 5 * H}, &row, w, 1e-5f, {table, 3 * H}, {table, 4 * H}, &row}, &out);
+  const float *px = std::as_const(x0).f32(), *pf = std::as_const(f).f32(),
+              *pw = std::as_const(w).f32(), *pt = std::as_const(table).f32();
   std::vector<double> ref_x(S * H), ref_o(S * H);
   for (int r = 0; r < S; ++r) {
     const float* t = pt + rows[r] * 6 * H;
@@ -193,13 +210,13 @@ TEST(Ops, ResidualNormModulateAgainstFloat64) {
   EXPECT_LT(rel_err(out, ref_o), 1e-5);
 }
 
-
 // ---- FP8 linear ---------------------------------------------------------------------------------
 // The FP8 linear (ops/linear_fp8.h) on the CPU against its definition computed in float64 from
 // the scalar e4m3 conversion (core/dtype.h): scales 448 / amax per tensor or per row, e4m3
-// rounding of both operands, fp32 products unscaled; the quantization error it leaves against the
-// exact product (e4m3 keeps 3 mantissa bits); what row scales save over a tensor scale when one
-// row is far larger; an all-zero input; a weight quantized once and reused.
+// rounding of both operands, fp32 products multiplied by the inverse scales; the quantization
+// error it leaves against the exact product (e4m3 keeps 3 mantissa bits); what row scales save
+// over a tensor scale when one row is far larger; an all-zero input; a weight quantized once and
+// reused.
 namespace fp8 {
 
 Tensor random(Shape s, uint32_t seed, float std) {
@@ -225,14 +242,14 @@ void check_definition(Fp8Scaling scaling) {
     for (int64_t i = r0; i < r0 + n; ++i) m = std::max(m, std::fabs(double(t.f32()[i])));
     return m;
   };
-  ASSERT_EQ(q.scales.size(), static_cast<size_t>(row ? N : 1));
+  ASSERT_EQ(q.scales.numel(), row ? N : 1);
   const Tensor y = linear_fp8(ctx, x, q, DType::F32);
   double worst = 0, exact_err = 0, scale = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       const float sx = static_cast<float>(448.0 / (row ? amax(x, m * K, K) : amax(x, 0, M * K)));
       const float sw = static_cast<float>(448.0 / (row ? amax(w, n * K, K) : amax(w, 0, N * K)));
-      EXPECT_FLOAT_EQ(q.scales[row ? n : 0], sw);
+      EXPECT_FLOAT_EQ(q.scales.f32()[row ? n : 0], sw);
       double ref = 0, exact = 0;
       for (int64_t k = 0; k < K; ++k) {
         const double xv = x.f32()[m * K + k], wv = w.f32()[n * K + k];

@@ -1,5 +1,5 @@
 // The FP8 linear on the CPU (see ops/linear_fp8.h): e4m3 values decoded to fp32 and multiplied by
-// the CPU GEMM (products of e4m3 values are exact in fp32), then unscaled.
+// the CPU GEMM (products of e4m3 values are exact in fp32), then multiplied by the inverse scales.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -38,26 +38,28 @@ Fp8Scaling parse_fp8_scaling(const std::string& s, const char* what) {
   return s == "row" ? Fp8Scaling::Row : Fp8Scaling::Tensor;
 }
 
-Fp8Weight quantize_fp8(Context& ctx, const Tensor& w_any, Fp8Scaling scaling) {
+namespace cpu {
+
+Fp8Weight quantize_fp8(const Tensor& w_any, Fp8Scaling scaling) {
   AVDIT_REQUIRE(w_any.ndim() == 2, "FP8 weight: expected [N, K], found {}", w_any.shape_str());
-  const Tensor w = ctx.download(w_any).to_f32();
-  const int64_t N = w.size(0), K = w.size(1);
+  const Tensor w = f32(w_any);
+  const int64_t N = w.size(0), K = w.size(1), S = scaling == Fp8Scaling::Row ? N : 1;
   Fp8Weight q;
   q.scaling = scaling;
-  if (scaling == Fp8Scaling::Tensor)
-    q.scales = {fp8_scale(w.f32(), w.numel())};
-  else
-    for (int64_t n = 0; n < N; ++n) q.scales.push_back(fp8_scale(w.f32() + n * K, K));
+  q.scales = Tensor::empty({S}, DType::F32);
+  q.dequant = Tensor::empty({S}, DType::F32);
+  for (int64_t i = 0; i < S; ++i) {
+    q.scales.f32()[i] = S == 1 ? fp8_scale(w.f32(), w.numel()) : fp8_scale(w.f32() + i * K, K);
+    q.dequant.f32()[i] = 1.f / q.scales.f32()[i];
+  }
   q.codes = Tensor::empty(w.shape(), DType::F8_E4M3);
   uint8_t* c = q.codes.data<uint8_t>();
   for (int64_t n = 0; n < N; ++n) {
-    const float sw = q.scales[scaling == Fp8Scaling::Row ? n : 0];
+    const float sw = q.scales.f32()[S == 1 ? 0 : n];
     for (int64_t k = 0; k < K; ++k) c[n * K + k] = f32_to_e4m3(w.f32()[n * K + k] * sw);
   }
   return q;
 }
-
-namespace cpu {
 
 void linear_fp8(const Tensor& x_in, const Fp8Weight& w, Tensor& y) {
   AVDIT_CHECK(w.codes.ndim() == 2 && w.codes.dtype() == DType::F8_E4M3,
@@ -67,8 +69,8 @@ void linear_fp8(const Tensor& x_in, const Fp8Weight& w, Tensor& y) {
               "linear_fp8: x {} y {} for a weight [{}, {}]", x_in.shape_str(), y.shape_str(), N, K);
   const auto& lut = e4m3_table();
   const bool row = w.scaling == Fp8Scaling::Row;
-  AVDIT_CHECK(static_cast<int64_t>(w.scales.size()) == (row ? N : 1),
-              "linear_fp8: {} weight scales for {} rows", w.scales.size(), N);
+  AVDIT_CHECK(w.dequant.numel() == (row ? N : 1) && w.dequant.dtype() == DType::F32,
+              "linear_fp8: {} weight scales for {} rows", w.dequant.numel(), N);
   const Tensor x = f32(x_in);
   const int64_t M = x.numel() / K;
   std::vector<float> sx(row ? M : 1);
@@ -85,8 +87,11 @@ void linear_fp8(const Tensor& x_in, const Fp8Weight& w, Tensor& y) {
   for (int64_t i = 0; i < N * K; ++i) wq.f32()[i] = lut[c[i]];
   Tensor acc = Tensor::empty({M, N}, DType::F32);
   linear(xq, wq, nullptr, nullptr, acc);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) acc.f32()[m * N + n] /= sx[row ? m : 0] * w.scales[row ? n : 0];
+  const float* dw = w.dequant.f32();
+  for (int64_t m = 0; m < M; ++m) {
+    const float dx = 1.f / sx[row ? m : 0];
+    for (int64_t n = 0; n < N; ++n) acc.f32()[m * N + n] *= dx * dw[row ? n : 0];
+  }
   store(y, acc.f32());
 }
 
