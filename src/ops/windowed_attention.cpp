@@ -83,14 +83,19 @@ WindowPlan plan_window(Context& ctx, const std::vector<RangePair>& rows, int64_t
     p.max_segment = std::max(p.max_segment, seg.size());
     p.max_keys = std::max(p.max_keys, n);
     p.pairs += seg.size() * n;
+    p.tiles += (seg.size() + kWindowTileRows - 1) / kWindowTileRows;
   }
   if (ctx.is_cuda()) {
-    // [segments (begin, end) | offsets | keys (begin, end)], I32: what the kernel reads.
+    // [segments (begin, end) | offsets | keys (begin, end) | tiles (segment, first query)], I32:
+    // what the kernels read.
     std::vector<int32_t> t;
-    t.reserve(2 * p.segments.size() + p.offsets.size() + 2 * p.keys.size());
+    t.reserve(2 * p.segments.size() + p.offsets.size() + 2 * p.keys.size() + 2 * p.tiles);
     for (const Range& s : p.segments) t.insert(t.end(), {int32_t(s.begin), int32_t(s.end)});
     for (int64_t o : p.offsets) t.push_back(static_cast<int32_t>(o));
     for (const Range& k : p.keys) t.insert(t.end(), {int32_t(k.begin), int32_t(k.end)});
+    for (size_t i = 0; i < p.segments.size(); ++i)
+      for (int64_t r = p.segments[i].begin; r < p.segments[i].end; r += kWindowTileRows)
+        t.insert(t.end(), {static_cast<int32_t>(i), static_cast<int32_t>(r)});
     Tensor host = Tensor::empty({static_cast<int64_t>(t.size())}, DType::I32);
     std::copy(t.begin(), t.end(), host.data<int32_t>());
     p.table = ctx.upload(host);

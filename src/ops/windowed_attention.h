@@ -45,8 +45,12 @@ struct WindowPlan {
   int64_t max_segment = 0;  // the longest query segment
   int64_t max_keys = 0;     // the most keys one segment attends to
   int64_t pairs = 0;        // attended (query, key) pairs: sum over segments of |q| x |keys|
-  Tensor table;             // CUDA: I32 [segments | offsets | keys] (see ops/cuda)
+  int64_t tiles = 0;  // kWindowTileRows-query tiles of the segments (a segment's last is short)
+  Tensor table;       // CUDA: I32 [segments | offsets | keys | tiles] (see ops/cuda)
 };
+// Queries per block of the tensor-core kernel (ops/cuda/sm90): the plan lists its tiles, each
+// (segment, first query).
+inline constexpr int64_t kWindowTileRows = 128;
 
 // rows: the reference's (q range, k range) list over q_rows queries and k_rows keys. BadInput
 // (exit 2) on a range outside [0, rows) or reversed, and on a (query, key) pair that two rows

@@ -1,7 +1,8 @@
 // The windowed attention kernel against its CPU reference on fresh random inputs (odd sizes with
 // partly overlapping query ranges and uncovered queries; the refiner's real head shape, 32/8 heads
-// of 128, on its own range list), F32 and BF16, gate and log-sum-exp; then the refiner forward and
-// refine() on the GPU in F32 against ../shared/golden/magi2-refiner-tiny at the README's bars.
+// of 128, on its own range list), F32 and BF16 (BF16 at head dim 128: the tensor-core kernel on
+// sm_90), gate and log-sum-exp; then the refiner forward and refine() on the GPU in F32 against
+// ../shared/golden/magi2-refiner-tiny at the README's bars.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,6 +64,16 @@ TEST_F(WindowedAttentionCuda, RandomRangeListsOddSizes) {
   run_case("windowed S29 Sk67 9/3x33 bf16", random_rows(29, 67, 30, 3), 29, 67, 9, 3, 33,
            DType::BF16, 13);
   run_case("windowed S1 Sk5 2/1x3 f32", random_rows(1, 5, 2, 4), 1, 5, 2, 1, 3, DType::F32, 14);
+}
+
+// bf16 with head dim 128 takes the tensor-core kernel on sm_90: segments longer than its 128-query
+// tile, key ranges that end inside a 64-key tile, queries no row covers (0 and -inf), GQA 4:1.
+TEST_F(WindowedAttentionCuda, TensorCoreTilesLongSegmentsAndUncoveredQueries) {
+  const std::vector<RangePair> rows = {{{0, 300}, {0, 100}}, {{0, 170}, {120, 250}},
+                                       {{305, 311}, {7, 9}}};
+  run_case("windowed tc S320 Sk250 8/2x128 bf16", rows, 320, 250, 8, 2, 128, DType::BF16, 31);
+  run_case("windowed tc random S300 Sk257 4/1x128 bf16", random_rows(300, 257, 40, 5), 300, 257, 4,
+           1, 128, DType::BF16, 32);
 }
 
 TEST_F(WindowedAttentionCuda, RefinerHeadShapeOnItsRangeList) {

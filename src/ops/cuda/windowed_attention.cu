@@ -1,13 +1,13 @@
 // Windowed attention on the GPU (ops/windowed_attention.h), the exact portable kernel: one warp
 // per (head, query), the query's segment found by binary search in the plan's table, its key
 // ranges read in place from K/V (no mask, no gathered copy, no workspace), an online softmax in
-// fp32, GQA, the optional gate rounded as the CPU reference rounds it. Correctness first: the
-// parity path of the refiner on any GPU; a tiled sm90 kernel over the same table is the fast path
-// still to come.
+// fp32, GQA, the optional gate rounded as the CPU reference rounds it: the path of every shape and
+// GPU the tensor-core kernel (windowed_attention_tc.h: sm_90, bf16, head dim 128) does not take.
 #include <cmath>
 
 #include "backend/cuda/context.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/windowed_attention_tc.h"
 #include "ops/windowed_attention.h"
 
 namespace avdit::cuda {
@@ -102,6 +102,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) windowed_kernel(WindowArg
   if (a.lse && lane == 0) a.lse[s * a.Hq + h] = covered ? m + logf(l) : -INFINITY;
 }
 
+// Queries no segment covers: output 0 (set before the kernel), LSE -inf.
+__global__ void fill_kernel(float* p, int64_t n, float v) {
+  for (int64_t i = first_of(); i < n; i += stride_of()) p[i] = v;
+}
+
 }  // namespace
 }  // namespace avdit::cuda
 
@@ -152,6 +157,41 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
     a.lse = static_cast<float*>(device_ptr(*lse));
   }
   a.y = device_ptr(out);
+  const auto& props = c.dev().props();
+  if (props.major == 9 && props.minor == 0 && D == kWindowTcHeadDim && n_seg > 0 &&
+      q.dtype() == DType::BF16 && k.dtype() == DType::BF16 && v.dtype() == DType::BF16 &&
+      (out.dtype() == DType::BF16 || out.dtype() == DType::F32)) {
+    int64_t covered = 0;
+    for (const Range& sg : plan.segments) covered += sg.size();
+    if (covered < S) {
+      AVDIT_CUDA_CHECK(cudaMemsetAsync(a.y, 0, static_cast<size_t>(out.nbytes()), c.stream()));
+      if (a.lse) {
+        fill_kernel<<<grid_for(S * Hq), kThreads, 0, c.stream()>>>(a.lse, S * Hq, -INFINITY);
+        AVDIT_CUDA_CHECK_LAUNCH();
+      }
+    }
+    WindowTcArgs t{};
+    t.q = a.q;
+    t.k = a.k;
+    t.v = a.v;
+    t.gate = a.gate;
+    t.gatet = a.gatet;
+    t.yt = a.yt;
+    t.y = a.y;
+    t.lse = a.lse;
+    t.segments = a.segments;
+    t.offsets = a.offsets;
+    t.keys = a.keys;
+    t.tiles = a.keys + 2 * static_cast<int64_t>(plan.keys.size());
+    t.tiles_n = plan.tiles;
+    t.Hq = Hq;
+    t.Hkv = a.Hkv;
+    t.scale = scale;
+    AVDIT_REQUIRE(plan.tiles <= 0x7fffffff && Hq <= 65535,
+                  "windowed attention: {} tiles x {} heads exceed one launch", plan.tiles, Hq);
+    windowed_attention_tc(c.stream(), t);
+    return;
+  }
   const int64_t warps = S * Hq;
   if (warps == 0) return;
   const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
