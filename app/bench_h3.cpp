@@ -167,7 +167,8 @@ int run_h3(const H3BenchOptions& o) {
   {
     std::stringstream ps(o.precision);
     for (std::string p; std::getline(ps, p, ',');) {
-      AVDIT_REQUIRE(p == "fp32" || p == "bf16" || p == "fp16", "bench h3: --precision {}: fp32, bf16 or fp16", p);
+      AVDIT_REQUIRE(p == "fp32" || p == "bf16" || p == "fp16" || p == "fp8" || p == "fp8-tensor",
+                    "bench h3: --precision {}: fp32, bf16, fp16, fp8 or fp8-tensor", p);
       precisions.push_back(p);
     }
   }
@@ -200,6 +201,9 @@ int run_h3(const H3BenchOptions& o) {
                act == DType::F16 ? " (fp16 fixes: " + models::fp16_fixes_str(fixes) + ")" : std::string());
     mh::H3Model model(ctx, c, act, o.seed);
     model.set_fp16_fixes(fixes);
+    // fp8: bf16 with every block GEMM in e4m3 (row or tensor scales), quantized in the warm-up.
+    if (precision == "fp8") model.set_fp8_gemm(ops::Fp8Scaling::Row);
+    if (precision == "fp8-tensor") model.set_fp8_gemm(ops::Fp8Scaling::Tensor);
     fmt::print("weights {:.2f} GB generated on the device\n", model.weight_bytes() / 1e9);
     for (const Case& k : cases) {
       const mh::PackedLayout& l = k.layout;
@@ -304,7 +308,8 @@ Run add_bench_h3(CLI::App& bench) {
   cmd->add_option("--iters", o->iters, "Timed forwards (median reported)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed forwards first")->capture_default_str();
   cmd->add_option("--precision", o->precision,
-                  "bf16, fp32 or fp16 (the fp16 recipe), or a comma-separated list measured one after the other")
+                  "bf16, fp32, fp16 (the fp16 recipe), fp8 / fp8-tensor (bf16 with the block GEMMs in e4m3, "
+                  "row or tensor scales), or a comma-separated list measured one after the other")
       ->capture_default_str();
   cmd->add_option("--fp16-fix", o->fp16_fix, "fp16's fixes: all, none or a list (see avdit generate --help)")
       ->capture_default_str();
