@@ -3,8 +3,9 @@
 // atomic max over the float bits, then the codes); the scale is 448 / amax in fp32 and the codes
 // cvt.rn.satfinite e4m3 of x * scale: the CPU's bits. The GEMM is cuBLASLt's e4m3 x e4m3 with fp32
 // accumulation (fast accumulation off) and the inverse scales as its A / B scales (scalar or outer
-// vector); where cuBLASLt has no kernel (K or N not a multiple of 16, or no heuristic result) a
-// plain tiled kernel decodes the codes and sums in fp32.
+// vector; without an outer-vector kernel, unit scales into F32 and a scaling pass); where cuBLASLt
+// has no kernel (K or N not a multiple of 16, or no heuristic result) a plain tiled kernel decodes
+// the codes and sums in fp32, and says so once on stderr for products above 2^24 outputs.
 #include <cublasLt.h>
 #include <cuda_fp8.h>
 
@@ -108,8 +109,7 @@ void quantize(CudaContext& c, const Tensor& x, int64_t rows, int64_t K, bool per
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 
-// ---- the plain GEMM (shapes cuBLASLt does not take)
-// ----------------------------------------------
+// ---- the plain GEMM (shapes cuBLASLt does not take) -----------------------------------------
 constexpr int kTile = 16;
 
 __global__ void fp8_gemm_tiled_kernel(const uint8_t* x, const uint8_t* w, const float* dx,
@@ -132,11 +132,17 @@ __global__ void fp8_gemm_tiled_kernel(const uint8_t* x, const uint8_t* w, const 
     store_elt(y, yt, m * N + n, acc * (dx[per_row ? m : 0] * dw[per_row ? n : 0]));
 }
 
-// ---- cuBLASLt
-// -------------------------------------------------------------------------------------- Row-major
-// Y [M, N] = X [M, K] · W [N, K]^T is column-major Y^T = W^T' X': cuBLASLt's A is W read transposed
-// (the TN layout FP8 requires), its B is X; A's scale is w's (N values in outer-vector mode), B's
-// is x's (M values).
+// Row scales where cuBLASLt has no outer-vector kernel: y = acc (unit scales, F32) * dx[m] * dw[n].
+__global__ void outer_scale_kernel(const float* acc, const float* dx, const float* dw, void* y,
+                                   Elt yt, int64_t M, int64_t N) {
+  for (int64_t i = ::avdit::cuda::first_of(); i < M * N; i += ::avdit::cuda::stride_of())
+    store_elt(y, yt, i, acc[i] * (dx[i / N] * dw[i % N]));
+}
+
+// ---- cuBLASLt ----------------------------------------------------------------------------------
+// Row-major Y [M, N] = X [M, K] · W [N, K]^T is column-major Y^T = W^T' X': cuBLASLt's A is W
+// read transposed (the TN layout FP8 requires), its B is X; A's scale is w's (N values in
+// outer-vector mode), B's is x's (M values).
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -151,11 +157,11 @@ cudaDataType_t out_type(DType t) {
 
 // Plans live for the process (descriptors are host objects; an algorithm depends on the device
 // kind and the problem only).
-Plan& plan_for(CudaContext& c, int64_t M, int64_t N, int64_t K, DType out, bool per_row) {
+Plan& plan_for(CudaContext& c, int64_t M, int64_t N, int64_t K, DType out, bool outer_vec) {
   static std::mutex mu;
   static std::map<Key, Plan> plans;
   std::lock_guard<std::mutex> lock(mu);
-  const Key key{M, N, K, static_cast<int>(out), per_row};
+  const Key key{M, N, K, static_cast<int>(out), outer_vec};
   auto it = plans.find(key);
   if (it != plans.end()) return it->second;
   Plan& p = plans[key];
@@ -168,7 +174,7 @@ Plan& plan_for(CudaContext& c, int64_t M, int64_t N, int64_t K, DType out, bool 
   const int8_t fast = 0;
   AVDIT_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
-  if (per_row) {
+  if (outer_vec) {
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
                                                       &mode, sizeof(mode)));
@@ -197,23 +203,51 @@ Plan& plan_for(CudaContext& c, int64_t M, int64_t N, int64_t K, DType out, bool 
   return p;
 }
 
+// y = x · w^T through cuBLASLt; false where it has no kernel (the caller runs the plain one). Row
+// scales go to cuBLASLt's outer-vector mode, or, where it has none, to a unit-scale F32 product
+// and outer_scale_kernel.
 bool cublaslt_fp8(CudaContext& c, const void* xc, const float* dx, const Fp8Weight& w, Tensor& y,
                   int64_t M, int64_t N, int64_t K) {
   if (K % 16 != 0 || N % 16 != 0) return false;
   const bool per_row = w.scaling == Fp8Scaling::Row;
+  auto matmul = [&](Plan& p, const void* a_scale, const void* b_scale, void* d) {
+    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                      &a_scale, sizeof(a_scale)));
+    AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                      &b_scale, sizeof(b_scale)));
+    const float alpha = 1.f, beta = 0.f;
+    return cublasLtMatmul(c.dev().lt(), p.op, &alpha, w.codes.raw(), p.a, xc, p.b, &beta, d, p.d,
+                          d, p.d, &p.algo, c.dev().workspace(), c.dev().workspace_bytes(),
+                          c.stream());
+  };
   Plan& p = plan_for(c, M, N, K, y.dtype(), per_row);
-  if (!p.ok) return false;
-  const void* wd = w.dequant.raw();
-  AVDIT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &wd, sizeof(wd)));
-  AVDIT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dx, sizeof(dx)));
-  const float alpha = 1.f, beta = 0.f;
-  const cublasStatus_t st = cublasLtMatmul(
-      c.dev().lt(), p.op, &alpha, w.codes.raw(), p.a, xc, p.b, &beta, y.raw(), p.d, device_ptr(y),
-      p.d, &p.algo, c.dev().workspace(), c.dev().workspace_bytes(), c.stream());
+  if (p.ok) {
+    const cublasStatus_t st = matmul(p, w.dequant.raw(), dx, device_ptr(y));
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) AVDIT_CUBLAS_CHECK(st);
+    p.ok = false;
+  }
+  if (!per_row) return false;
+  Plan& u = plan_for(c, M, N, K, DType::F32, false);
+  if (!u.ok) return false;
+  static bool said = false;
+  if (!said) {
+    said = true;
+    fmt::print(stderr,
+               "FP8 linear: cuBLASLt has no outer-vector (row) scale kernel here; unit scales "
+               "into F32, then a scaling pass\n");
+  }
+  Tensor acc = c.empty({M, N}, DType::F32), one = c.empty({1}, DType::F32);
+  static const float host_one = 1.f;
+  AVDIT_CUDA_CHECK(cudaMemcpyAsync(device_ptr(one), &host_one, sizeof(float),
+                                   cudaMemcpyHostToDevice, c.stream()));
+  const cublasStatus_t st = matmul(u, one.raw(), one.raw(), device_ptr(acc));
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   AVDIT_CUBLAS_CHECK(st);
+  outer_scale_kernel<<<::avdit::cuda::grid_for(M * N), kQuantThreads, 0, c.stream()>>>(
+      static_cast<const float*>(acc.raw()), dx, static_cast<const float*>(w.dequant.raw()),
+      device_ptr(y), elt_of(y, "FP8 linear output"), M, N);
+  AVDIT_CUDA_CHECK_LAUNCH();
   return true;
 }
 
@@ -250,6 +284,14 @@ void linear_fp8(CudaContext& c, const Tensor& x, const Fp8Weight& w, Tensor& y) 
   quantize(c, x, M, K, per_row, xc, xs, xd);
   const auto* dx = static_cast<const float*>(xd.raw());
   if (cublaslt_fp8(c, xc.raw(), dx, w, y, M, N, K)) return;
+  static bool said = false;
+  if (!said && M * N > (int64_t{1} << 24)) {
+    said = true;
+    fmt::print(stderr,
+               "FP8 linear [{}, {}] x [{}, {}]: no cuBLASLt FP8 kernel for this shape here; the "
+               "plain kernel runs (far slower)\n",
+               M, K, N, K);
+  }
   const dim3 block(kTile, kTile);
   const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
                   static_cast<unsigned>((M + kTile - 1) / kTile));
