@@ -15,8 +15,14 @@ targets=("$@")
 if [ ${#targets[@]} = 0 ]; then
   for f in tests/fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DAVDIT_FUZZ=ON -DAVDIT_SANITIZE=ON \
-  -DAVDIT_CUDA=OFF -DAVDIT_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# A folder already configured for fuzzing (.ci/run's sanitised build, with the tests on) is kept as
+# it is; otherwise the library and targets alone, with .ci/run's flags.
+if ! grep -qs '^AVDIT_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
+  CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DAVDIT_FUZZ=ON -DAVDIT_SANITIZE=ON \
+    -DAVDIT_CUDA=OFF -DAVDIT_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" >/dev/null
+fi
 cmake --build "$build" --target "${targets[@]}" -j "${JOBS:-2}"
 if [ "$secs" = 0 ]; then exit 0; fi  # build only (libFuzzer reads 0 as "no time limit")
 rc=0
