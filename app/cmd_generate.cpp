@@ -55,7 +55,7 @@ struct GenerateArgs {
   bool nvfp4_experts = false;
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   bool nvfp4_expert_inputs = false;
-  std::string fp8_gemm;  // --fp8-gemm tensor|row (H3, latent mode, CPU)
+  std::string fp8_gemm;  // --fp8-gemm tensor|row (H3, latent mode)
   RouteCli routes;  // MAGI-2's router statistics and expert mask (both modes)
   std::string step_cache;  // --step-cache (both modes)
   std::string range_report;  // --range-report (H3, both modes)
@@ -438,8 +438,8 @@ Run add_generate(CLI::App& app) {
                 "MAGI-2, latent mode, CPU: fake NVFP4 on both expert GEMM inputs (dynamic per-tensor scale), "
                 "to measure what NVFP4 activations cost");
   cmd->add_option("--fp8-gemm", a->fp8_gemm,
-                  "H3, latent mode, CPU: every block GEMM in FP8 e4m3 with tensor (one scale per matrix) or row "
-                  "(per token and per output channel) scales, to measure what FP8 costs (issue 39; no GPU path yet)")
+                  "H3, latent mode: every block GEMM in FP8 e4m3 with tensor (one scale per matrix) or row "
+                  "(per token and per output channel) scales (CPU: the definition; GPU: cuBLASLt's FP8 GEMM)")
       ->check(CLI::IsMember({"tensor", "row"}));
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
