@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/mma_sm80.cuh"
 #include "ops/cuda/moe/moe_internal.h"
 
 namespace avdit::cuda::moe {
@@ -506,33 +507,6 @@ __global__ void __launch_bounds__(kRouterThreads, 2) router_kernel(RouterArgs a,
 // Byte offset of 16-byte chunk c of row r in a stage tile (the swizzle described at kMmaStages).
 __device__ __forceinline__ unsigned swizzle(int r, int c) {
   return static_cast<unsigned>(r * kRowBytes + ((c ^ ((r >> 1) & 3)) << 4));
-}
-
-// A 16-byte cp.async that writes zeros when !valid (src-size 0; gmem is then not read).
-__device__ __forceinline__ void cp_async16_zfill(unsigned smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned smem, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem));
-}
-
-// d += a (16 x 16 bf16, row) · b (16 x 8 bf16, col), fp32 accumulation.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                               unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Stage `stage` <- k columns k0 .. k0+31: the x tile (64 tokens; thread i: token i / 4, chunk i %

@@ -9,6 +9,7 @@
 // K/V byte brought from L2 serves 128 queries (64 would make the kernel L2-bound).
 #include <cuda_bf16.h>
 
+#include "ops/cuda/mma_sm80.cuh"
 #include "ops/cuda/windowed_attention_tc.h"
 #include "ops/windowed_attention.h"
 
@@ -29,40 +30,6 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * kD + ((chunk ^ (row & 7)) << 3);
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-// c[16x8] += a[16x16] b[16x8], bf16 in, fp32 accumulate.
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 __device__ __forceinline__ float round_to(Elt t, float v) {
   return t == Elt::BF16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
@@ -76,7 +43,7 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat
   for (int i = 0; i < ROWS * 16 / kTcThreads; ++i) {
     const int c = threadIdx.x + i * kTcThreads, row = c / 16, ch = c % 16;
     const int src = min(first + row, last);
-    cp_async16(tile + swz(row, ch), g + src * stride + ch * 8);
+    cp_async16(smem_u32(tile + swz(row, ch)), g + src * stride + ch * 8);
   }
 }
 
@@ -100,14 +67,14 @@ __global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowTcArgs
   load_tile<kBM>(Qs, qh, q_stride, q0, q_end - 1);
   load_tile<kBN>(Ks, kh, kv_stride, kb, ke - 1);
   load_tile<kBN>(Vs, vh, kv_stride, kb, ke - 1);
-  cp_commit();
-  cp_wait<0>();
+  cp_async_commit();
+  cp_async_wait_group<0>();
   __syncthreads();
 
-  uint32_t qf[8][4];
+  unsigned qf[8][4];
 #pragma unroll
   for (int ks = 0; ks < 8; ++ks)
-    ldsm_x4(qf[ks], Qs + swz(warp * 16 + lane % 16, 2 * ks + lane / 16));
+    ldmatrix_x4(smem_u32(Qs + swz(warp * 16 + lane % 16, 2 * ks + lane / 16)), qf[ks]);
 
   float o[16][4];
 #pragma unroll
@@ -126,10 +93,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowTcArgs
     if (more) {
       load_tile<kBN>(Ks + (stage ^ 1) * kBN * kD, kh, kv_stride, nkb, nke - 1);
       load_tile<kBN>(Vs + (stage ^ 1) * kBN * kD, vh, kv_stride, nkb, nke - 1);
-      cp_commit();
-      cp_wait<1>();
+      cp_async_commit();
+      cp_async_wait_group<1>();
     } else {
-      cp_wait<0>();
+      cp_async_wait_group<0>();
     }
     __syncthreads();
     const __nv_bfloat16* Kt = Ks + stage * kBN * kD;
@@ -142,10 +109,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowTcArgs
       sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
-        uint32_t b[4];
-        ldsm_x4(b, Kt + swz(j * 8 + lane % 8, 4 * p + lane / 8));
-        mma(sc[j], qf[2 * p], b[0], b[1]);
-        mma(sc[j], qf[2 * p + 1], b[2], b[3]);
+        unsigned b[4];
+        ldmatrix_x4(smem_u32(Kt + swz(j * 8 + lane % 8, 4 * p + lane / 8)), b);
+        mma_bf16_16816(sc[j], qf[2 * p], b[0], b[1]);
+        mma_bf16_16816(sc[j], qf[2 * p + 1], b[2], b[3]);
       }
     }
     // Mask keys past the range, scale into the exp2 domain, row max over the quad.
@@ -189,17 +156,18 @@ __global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowTcArgs
     // 16kk..16kk+15.
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint32_t pa[4] = {pack_bf16(sc[2 * kk][0], sc[2 * kk][1]),
-                              pack_bf16(sc[2 * kk][2], sc[2 * kk][3]),
-                              pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+      const unsigned pa[4] = {pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]),
+                              pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]),
+                              pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                              pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
 #pragma unroll
       for (int np = 0; np < 8; ++np) {
-        uint32_t b[4];
+        unsigned b[4];
         const int mi = lane / 8;
-        ldsm_x4_t(b, Vt + swz(16 * kk + (mi % 2) * 8 + lane % 8, 2 * np + mi / 2));
-        mma(o[2 * np], pa, b[0], b[1]);
-        mma(o[2 * np + 1], pa, b[2], b[3]);
+        ldmatrix_x4_trans(smem_u32(Vt + swz(16 * kk + (mi % 2) * 8 + lane % 8, 2 * np + mi / 2)),
+                          b);
+        mma_bf16_16816(o[2 * np], pa, b[0], b[1]);
+        mma_bf16_16816(o[2 * np + 1], pa, b[2], b[3]);
       }
     }
     __syncthreads();  // the next iteration's prefetch overwrites this stage
