@@ -132,6 +132,16 @@ __global__ void fp8_gemm_tiled_kernel(const uint8_t* x, const uint8_t* w, const 
     store_elt(y, yt, m * N + n, acc * (dx[per_row ? m : 0] * dw[per_row ? n : 0]));
 }
 
+// The unit scale the row path's product takes (cuBLASLt reads scales from device memory): a
+// device constant (its address on the current device, a host-side lookup without a copy),
+// instead of a buffer filled on every call.
+__device__ float unit_scale_value = 1.f;
+const void* unit_scale() {
+  void* a = nullptr;
+  AVDIT_CUDA_CHECK(cudaGetSymbolAddress(&a, unit_scale_value));
+  return a;
+}
+
 // Row scales where cuBLASLt has no outer-vector kernel: y = acc (unit scales, F32) * dx[m] * dw[n].
 __global__ void outer_scale_kernel(const float* acc, const float* dx, const float* dw, void* y,
                                    Elt yt, int64_t M, int64_t N) {
@@ -216,9 +226,8 @@ bool cublaslt_fp8(CudaContext& c, const void* xc, const float* dx, const Fp8Weig
     AVDIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                       &b_scale, sizeof(b_scale)));
     const float alpha = 1.f, beta = 0.f;
-    return cublasLtMatmul(c.dev().lt(), p.op, &alpha, w.codes.raw(), p.a, xc, p.b, &beta, d, p.d,
-                          d, p.d, &p.algo, c.dev().workspace(), c.dev().workspace_bytes(),
-                          c.stream());
+    return cublasLtMatmul(c.dev().lt(), p.op, &alpha, w.codes.raw(), p.a, xc, p.b, &beta, d, p.d, d,
+                          p.d, &p.algo, c.dev().workspace(), c.dev().workspace_bytes(), c.stream());
   };
   Plan& p = plan_for(c, M, N, K, y.dtype(), per_row);
   if (p.ok) {
@@ -237,11 +246,9 @@ bool cublaslt_fp8(CudaContext& c, const void* xc, const float* dx, const Fp8Weig
                "FP8 linear: cuBLASLt has no outer-vector (row) scale kernel here; unit scales "
                "into F32, then a scaling pass\n");
   }
-  Tensor acc = c.empty({M, N}, DType::F32), one = c.empty({1}, DType::F32);
-  static const float host_one = 1.f;
-  AVDIT_CUDA_CHECK(cudaMemcpyAsync(device_ptr(one), &host_one, sizeof(float),
-                                   cudaMemcpyHostToDevice, c.stream()));
-  const cublasStatus_t st = matmul(u, one.raw(), one.raw(), device_ptr(acc));
+  Tensor acc = c.empty({M, N}, DType::F32);
+  const void* one = unit_scale();
+  const cublasStatus_t st = matmul(u, one, one, device_ptr(acc));
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   AVDIT_CUBLAS_CHECK(st);
   outer_scale_kernel<<<::avdit::cuda::grid_for(M * N), kQuantThreads, 0, c.stream()>>>(
