@@ -17,19 +17,6 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;  // head dims held by each lane (d = lane + 32 j)
 constexpr int kWarpsPerBlock = 4;
 
-struct WindowArgs {
-  const void *q, *k, *v, *gate;
-  Elt qt, kt, vt, gatet, yt;
-  const int* segments;  // [n_seg, 2] begin, end (ascending, disjoint)
-  const int* offsets;   // [n_seg + 1] into keys
-  const int* keys;      // [*, 2] begin, end
-  int64_t n_seg;
-  int64_t S, Hq, Hkv, D;
-  float scale;
-  void* y;
-  float* lse;  // nullptr: not wanted
-};
-
 __device__ __forceinline__ float round_elt(Elt t, float v) {
   switch (t) {
     case Elt::BF16: return __bfloat162float(__float2bfloat16_rn(v));
@@ -146,6 +133,8 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
     a.segments = t;
     a.offsets = t + 2 * n_seg;
     a.keys = t + 2 * n_seg + (n_seg + 1);
+    a.tiles = a.keys + 2 * static_cast<int64_t>(plan.keys.size());
+    a.n_tiles = plan.tiles;
   }
   if (gate) {
     c.require_here(*gate, "windowed attention gate");
@@ -170,26 +159,9 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
         AVDIT_CUDA_CHECK_LAUNCH();
       }
     }
-    WindowTcArgs t{};
-    t.q = a.q;
-    t.k = a.k;
-    t.v = a.v;
-    t.gate = a.gate;
-    t.gatet = a.gatet;
-    t.yt = a.yt;
-    t.y = a.y;
-    t.lse = a.lse;
-    t.segments = a.segments;
-    t.offsets = a.offsets;
-    t.keys = a.keys;
-    t.tiles = a.keys + 2 * static_cast<int64_t>(plan.keys.size());
-    t.tiles_n = plan.tiles;
-    t.Hq = Hq;
-    t.Hkv = a.Hkv;
-    t.scale = scale;
     AVDIT_REQUIRE(plan.tiles <= 0x7fffffff && Hq <= 65535,
                   "windowed attention: {} tiles x {} heads exceed one launch", plan.tiles, Hq);
-    windowed_attention_tc(c.stream(), t);
+    windowed_attention_tc(c.stream(), a);
     return;
   }
   const int64_t warps = S * Hq;

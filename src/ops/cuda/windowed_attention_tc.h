@@ -1,7 +1,8 @@
-// The tensor-core windowed attention (ops/cuda/sm90/windowed_attention_sm90.cu): bf16 q, k, v with
-// head dim 128, one block per (128-query tile of the plan, query head), the tile's key ranges read
-// in place. windowed_attention.cu calls it on sm_90 for the shapes it takes and keeps the portable
-// kernel for the rest.
+// The windowed attention kernels' arguments, and the tensor-core kernel
+// (ops/cuda/sm90/windowed_attention_sm90.cu): bf16 q, k, v with head dim 128, one block per
+// (128-query tile of the plan, query head), the tile's key ranges read in place.
+// windowed_attention.cu calls it on sm_90 for the shapes it takes and keeps the portable kernel
+// for the rest.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,21 +16,24 @@ namespace avdit::cuda {
 
 inline constexpr int64_t kWindowTcHeadDim = 128;
 
-struct WindowTcArgs {
-  const void *q, *k, *v;  // bf16 [S, Hq, 128], [Sk, Hkv, 128] contiguous
-  const void* gate;       // [S, Hq] or nullptr
-  Elt gatet, yt;          // the gate's dtype; the output's (BF16 or F32)
-  void* y;
-  float* lse;           // F32 [S, Hq] or nullptr
-  const int* segments;  // the plan's table (ops/windowed_attention.h)
-  const int* offsets;
-  const int* keys;
-  const int* tiles;  // [tiles, 2]: segment, first query
-  int64_t tiles_n, Hq, Hkv;
+// What both windowed kernels read: q, k, v [S, Hq, D], [Sk, Hkv, D]; the gate [S, Hq] or null;
+// the plan's table (ops/windowed_attention.h); y [S, Hq, D]; lse F32 [S, Hq] or null.
+struct WindowArgs {
+  const void *q, *k, *v, *gate;
+  Elt qt, kt, vt, gatet, yt;
+  const int* segments;  // [n_seg, 2] begin, end (ascending, disjoint)
+  const int* offsets;   // [n_seg + 1] into keys
+  const int* keys;      // [*, 2] begin, end
+  const int* tiles;     // [n_tiles, 2] segment, first query (the tensor-core kernel's blocks)
+  int64_t n_seg, n_tiles;
+  int64_t S, Hq, Hkv, D;
   float scale;
+  void* y;
+  float* lse;  // nullptr: not wanted
 };
 
-// Compiled for sm_90a only: the caller checks the device.
-void windowed_attention_tc(cudaStream_t st, const WindowTcArgs& a);
+// bf16 q, k, v with D = kWindowTcHeadDim, y BF16 or F32. Compiled for sm_90a only: the caller
+// checks the device.
+void windowed_attention_tc(cudaStream_t st, const WindowArgs& a);
 
 }  // namespace avdit::cuda

@@ -47,7 +47,7 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat
   }
 }
 
-__global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowTcArgs a) {
+__global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowArgs a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* Ks = Qs + kBM * kD;      // 2 stages
@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowTcArgs
 
 }  // namespace
 
-void windowed_attention_tc(cudaStream_t st, const WindowTcArgs& a) {
-  if (a.tiles_n == 0 || a.Hq == 0) return;
+void windowed_attention_tc(cudaStream_t st, const WindowArgs& a) {
+  if (a.n_tiles == 0 || a.Hq == 0) return;
   static bool configured = false;
   if (!configured) {
     AVDIT_CUDA_CHECK(cudaFuncSetAttribute(windowed_tc_kernel,
@@ -219,7 +219,7 @@ void windowed_attention_tc(cudaStream_t st, const WindowTcArgs& a) {
                                           static_cast<int>(kSmemBytes)));
     configured = true;
   }
-  const dim3 grid(static_cast<unsigned>(a.tiles_n), static_cast<unsigned>(a.Hq));
+  const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.Hq));
   windowed_tc_kernel<<<grid, kTcThreads, kSmemBytes, st>>>(a);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
