@@ -401,8 +401,9 @@ TEST_F(BackendOps, AttentionMassEqualsTheCpuReference) {
 // call, activation quantization: the same fp32 scale and round-to-nearest-even saturating e4m3);
 // the products through cuBLASLt's e4m3 GEMM (K and N multiples of 16) or the plain kernel (the
 // others) within what the accumulation leaves: Hopper's FP8 MMA adds with fewer than fp32's bits
-// between cuBLASLt's promotions to fp32 (NMSE 1.6e-8 measured at K 5376 against the CPU's fp32;
-// a wrong code, scale or row is 1e-4 and above), and one bf16 rounding for BF16 outputs.
+// between cuBLASLt's promotions to fp32 (NMSE at most 1.65e-8 measured, at K 5376, against the
+// CPU's fp32; the bar is 3x that; a wrong code, scale or row is 1e-4 and above), and one bf16
+// rounding for BF16 outputs.
 TEST_F(BackendOps, LinearFp8) {
   struct Shape3 {
     int64_t m, k, n;
@@ -421,7 +422,7 @@ TEST_F(BackendOps, LinearFp8) {
                  const Fp8Weight q = quantize_fp8(c, c.upload(w), sc);
                  return std::vector<Tensor>{q.codes, q.scales, q.dequant};
                }});
-        check({"fp8 linear " + tag, 1e-7, [&](Context& c) {
+        check({"fp8 linear " + tag, 5e-8, [&](Context& c) {
                  const Fp8Weight q = quantize_fp8(c, c.upload(w), sc);
                  return std::vector<Tensor>{linear_fp8(c, c.upload(x), q, DType::F32)};
                }});
