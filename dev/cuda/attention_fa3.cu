@@ -317,6 +317,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The new maximum and P_j; pa is still being read by the PV wgmmas, so P_j goes to s first
     // and is packed after the wait.
     {
+#if LAZY_RESCALE
+      // The maximum of the raw logits (the scale is positive), and the running maximum moved only
+      // when it grows by more than 2^8: P stays below 256 (exact in fp32, bf16's relative rounding
+      // unchanged) and most tiles skip O's rescale (FlashAttention-4's conditional rescaling).
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int i = 0; i < 64; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        mx[r] *= sl2;
+        if (mx[r] > m[r] + 8.f) {
+          corr[r] = exp2f(m[r] - mx[r]);
+          m[r] = mx[r];
+          l[r] *= corr[r];
+        } else {
+          corr[r] = 1.f;
+        }
+      }
+#else
       float mx[2] = {m[0], m[1]};
 #pragma unroll
       for (int i = 0; i < 64; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i] * sl2);
@@ -328,6 +349,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         m[r] = mx[r];
         l[r] *= corr[r];
       }
+#endif
 #pragma unroll
       for (int i = 0; i < 64; ++i) {
         const int r = (i >> 1) & 1;
@@ -338,8 +360,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_operands(o);
     bar_arrive_if(v_empty(sp), lead);
+#if LAZY_RESCALE
+    if (corr[0] != 1.f || corr[1] != 1.f)
+#endif
 #pragma unroll
-    for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
+      for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       pa[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
