@@ -131,6 +131,15 @@ __device__ __forceinline__ uint64_t desc_at(unsigned base, int row0, int ks) {
   return make_desc(base + (ks >> 2) * R * 128 + row0 * 128 + (ks & 3) * 32);
 }
 
+// V in its natural [key][dim] layout as wgmma's transposed (MN-major) B: TMA writes 128 keys x 64
+// dims per box (two boxes, 16 KB apart); k-step ks = keys 16 ks.., the leading offset the 16 KB
+// between the two 64-dim halves, the stride offset 1,024 bytes between 8-key groups.
+__device__ __forceinline__ uint64_t desc_v_mn(unsigned tile, int ks) {
+  const unsigned addr = tile + ks * 16 * 128;
+  return (uint64_t{(addr & 0x3FFFFu) >> 4}) | (uint64_t{16384 >> 4} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
 #define WGMMA_D64 \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
@@ -154,13 +163,15 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t d
                : WGMMA_D64
                : "l"(da), "l"(db), "r"(accumulate));
 }
-// d += A (registers: each warp's 16 rows as the m16n8k16 A fragment) · B (smem, K-major).
+// d += A (registers: each warp's 16 rows as the m16n8k16 A fragment) · B (smem; K-major, or
+// MN-major with kTransB).
+template <int kTransB = 0>
 __device__ __forceinline__ void wgmma_rs(float (&d)[64], const unsigned (&a)[4], uint64_t db) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
-               ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
                : WGMMA_D64
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kTransB));
 }
 
 struct Params {
@@ -226,8 +237,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         KV_LOAD(Ks + s * kTileBytes + kTileBytes / 2, &tm_k, 64, kvh, j * kBN, k_full(s));
         if (u > 0) bar_wait(v_empty(s), (u - 1) & 1);
         bar_expect(v_full(s), kTileBytes);
+#if V_NATURAL  // tm_vt maps V [S, Hkv, D] like K
+        KV_LOAD(Vs + s * kTileBytes, &tm_vt, 0, kvh, j * kBN, v_full(s));
+        KV_LOAD(Vs + s * kTileBytes + kTileBytes / 2, &tm_vt, 64, kvh, j * kBN, v_full(s));
+#else
         KV_LOAD(Vs + s * kTileBytes, &tm_vt, j * kBN, 0, kvh, v_full(s));
         KV_LOAD(Vs + s * kTileBytes + kTileBytes / 2, &tm_vt, j * kBN + 64, 0, kvh, v_full(s));
+#endif
       }
     }
     return;
@@ -280,7 +296,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue_pv = [&](int st) {
     const unsigned Vt = Vs + st * kTileBytes;
 #pragma unroll
+#if V_NATURAL
+    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs<1>(o, pa[kk], desc_v_mn(Vt, kk));
+#else
     for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs(o, pa[kk], desc_at<kD>(Vt, 0, kk));
+#endif
   };
 
 #pragma unroll
@@ -486,7 +506,11 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(sinks, hsink.data(), H * 4, cudaMemcpyHostToDevice));
   const CUtensorMap tm_q = map3(q, kD, H, S, uint64_t(kD) * 2, uint64_t(H) * kD * 2, 64, 1, kBM);
   const CUtensorMap tm_k = map3(k, kD, Hkv, S, uint64_t(kD) * 2, uint64_t(Hkv) * kD * 2, 64, 1, kBN);
+#if V_NATURAL
+  const CUtensorMap tm_vt = map3(v, kD, Hkv, S, uint64_t(kD) * 2, uint64_t(Hkv) * kD * 2, 64, 1, kBN);
+#else
   const CUtensorMap tm_vt = map3(vt, S, kD, Hkv, uint64_t(S) * 2, uint64_t(kD) * S * 2, 64, kD, 1);
+#endif
   CHECK(cudaFuncSetAttribute(attention_fa3_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSmemBytes)));
   CHECK(cudaFuncSetAttribute(attention_fa3_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -494,7 +518,9 @@ int main(int argc, char** argv) {
   const float scale = 1.f / std::sqrt(float(kD));
   auto run = [&](bool pingpong, bool extras) {
     Params p{S, H, Hkv, scale * 1.4426950408889634f, extras ? sinks : nullptr, extras ? gate : nullptr, o};
+#if !V_NATURAL
     transpose_v<<<dim3(S / 32, kD / 32, Hkv), dim3(32, 8)>>>(v, vt, S, Hkv);
+#endif
 #if HEADS_FAST
     const dim3 grid(H, S / kBM);
 #else
