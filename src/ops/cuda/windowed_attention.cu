@@ -122,6 +122,7 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
   a.vt = elt_of(v, "windowed attention v");
   a.yt = elt_of(out, "windowed attention output");
   a.S = S;
+  a.Sk = k.size(0);
   a.Hq = Hq;
   a.Hkv = k.size(1);
   a.D = D;
@@ -149,7 +150,7 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
   const auto& props = c.dev().props();
   if (props.major == 9 && props.minor == 0 && D == kWindowTcHeadDim && n_seg > 0 &&
       q.dtype() == DType::BF16 && k.dtype() == DType::BF16 && v.dtype() == DType::BF16 &&
-      (out.dtype() == DType::BF16 || out.dtype() == DType::F32)) {
+      (out.dtype() == DType::BF16 || out.dtype() == DType::F32) && windowed_attention_tc_takes(a)) {
     int64_t covered = 0;
     for (const Range& sg : plan.segments) covered += sg.size();
     if (covered < S) {

@@ -1,6 +1,7 @@
-// The windowed attention kernels' arguments, and the tensor-core kernel
-// (ops/cuda/sm90/windowed_attention_sm90.cu): bf16 q, k, v with head dim 128, one block per
-// (128-query tile of the plan, query head), the tile's key ranges read in place.
+// The windowed attention kernels' arguments, and the Hopper kernel
+// (ops/cuda/sm90/windowed_attention_sm90.cu: TMA and wgmma in FlashAttention-3's arrangement):
+// bf16 q, k, v with head dim 128, one block per (128-query tile of the plan, query head), the
+// tile's key ranges read in place.
 // windowed_attention.cu calls it on sm_90 for the shapes it takes and keeps the portable kernel
 // for the rest.
 #pragma once
@@ -26,14 +27,19 @@ struct WindowArgs {
   const int* keys;      // [*, 2] begin, end
   const int* tiles;     // [n_tiles, 2] segment, first query (the tensor-core kernel's blocks)
   int64_t n_seg, n_tiles;
-  int64_t S, Hq, Hkv, D;
+  int64_t S, Sk, Hq, Hkv, D;
   float scale;
   void* y;
   float* lse;  // nullptr: not wanted
 };
 
-// bf16 q, k, v with D = kWindowTcHeadDim, y BF16 or F32. Compiled for sm_90a only: the caller
-// checks the device.
+// Whether the Hopper kernel takes these operands beyond their dtypes (bf16 q, k, v; y BF16 or
+// F32) and the device (sm_90): D = kWindowTcHeadDim, 16-byte aligned q, k, v (TMA), row counts
+// that fit int.
+bool windowed_attention_tc_takes(const WindowArgs& a);
+
+// Compiled for sm_90a only: the caller checks the device, the dtypes and
+// windowed_attention_tc_takes.
 void windowed_attention_tc(cudaStream_t st, const WindowArgs& a);
 
 }  // namespace avdit::cuda

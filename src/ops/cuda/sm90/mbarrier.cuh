@@ -1,7 +1,7 @@
-// mbarrier waits and arrivals written so that ptxas keeps the wgmmas around them asynchronous, and
-// the bf16 TMA descriptors with the 128-byte swizzle that GMMA's K-major layouts read: for our own
-// Hopper kernels (moe_fused_experts.cu). Included only by files under ops/cuda/sm90/ (it needs the
-// sm_90 PTX and the driver's tensor-map API).
+// mbarrier waits and arrivals written so that ptxas keeps the wgmmas around them asynchronous, TMA
+// tile loads, and the bf16 TMA descriptors with the 128-byte swizzle that GMMA's K-major layouts
+// read: for our own Hopper kernels (moe_fused_experts.cu, windowed_attention_sm90.cu). Included
+// only by files under ops/cuda/sm90/ (it needs the sm_90 PTX and the driver's tensor-map API).
 #pragma once
 
 #include <cuda.h>
@@ -11,7 +11,7 @@
 
 #include "ops/cuda/common.cuh"
 
-namespace avdit::cuda::moe::sm90 {
+namespace avdit::cuda::sm90 {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -47,6 +47,23 @@ __device__ __forceinline__ void bar_arrive_if(uint32_t b, bool pred) {
 __device__ __forceinline__ void bar_arrive_if(uint64_t* b, bool pred) {
   bar_arrive_if(smem_u32(b), pred);
 }
+__device__ __forceinline__ void bar_expect(uint32_t b, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bar_init(uint32_t b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
+}
+// A 3-D TMA tile load into shared memory that completes `bytes` on mbarrier `bar` (shared
+// addresses); coordinates innermost first, in elements.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
 __device__ __forceinline__ void bar_expect(uint64_t* b, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
                "r"(bytes)
@@ -62,7 +79,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
                                                       cudaEnableDefault, &q));
     AVDIT_REQUIRE(
         q == cudaDriverEntryPointSuccess && f,
-        "moe: the CUDA driver has no cuTensorMapEncodeTiled (a driver for CUDA 12+ is needed)");
+        "the CUDA driver has no cuTensorMapEncodeTiled (a driver for CUDA 12+ is needed)");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
@@ -80,8 +97,8 @@ inline CUtensorMap make_tma_map_bf16(const void* base, int rank, const cuuint64_
       &m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void*>(base),
       dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  AVDIT_REQUIRE(r == CUDA_SUCCESS, "moe: cuTensorMapEncodeTiled failed ({}) for {}", int(r), what);
+  AVDIT_REQUIRE(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed ({}) for {}", int(r), what);
   return m;
 }
 
-}  // namespace avdit::cuda::moe::sm90
+}  // namespace avdit::cuda::sm90

@@ -1,226 +1,303 @@
-// Windowed attention on the tensor cores (see windowed_attention_tc.h), in the FlashAttention-2
-// arrangement with mma.sync m16n8k16: a block of 8 warps owns one 128-query tile of a plan segment
-// for one query head (16 rows per warp, Q fragments in registers) and walks the segment's key
-// ranges in 64-key tiles, K/V double-buffered in shared memory with cp.async (the next tile of the
-// same range, or the first of the next range, loads while this one is used). Keys past a range's
-// end are masked; tile rows past the segment's end are computed on clamped rows and not stored.
-// The online softmax is in fp32 registers (exp2 domain) and P goes to the PV product straight from
-// the score accumulators (their layout is the A-operand layout). 128 query rows per block: each
-// K/V byte brought from L2 serves 128 queries (64 would make the kernel L2-bound).
+// Windowed attention on Hopper (see windowed_attention_tc.h) in FlashAttention-3's arrangement: a
+// block owns one 128-query tile of a plan segment for one query head and walks the segment's key
+// ranges in place, 128 keys at a time.
+// - Warp group 0 is the producer (setmaxnreg 40): one thread issues TMA loads of the Q tile and of
+//   each key tile's K and V into a two-stage ring (mbarriers full / empty), and writes the tile's
+//   live key count beside it (a range's last tile is short; the keys past it are other keys' rows
+//   or TMA's zero fill, masked by the consumers).
+// - Warp groups 1 and 2 are the consumers (setmaxnreg 232), 64 query rows each. Per key tile j: issue
+//   S_j = Q K_j^T and O += P_{j-1} V_{j-1} (wgmma; P from registers, V read in its own layout as the
+//   MN-major operand, so no transposed copy), wait for S_j only, the online softmax of S_j under the
+//   PV product, then rescale O. The two groups take turns issuing (named barriers), so one's
+//   softmax runs under the other's products.
+// - The running max moves only when a row's max grows past 2^8 (P < 256, exact in fp32 and rounded
+//   to bf16 as before), so most tiles skip O's rescale.
+// The gate and the LSE are rounded as the CPU reference rounds them; tile rows past the segment's
+// end are computed on whatever rows TMA brought and not stored.
 #include <cuda_bf16.h>
 
 #include "ops/cuda/mma_sm80.cuh"
+#include "ops/cuda/sm90/mbarrier.cuh"
+#include "ops/cuda/sm90/wgmma_attention.cuh"
 #include "ops/cuda/windowed_attention_tc.h"
 #include "ops/windowed_attention.h"
 
 namespace avdit::cuda {
 namespace {
 
-constexpr int kD = 128;          // head dim
-constexpr int kBM = 128;         // query rows per block
-constexpr int kBN = 64;          // keys per step
-constexpr int kTcThreads = 256;  // 8 warps x 16 rows
-constexpr size_t kSmemBytes = (kBM * kD + 4 * kBN * kD) * sizeof(__nv_bfloat16);  // Q + 2 x (K, V)
+using namespace sm90;
+
+constexpr int kD = 128;        // head dim
+constexpr int kBM = 128;       // query rows per block: two consumer warp groups of 64
+constexpr int kBN = 128;       // keys per tile
+constexpr int kBlockThreads = 384;  // producer warp group + two consumer warp groups
+constexpr int kStages = 2;
+constexpr int kTileBytes = 128 * kD * 2;  // one [128][128] bf16 tile = two 16 KB TMA boxes
+
+struct Bars {  // after the tiles: Q, K[kStages], V[kStages]
+  uint64_t q_full, k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
+  int live[kStages];  // keys of the tile in each stage that belong to its range
+};
+constexpr size_t kSmemBytes = size_t{kTileBytes} * (1 + 2 * kStages) + sizeof(Bars) + 1024;
 
 static_assert(kBM == ops::kWindowTileRows, "the plan's tiles are the kernel's blocks");
-
-// Element offset of (row, 16-byte chunk) in a [rows, 128] bf16 tile: chunks are XOR-swizzled by
-// row & 7 so that the 8 row addresses of one ldmatrix hit 8 different bank groups.
-__device__ __forceinline__ int swz(int row, int chunk) {
-  return row * kD + ((chunk ^ (row & 7)) << 3);
-}
 
 __device__ __forceinline__ float round_to(Elt t, float v) {
   return t == Elt::BF16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
 
-// Copies rows [first, first + ROWS) of one head (row stride in elements) into a swizzled tile; rows
-// past `last` repeat row `last` (finite values that are masked or not stored).
-template <int ROWS>
-__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* g,
-                                          int64_t stride, int first, int last) {
+// P (this thread's 64 probabilities) as the A fragments of the 8 k-steps of O += P V.
+__device__ __forceinline__ void pack_p(const float (&s)[64], unsigned (&pa)[8][4]) {
 #pragma unroll
-  for (int i = 0; i < ROWS * 16 / kTcThreads; ++i) {
-    const int c = threadIdx.x + i * kTcThreads, row = c / 16, ch = c % 16;
-    const int src = min(first + row, last);
-    cp_async16(smem_u32(tile + swz(row, ch)), g + src * stride + ch * 8);
+  for (int kk = 0; kk < 8; ++kk) {
+    pa[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
   }
 }
 
-__global__ void __launch_bounds__(kTcThreads, 1) windowed_tc_kernel(WindowArgs a) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* Ks = Qs + kBM * kD;      // 2 stages
-  __nv_bfloat16* Vs = Ks + 2 * kBN * kD;  // 2 stages
+__global__ void __launch_bounds__(kBlockThreads, 1)
+    windowed_fa3_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                        const __grid_constant__ CUtensorMap tm_v, const WindowArgs a) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t base = (::avdit::cuda::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t Qs = base, Ks = base + kTileBytes, Vs = base + (1 + kStages) * kTileBytes;
+  const uint32_t bars = base + (1 + 2 * kStages) * kTileBytes;
+  Bars* bars_p = reinterpret_cast<Bars*>(smem_raw + (bars - ::avdit::cuda::smem_u32(smem_raw)));
+  const uint32_t q_full = bars + offsetof(Bars, q_full);
+  auto k_full = [&](int s) { return bars + uint32_t(offsetof(Bars, k_full) + 8 * s); };
+  auto k_empty = [&](int s) { return bars + uint32_t(offsetof(Bars, k_empty) + 8 * s); };
+  auto v_full = [&](int s) { return bars + uint32_t(offsetof(Bars, v_full) + 8 * s); };
+  auto v_empty = [&](int s) { return bars + uint32_t(offsetof(Bars, v_empty) + 8 * s); };
+
   const int seg = a.tiles[2 * blockIdx.x], q0 = a.tiles[2 * blockIdx.x + 1];
   const int h = blockIdx.y, kvh = h / static_cast<int>(a.Hq / a.Hkv);
   const int q_end = a.segments[2 * seg + 1];
   const int r_first = a.offsets[seg], r_last = a.offsets[seg + 1];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t q_stride = a.Hq * kD, kv_stride = a.Hkv * kD;
-  const auto* qh = static_cast<const __nv_bfloat16*>(a.q) + h * kD;
-  const auto* kh = static_cast<const __nv_bfloat16*>(a.k) + kvh * kD;
-  const auto* vh = static_cast<const __nv_bfloat16*>(a.v) + kvh * kD;
-
-  // The key cursor: range r, tile start kb, range end ke.
-  int r = r_first, kb = a.keys[2 * r], ke = a.keys[2 * r + 1];
-  load_tile<kBM>(Qs, qh, q_stride, q0, q_end - 1);
-  load_tile<kBN>(Ks, kh, kv_stride, kb, ke - 1);
-  load_tile<kBN>(Vs, vh, kv_stride, kb, ke - 1);
-  cp_async_commit();
-  cp_async_wait_group<0>();
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    bar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      bar_init(k_full(s), 1);
+      bar_init(v_full(s), 1);
+      bar_init(k_empty(s), 8);  // lane 0 of each consumer warp
+      bar_init(v_empty(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   __syncthreads();
 
-  unsigned qf[8][4];
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks)
-    ldmatrix_x4(smem_u32(Qs + swz(warp * 16 + lane % 16, 2 * ks + lane / 16)), qf[ks]);
-
-  float o[16][4];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const float scale_log2 = a.scale * 1.4426950408889634f;
-
-  for (int stage = 0;; stage ^= 1) {
-    // The next tile: the rest of this range, else the next range.
-    int nr = r, nkb = kb + kBN, nke = ke;
-    if (nkb >= ke && ++nr < r_last) {
-      nkb = a.keys[2 * nr];
-      nke = a.keys[2 * nr + 1];
-    }
-    const bool more = nr < r_last;
-    if (more) {
-      load_tile<kBN>(Ks + (stage ^ 1) * kBN * kD, kh, kv_stride, nkb, nke - 1);
-      load_tile<kBN>(Vs + (stage ^ 1) * kBN * kD, vh, kv_stride, nkb, nke - 1);
-      cp_async_commit();
-      cp_async_wait_group<1>();
-    } else {
-      cp_async_wait_group<0>();
-    }
-    __syncthreads();
-    const __nv_bfloat16* Kt = Ks + stage * kBN * kD;
-    const __nv_bfloat16* Vt = Vs + stage * kBN * kD;
-
-    // S = Q K^T for 16 rows x 64 keys per warp.
-    float sc[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        unsigned b[4];
-        ldmatrix_x4(smem_u32(Kt + swz(j * 8 + lane % 8, 4 * p + lane / 8)), b);
-        mma_bf16_16816(sc[j], qf[2 * p], b[0], b[1]);
-        mma_bf16_16816(sc[j], qf[2 * p + 1], b[2], b[3]);
+  if (wg == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0 && r_first < r_last) {
+      bar_expect(q_full, kTileBytes);
+      tma_load_3d(Qs, &tm_q, 0, h, q0, q_full);
+      tma_load_3d(Qs + kTileBytes / 2, &tm_q, 64, h, q0, q_full);
+      int j = 0;
+      for (int r = r_first; r < r_last; ++r) {
+        const int ke = a.keys[2 * r + 1];
+        for (int kb = a.keys[2 * r]; kb < ke; kb += kBN, ++j) {
+          const int s = j % kStages, u = j / kStages;
+          if (u > 0) bar_wait(k_empty(s), (u - 1) & 1);
+          bars_p->live[s] = min(kBN, ke - kb);  // published by the arrive below
+          bar_expect(k_full(s), kTileBytes);
+          tma_load_3d(Ks + s * kTileBytes, &tm_k, 0, kvh, kb, k_full(s));
+          tma_load_3d(Ks + s * kTileBytes + kTileBytes / 2, &tm_k, 64, kvh, kb, k_full(s));
+          if (u > 0) bar_wait(v_empty(s), (u - 1) & 1);
+          bar_expect(v_full(s), kTileBytes);
+          tma_load_3d(Vs + s * kTileBytes, &tm_v, 0, kvh, kb, v_full(s));
+          tma_load_3d(Vs + s * kTileBytes + kTileBytes / 2, &tm_v, 64, kvh, kb, v_full(s));
+        }
       }
     }
-    // Mask keys past the range, scale into the exp2 domain, row max over the quad.
-    const int live = ke - kb;
+    return;
+  }
+
+  setmaxnreg_inc<232>();
+  const int c = wg - 1;  // rows 64c .. 64c + 63 of the tile
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, g = lane / 4, t = lane % 4;
+  const bool lead = lane == 0;
+  // The key tiles of the segment, counted by each warp over its ranges.
+  int n_tiles = 0;
+  for (int r = r_first + lane; r < r_last; r += 32) n_tiles += (a.keys[2 * r + 1] - a.keys[2 * r] + kBN - 1) / kBN;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) n_tiles += __shfl_xor_sync(0xffffffffu, n_tiles, off);
+  // Lane 0's copy: a value ptxas sees as warp-uniform, so the loop below keeps its wgmmas
+  // asynchronous (after the reduction alone it serialised them, C7520).
+  n_tiles = __shfl_sync(0xffffffffu, n_tiles, 0);
+
+  float o[64], s[64];
+  unsigned pa[8][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const float sl2 = a.scale * 1.4426950408889634f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+
+  auto issue_s = [&](int st) {
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+      wgmma_m64n128k16_ss(s, desc_k_major<kBM>(Qs, c * 64, kk),
+                          desc_k_major<kBN>(Ks + st * kTileBytes, 0, kk), kk > 0);
+  };
+  auto issue_pv = [&](int st) {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)
+      wgmma_m64n128k16_rs<1>(o, pa[kk], desc_v_mn_major(Vs + st * kTileBytes, kk));
+  };
+  // Softmax of S_j (raw logits in s, `live` keys valid) into unnormalised P in s; the factors O
+  // must be scaled by in corr.
+  auto softmax = [&](int live, float (&corr)[2]) {
+    if (live < kBN) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i)
+        if (8 * (i >> 2) + 2 * t + (i & 1) >= live) s[i] = -INFINITY;
+    }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 64; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = j * 8 + (lane % 4) * 2 + (e & 1);
-        const float s = key < live ? sc[j][e] * scale_log2 : -INFINITY;
-        sc[j][e] = s;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s);
-      }
-    float corr[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float m_new = fmaxf(m[i], mx[i]);  // finite: every tile has a live key
-      corr[i] = exp2f(m[i] - m_new);           // 0 on the first tile (m = -inf)
-      m[i] = m_new;
-      l[i] *= corr[i];
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2f(sc[j][e] - m[e >> 1]);
-        sc[j][e] = p;
-        l[e >> 1] += p;
-      }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
-    }
-    // O += P V: P's accumulator pairs (n-tiles 2kk, 2kk+1) are the A fragment of keys
-    // 16kk..16kk+15.
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const unsigned pa[4] = {pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]),
-                              pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]),
-                              pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-#pragma unroll
-      for (int np = 0; np < 8; ++np) {
-        unsigned b[4];
-        const int mi = lane / 8;
-        ldmatrix_x4_trans(smem_u32(Vt + swz(16 * kk + (mi % 2) * 8 + lane % 8, 2 * np + mi / 2)),
-                          b);
-        mma_bf16_16816(o[2 * np], pa, b[0], b[1]);
-        mma_bf16_16816(o[2 * np + 1], pa, b[2], b[3]);
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      mx[r] *= sl2;  // finite: every tile has a live key
+      if (mx[r] > m[r] + 8.f) {
+        corr[r] = exp2f(m[r] - mx[r]);  // 0 on the first tile (m = -inf)
+        m[r] = mx[r];
+        l[r] *= corr[r];
+      } else {
+        corr[r] = 1.f;
       }
     }
-    __syncthreads();  // the next iteration's prefetch overwrites this stage
-    if (!more) break;
-    r = nr;
-    kb = nkb;
-    ke = nke;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const int r = (i >> 1) & 1;
+      s[i] = exp2f(fmaf(s[i], sl2, -m[r]));
+      l[r] += s[i];
+    }
+  };
+
+  if (n_tiles > 0) {
+    const int my_bar = 1 + c, other_bar = 2 - c;
+    if (c == 1) named_arrive256(1);  // consumer 0 issues first
+    bar_wait(q_full, 0);
+    bar_wait(k_full(0), 0);
+    int live = bars_p->live[0];
+    named_sync256(my_bar);
+    wgmma_fence();
+    issue_s(0);
+    wgmma_commit();
+    named_arrive256(other_bar);
+    wgmma_wait<0>();
+    fence_operands(s);
+    bar_arrive_if(k_empty(0), lead);
+    {
+      float corr[2];
+      softmax(live, corr);
+      pack_p(s, pa);
+    }
+    for (int j = 1; j < n_tiles; ++j) {
+      const int st = j % kStages, sp = (j - 1) % kStages;
+      bar_wait(k_full(st), (j / kStages) & 1);
+      live = bars_p->live[st];  // read before k_empty releases the slot
+      named_sync256(my_bar);
+      wgmma_fence();
+      issue_s(st);
+      wgmma_commit();
+      bar_wait(v_full(sp), ((j - 1) / kStages) & 1);
+      issue_pv(sp);
+      wgmma_commit();
+      named_arrive256(other_bar);
+      wgmma_wait<1>();
+      fence_operands(s);
+      bar_arrive_if(k_empty(st), lead);
+      float corr[2];
+      softmax(live, corr);
+      wgmma_wait<0>();
+      fence_operands(o);
+      bar_arrive_if(v_empty(sp), lead);
+      if (corr[0] != 1.f || corr[1] != 1.f) {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
+      }
+      pack_p(s, pa);
+    }
+    const int sp = (n_tiles - 1) % kStages;
+    bar_wait(v_full(sp), ((n_tiles - 1) / kStages) & 1);
+    named_sync256(my_bar);
+    wgmma_fence();
+    issue_pv(sp);
+    wgmma_commit();
+    if (c == 0) named_arrive256(other_bar);  // consumer 1's first arrive balances this one
+    wgmma_wait<0>();
+    fence_operands(o);
+    bar_arrive_if(v_empty(sp), lead);
   }
 
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
+  const int64_t q_stride = a.Hq * kD;
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int row = q0 + warp * 16 + lane / 4 + 8 * e;
+  for (int r = 0; r < 2; ++r) {
+    const int row = q0 + c * 64 + warp * 16 + g + 8 * r;
     if (row >= q_end) continue;
-    const float inv = 1.f / l[e];
-    float g = 1.f;
-    if (a.gate) g = round_to(a.yt, sigmoid_f(load_elt(a.gate, a.gatet, int64_t{row} * a.Hq + h)));
-    const int64_t base = row * q_stride + h * kD + (lane % 4) * 2;
+    const float inv = n_tiles > 0 ? 1.f / l[r] : 0.f;
+    float gv = 1.f;
+    if (a.gate) gv = round_to(a.yt, sigmoid_f(load_elt(a.gate, a.gatet, int64_t{row} * a.Hq + h)));
+    const int64_t out0 = row * q_stride + h * kD + 2 * t;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float v0 = o[i][2 * e] * inv, v1 = o[i][2 * e + 1] * inv;
+    for (int j = 0; j < 16; ++j) {
+      float v0 = o[4 * j + 2 * r] * inv, v1 = o[4 * j + 2 * r + 1] * inv;
       if (a.gate) {  // as the CPU: core, sigmoid and product rounded to the output's dtype
-        v0 = round_to(a.yt, v0) * g;
-        v1 = round_to(a.yt, v1) * g;
+        v0 = round_to(a.yt, v0) * gv;
+        v1 = round_to(a.yt, v1) * gv;
       }
       if (a.yt == Elt::BF16)
-        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + base + i * 8) =
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + out0 + 8 * j) =
             __floats2bfloat162_rn(v0, v1);
       else
-        *reinterpret_cast<float2*>(static_cast<float*>(a.y) + base + i * 8) = make_float2(v0, v1);
+        *reinterpret_cast<float2*>(static_cast<float*>(a.y) + out0 + 8 * j) = make_float2(v0, v1);
     }
-    if (a.lse && lane % 4 == 0)
-      a.lse[int64_t{row} * a.Hq + h] = (m[e] + log2f(l[e])) * 0.6931471805599453f;
+    if (a.lse && t == 0)
+      a.lse[int64_t{row} * a.Hq + h] =
+          n_tiles > 0 ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
   }
 }
 
+// [rows, heads, 128] bf16 as TMA boxes of 64 dims x 1 head x 128 rows (rows past the tensor read
+// as zeros).
+CUtensorMap rows_map(const void* p, int64_t rows, int64_t heads, const char* what) {
+  const cuuint64_t dims[3] = {kD, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[2] = {kD * 2, static_cast<cuuint64_t>(heads) * kD * 2};
+  const cuuint32_t box[3] = {64, 1, 128};
+  return make_tma_map_bf16(p, 3, dims, strides, box, what);
+}
+
 }  // namespace
+
+bool windowed_attention_tc_takes(const WindowArgs& a) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return a.D == kD && aligned(a.q) && aligned(a.k) && aligned(a.v) && a.S <= 0x7fffffff &&
+         a.Sk <= 0x7fffffff;
+}
 
 void windowed_attention_tc(cudaStream_t st, const WindowArgs& a) {
   if (a.n_tiles == 0 || a.Hq == 0) return;
   static bool configured = false;
   if (!configured) {
-    AVDIT_CUDA_CHECK(cudaFuncSetAttribute(windowed_tc_kernel,
+    AVDIT_CUDA_CHECK(cudaFuncSetAttribute(windowed_fa3_kernel,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kSmemBytes)));
     configured = true;
   }
+  const CUtensorMap tq = rows_map(a.q, a.S, a.Hq, "windowed attention q");
+  const CUtensorMap tk = rows_map(a.k, a.Sk, a.Hkv, "windowed attention k");
+  const CUtensorMap tv = rows_map(a.v, a.Sk, a.Hkv, "windowed attention v");
   const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.Hq));
-  windowed_tc_kernel<<<grid, kTcThreads, kSmemBytes, st>>>(a);
+  windowed_fa3_kernel<<<grid, kBlockThreads, kSmemBytes, st>>>(tq, tk, tv, a);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 
