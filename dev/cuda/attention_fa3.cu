@@ -6,8 +6,10 @@
 // the two consumers take turns issuing GEMMs through two named barriers, so one group's softmax
 // runs under the other's GEMMs. The per-head sink joins the softmax denominator and the per-(token,
 // head) sigmoid gate multiplies the output in the epilogue: no pass after the kernel. GQA.
-// bf16 in, fp32 softmax and accumulation, bf16 out. V is transposed once per call (V^T [Hkv, 128,
-// S]) so both GEMMs read K-major B tiles, as in attention_wgmma.cu whose wgmma core this reuses.
+// bf16 in, fp32 softmax and accumulation, bf16 out. By default V is transposed once per call (V^T
+// [Hkv, 128, S]) so both GEMMs read K-major B tiles; -DV_NATURAL reads V in place as the MN-major
+// operand, and -DLAZY_RESCALE skips O's rescale unless a row's max grows past 2^8 (both what
+// src/ops/cuda/sm90/windowed_attention_sm90.cu does; its wgmma pieces are shared with it).
 //   nvcc -O3 -std=c++17 -Isrc -gencode=arch=compute_90a,code=sm_90a dev/cuda/attention_fa3.cu -o /tmp/fa3
 //   /tmp/fa3 [S] [heads] [kv heads]     (default 16384 24 24; S a multiple of 128)
 // Checks sampled rows against float64 (with sinks and gate), then times both variants (ping-pong
@@ -25,10 +27,12 @@
 #include <vector>
 
 #include "ops/cuda/mma_sm80.cuh"
+#include "ops/cuda/sm90/wgmma_attention.cuh"
 
 namespace {
 
 using namespace avdit::cuda;  // smem_u32, pack_bf16x2
+using namespace avdit::cuda::sm90;  // the wgmma pieces the windowed kernel in src uses
 
 #define CHECK(x)                                                                             \
   do {                                                                                       \
@@ -92,88 +96,6 @@ __device__ __forceinline__ void tma_load_3d_hint(unsigned dst, const CUtensorMap
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
       : "memory");
 }
-// Named barriers 1 and 2 order the two consumer groups' GEMM issue (ping-pong); 256 threads each.
-__device__ __forceinline__ void named_sync(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// The wgmma descriptor of k-step ks of rows [row0, ...) of a [R][128] bf16 tile as TMA's 128-byte
-// swizzle writes it: two 64-column halves R * 128 bytes apart, 8-row atoms of 1,024 bytes.
-__device__ __forceinline__ uint64_t make_desc(unsigned addr) {
-  return (uint64_t{(addr & 0x3FFFFu) >> 4}) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
-template <int R>
-__device__ __forceinline__ uint64_t desc_at(unsigned base, int row0, int ks) {
-  return make_desc(base + (ks >> 2) * R * 128 + row0 * 128 + (ks & 3) * 32);
-}
-
-// V in its natural [key][dim] layout as wgmma's transposed (MN-major) B: TMA writes 128 keys x 64
-// dims per box (two boxes, 16 KB apart); k-step ks = keys 16 ks.., the leading offset the 16 KB
-// between the two 64-dim halves, the stride offset 1,024 bytes between 8-key groups.
-__device__ __forceinline__ uint64_t desc_v_mn(unsigned tile, int ks) {
-  const unsigned addr = tile + ks * 16 * 128;
-  return (uint64_t{(addr & 0x3FFFFu) >> 4}) | (uint64_t{16384 >> 4} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
-
-#define WGMMA_D64 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define WGMMA_REGS64                                                                                  \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "  \
-  "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "   \
-  "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "   \
-  "%59, %60, %61, %62, %63}"
-
-// d (+)= A (smem) · B (smem), m64n128k16, both K-major.
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
-               ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-               : WGMMA_D64
-               : "l"(da), "l"(db), "r"(accumulate));
-}
-// d += A (registers: each warp's 16 rows as the m16n8k16 A fragment) · B (smem; K-major, or
-// MN-major with kTransB).
-template <int kTransB = 0>
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const unsigned (&a)[4], uint64_t db) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
-               ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-               : WGMMA_D64
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kTransB));
-}
-
 struct Params {
   int S, H, Hkv;
   float scale_log2;             // softmax scale x log2(e)
@@ -254,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, g = lane / 4, t = lane % 4;
   const bool lead = lane == 0;
   const int my_bar = 1 + c, other_bar = 2 - c;
-  if (kPingPong && c == 1) named_arrive(1);  // consumer 0 issues first
+  if (kPingPong && c == 1) named_arrive256(1);  // consumer 0 issues first
 
   float o[64], s[64];
   unsigned pa[8][4];
@@ -291,15 +213,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue_s = [&](int st) {
     const unsigned Kt = Ks + st * kTileBytes;
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) wgmma_ss(s, desc_at<kBM>(Qs, c * 64, kk), desc_at<kBN>(Kt, 0, kk), kk > 0);
+    for (int kk = 0; kk < kD / 16; ++kk) wgmma_m64n128k16_ss(s, desc_k_major<kBM>(Qs, c * 64, kk), desc_k_major<kBN>(Kt, 0, kk), kk > 0);
   };
   auto issue_pv = [&](int st) {
     const unsigned Vt = Vs + st * kTileBytes;
 #pragma unroll
 #if V_NATURAL
-    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs<1>(o, pa[kk], desc_v_mn(Vt, kk));
+    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n128k16_rs<1>(o, pa[kk], desc_v_mn_major(Vt, kk));
 #else
-    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs(o, pa[kk], desc_at<kD>(Vt, 0, kk));
+    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n128k16_rs<0>(o, pa[kk], desc_k_major<kD>(Vt, 0, kk));
 #endif
   };
 
@@ -307,11 +229,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < 64; ++i) o[i] = 0.f;
   bar_wait(q_full, 0);
   bar_wait(k_full(0), 0);
-  if (kPingPong) named_sync(my_bar);
+  if (kPingPong) named_sync256(my_bar);
   wgmma_fence();
   issue_s(0);
   wgmma_commit();
-  if (kPingPong) named_arrive(other_bar);
+  if (kPingPong) named_arrive256(other_bar);
   wgmma_wait<0>();
   fence_operands(s);
   bar_arrive_if(k_empty(0), lead);
@@ -322,14 +244,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 1; j < n_tiles; ++j) {
     const int st = j % kStages, sp = (j - 1) % kStages;
     bar_wait(k_full(st), (j / kStages) & 1);
-    if (kPingPong) named_sync(my_bar);
+    if (kPingPong) named_sync256(my_bar);
     wgmma_fence();
     issue_s(st);
     wgmma_commit();
     bar_wait(v_full(sp), ((j - 1) / kStages) & 1);
     issue_pv(sp);
     wgmma_commit();
-    if (kPingPong) named_arrive(other_bar);
+    if (kPingPong) named_arrive256(other_bar);
     wgmma_wait<1>();
     fence_operands(s);
     bar_arrive_if(k_empty(st), lead);
@@ -396,11 +318,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   {
     const int sp = (n_tiles - 1) % kStages;
     bar_wait(v_full(sp), ((n_tiles - 1) / kStages) & 1);
-    if (kPingPong) named_sync(my_bar);
+    if (kPingPong) named_sync256(my_bar);
     wgmma_fence();
     issue_pv(sp);
     wgmma_commit();
-    if (kPingPong && c == 0) named_arrive(other_bar);  // consumer 1's first arrive balances this
+    if (kPingPong && c == 0) named_arrive256(other_bar);  // consumer 1's first arrive balances this
     wgmma_wait<0>();
     fence_operands(o);
     bar_arrive_if(v_empty(sp), lead);
