@@ -22,11 +22,12 @@ __device__ __forceinline__ uint64_t desc_k_major(uint32_t tile, int row0, int ks
   return desc_sw128(tile + (ks >> 2) * R * 128 + row0 * 128 + (ks & 3) * 32, 16, 1024);
 }
 // V [keys][dims] as it lies in memory, read as the transposed (MN-major) B of O += P V: a tile of
-// 128 keys x 128 dims as two boxes of 64 dims (16 KB apart). k-step ks covers keys 16 ks ..; the
-// leading offset is the 16 KB between the two 64-dim halves, the stride 1,024 bytes between 8-key
-// groups.
+// kKeys keys x 128 dims as two boxes of 64 dims (kKeys * 128 bytes apart). k-step ks covers keys
+// 16 ks ..; the leading offset is the distance between the two 64-dim halves, the stride 1,024
+// bytes between 8-key groups.
+template <int kKeys>
 __device__ __forceinline__ uint64_t desc_v_mn_major(uint32_t tile, int ks) {
-  return desc_sw128(tile + ks * 16 * 128, 128 * 128, 1024);
+  return desc_sw128(tile + ks * 16 * 128, kKeys * 128, 1024);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -38,9 +39,10 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // Pins accumulators after a wait: the compiler may not move their uses above it.
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {

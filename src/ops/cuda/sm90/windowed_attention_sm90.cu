@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   auto issue_pv = [&](int st) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk)
-      wgmma_m64n128k16_rs<1>(o, pa[kk], desc_v_mn_major(Vs + st * kTileBytes, kk));
+      wgmma_m64n128k16_rs<1>(o, pa[kk], desc_v_mn_major<kBN>(Vs + st * kTileBytes, kk));
   };
   // Softmax of S_j (raw logits in s, `live` keys valid) into unnormalised P in s; the factors O
   // must be scaled by in corr.
