@@ -14,7 +14,7 @@
 // BN (keys per tile) is the study's switch: 128 (the windowed kernel's) or 176 (FlashAttention-3's
 // choice for head dim 128: S takes 88 registers and P 44 beside O's 64). Earlier switches (3
 // stages, an L2 evict_last policy, heads-fastest grid order, eager rescale, V^T) are measured in
-// bench/notes/attention.md and readable at commit 39d33fb.
+// bench/notes/attention.md and readable at commit e06e99c.
 //   nvcc -O3 -std=c++17 -Isrc -gencode=arch=compute_90a,code=sm_90a [-DBN=176] dev/cuda/attention_fa3.cu -o /tmp/fa3
 //   /tmp/fa3 [S] [heads] [kv heads]     (default 16384 24 24); ITERS=N timed runs (10)
 // Checks sampled rows against float64, with sinks and gate and without; TFLOP/s over 4 S^2 H D.
