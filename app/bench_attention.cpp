@@ -1,6 +1,7 @@
 // `avdit bench attention`: the attention shapes of our models at 16k-128k tokens on one GPU —
-// cuDNN SDPA (the core), the sink + gate pass over O, both together, and ops::attention (what the
-// models call) — in TFLOP/s against the
+// cuDNN SDPA (the core), the sink + gate pass over O, both together, ops::attention (what the
+// models call) and the project's own Hopper kernel (ops::attention's Own plan: FlashAttention-3's
+// arrangement with the sink and gate inside, where it applies) — in TFLOP/s against the
 // dense-GEMM ceiling and, given the peer's JSON (bench/peers/attention_peer.py), against torch SDPA.
 // FLOP convention: non-causal full attention, 4 L^2 Hq D (QK^T and PV, 2 flops per multiply-add).
 #include <fmt/format.h>
@@ -214,6 +215,14 @@ int run_attention(const AttnOptions& o) {
         Tensor op_out = cuda::cuda_empty(dev, {L, sh->hq, sh->d}, dt);
         const auto op = cuda::time_on_stream(
             dev, [&] { ops::attention_into(ctx, q, k, v, scale, seg, sp, gp, op_out); }, o.warmup, o.iters);
+        // The project's own kernel (the Own plan) where it applies: sm_90, bf16, head dim 128.
+        const bool own_applies = dev.props().major == 9 && dev.props().minor == 0 && dt == DType::BF16 && sh->d == 128;
+        bench::Timing own;
+        if (own_applies) {
+          const ops::Segments own_seg = ops::cuda::plan_segments_as(ctx, {0, L}, ops::SegmentPlan::Own);
+          own = cuda::time_on_stream(
+              dev, [&] { ops::attention_into(ctx, q, k, v, scale, own_seg, sp, gp, op_out); }, o.warmup, o.iters);
+        }
         const double flop = 4.0 * double(L) * double(L) * double(sh->hq) * double(sh->d);
         // The headline is the path cuda::attention takes: cuDNN's sink token + the gate pass when
         // cuDNN has it (>= 9.13), the LSE correction pass otherwise; without sinks, the no-LSE core.
@@ -242,6 +251,11 @@ int run_attention(const AttnOptions& o) {
         rep.set("vs torch cuDNN", peer_cudnn > 0 ? tf / peer_cudnn : 0.0, 3);
         rep.set("vs torch FA2", peer_flash > 0 ? tf / peer_flash : 0.0, 3);
         rep.set("ops::attention ms", op.median(), 2);
+        const double tf_own = own_applies ? flop / (own.median() * 1e-3) / 1e12 : 0.0;
+        rep.set("own ms", own_applies ? own.median() : 0.0, 2);
+        rep.set("own TFLOP/s", tf_own, 0);
+        rep.set("own vs path", own_applies ? path.median() / own.median() : 0.0, 3);
+        rep.set("own vs torch cuDNN", own_applies && peer_cudnn > 0 ? tf_own / peer_cudnn : 0.0, 3);
       }
     }
   }

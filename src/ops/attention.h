@@ -26,14 +26,22 @@ struct Segments {
   int64_t tail_max = 0;
   // Causal (the text encoders' decoders): row i of a document attends to the document's rows <= i.
   bool causal = false;
+  // SegmentPlan::Own: the project's Hopper kernel's table (ops/cuda/windowed_attention_tc.h: each
+  // non-empty document a segment whose one key range is itself, and its 128-query tiles), I32 on
+  // the context; undefined for the other plans.
+  Tensor own_table;
+  int64_t own_docs = 0, own_tiles = 0;
   int64_t rows() const { return cu.empty() ? 0 : cu.back(); }
 };
 
 // How the GPU covers the documents: Split (the first document dense, the rest ragged) or Ragged
-// (all ragged, sequence dimension = the longest document). Neither wins everywhere
-// (bench/notes/attention.md); a CUDA context with timing on (CudaContext::set_timed_choices) times
-// both once per layout and keeps the faster, otherwise Split.
-enum class SegmentPlan { Split, Ragged };
+// (all ragged, sequence dimension = the longest document), both through cuDNN. Neither wins
+// everywhere (bench/notes/attention.md); a CUDA context with timing on
+// (CudaContext::set_timed_choices) times both once per layout and keeps the faster, otherwise
+// Split. Own: the project's Hopper kernel (FlashAttention-3's arrangement, every document in one
+// launch without padding, the sink and gate inside) where it applies (sm_90, bf16, head dim 128,
+// not causal), Split's cuDNN calls elsewhere; asked for by name (plan_segments_as), not timed.
+enum class SegmentPlan { Split, Ragged, Own };
 
 namespace cpu {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,
@@ -42,6 +50,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, c
 namespace cuda {
 Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim,
                        DType dtype);
+// This plan, not a timed choice (benchmarks and tests of each path).
+Segments plan_segments_as(CudaContext& c, std::vector<int64_t> cu, SegmentPlan plan);
 void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out);
 }  // namespace cuda

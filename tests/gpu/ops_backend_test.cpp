@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,54 @@ TEST_F(BackendOps, Attention) {
                                                     seg, k.sinks ? &sc : nullptr,
                                                     k.gate ? &gc : nullptr)};
              }});
+    }
+  }
+}
+
+// ops::attention's Own plan: the project's Hopper kernel (FlashAttention-3's arrangement over the
+// documents, the sink and gate in its epilogue) against the CPU reference, bf16 q, k, v of head dim
+// 128, bf16 and f32 outputs; and not cuDNN's bits (the Split plan's), so the kernel itself ran.
+TEST_F(BackendOps, AttentionOwnHopperKernel) {
+  const auto& props = gpu().dev().props();
+  if (props.major != 9 || props.minor != 0) GTEST_SKIP() << "the Own plan's kernel is sm_90 only";
+  struct Case {
+    int64_t hq, hkv;
+    std::vector<int64_t> cu;
+    bool sinks, gate;
+  };
+  const std::vector<Case> cases = {
+      {2, 2, {0, 77}, false, false},                   // one odd document, one partial tile
+      {4, 2, {0, 50, 50, 123}, true, true},            // GQA, an empty document, sinks and gate
+      {3, 1, {0, 300, 364}, true, false},              // H3-like: a live document and a pad one
+      {24, 24, {0, 1024, 2048}, true, true},           // MAGI-2 width, cond + uncond items
+      {8, 2, {0, 1000, 2333, 2500}, false, true},      // documents ending inside query and key tiles
+  };
+  const int64_t D = 128;
+  for (const Case& k : cases) {
+    const int64_t S = k.cu.back();
+    for (DType out : {DType::BF16, DType::F32}) {
+      const std::string tag = fmt::format("S {} Hq {} Hkv {}{}{} -> {}", S, k.hq, k.hkv,
+                                          k.sinks ? " sinks" : "", k.gate ? " gate" : "", dtype_name(out));
+      const Tensor q = random_tensor({S, k.hq, D}, DType::BF16, 21),
+                   kk = random_tensor({S, k.hkv, D}, DType::BF16, 22),
+                   v = random_tensor({S, k.hkv, D}, DType::BF16, 23);
+      const Tensor sinks = random_tensor({k.hq}, DType::F32, 24, 3.f),
+                   gate = random_tensor({S, k.hq}, DType::BF16, 25);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      auto run = [&](Context& c, SegmentPlan plan) {
+        const Tensor sc = c.upload(sinks), gc = c.upload(gate);
+        auto* cc = dynamic_cast<CudaContext*>(&c);
+        const Segments seg = cc ? cuda::plan_segments_as(*cc, k.cu, plan) : plan_segments(c, k.cu);
+        return attention(c, c.upload(q), c.upload(kk), c.upload(v), scale, seg, k.sinks ? &sc : nullptr,
+                         k.gate ? &gc : nullptr, out);
+      };
+      check({"attention, Own plan " + tag, 2e-4, [&](Context& c) {
+               return std::vector<Tensor>{run(c, SegmentPlan::Own)};
+             }});
+      const Tensor own = gpu().download(run(gpu(), SegmentPlan::Own));
+      const Tensor split = gpu().download(run(gpu(), SegmentPlan::Split));
+      EXPECT_NE(0, std::memcmp(own.raw(), split.raw(), static_cast<size_t>(own.nbytes())))
+          << tag << ": the Own plan gave cuDNN's bits; its kernel did not run";
     }
   }
 }

@@ -2,7 +2,8 @@
 // document as one dense graph, the rest as one ragged graph), cuDNN's own sink token where it has
 // one (>= 9.13) and the gate in one pass after it; the exact LSE correction where it has none; the
 // portable fp32 kernel for F32 and whatever cuDNN refuses. Both take a causal mask (per segment).
-// Head dims beyond both (> 256) go through GEMMs (attention_gemm.h).
+// Head dims beyond both (> 256) go through GEMMs (attention_gemm.h). The Own plan runs the
+// project's Hopper kernel (windowed_attention_tc.h) over the documents where it applies.
 #include <cmath>
 
 #include "backend/cuda/context.h"
@@ -11,6 +12,8 @@
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_gemm.h"
 #include "ops/cuda/attention_portable.h"
+#include "ops/cuda/windowed_attention_tc.h"
+#include "ops/windowed_attention.h"
 #include "ops/random.h"
 #include "ops/rows.h"
 
@@ -25,7 +28,7 @@ Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan p
   s.cu = cu;
   s.cu_ctx = index_tensor(c, cu);
   size_t first = 0;  // documents [first, n) go to the ragged graph
-  if (plan == SegmentPlan::Split) {
+  if (plan == SegmentPlan::Split || plan == SegmentPlan::Own) {  // Own falls back to Split
     s.dense_rows = cu[1];
     first = 1;
   }
@@ -37,7 +40,70 @@ Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan p
     s.tail_max = std::max(s.tail_max, n);
   }
   if (tail.size() > 1) s.tail_cu = index_tensor(c, tail);
+  if (plan == SegmentPlan::Own) {
+    // The Hopper kernel's table (windowed_attention_tc.h): [segments | offsets | keys | tiles].
+    std::vector<int64_t> segs, offsets = {0}, keys, tiles;
+    for (size_t i = 0; i + 1 < cu.size(); ++i) {
+      const int64_t b = cu[i], e = cu[i + 1];
+      if (e == b) continue;
+      const int64_t d = static_cast<int64_t>(segs.size() / 2);
+      segs.insert(segs.end(), {b, e});
+      keys.insert(keys.end(), {b, e});
+      offsets.push_back(d + 1);
+      for (int64_t r = b; r < e; r += ops::kWindowTileRows) tiles.insert(tiles.end(), {d, r});
+    }
+    std::vector<int64_t> table = segs;
+    for (const auto* part : {&offsets, &keys, &tiles}) table.insert(table.end(), part->begin(), part->end());
+    s.own_docs = static_cast<int64_t>(segs.size() / 2);
+    s.own_tiles = static_cast<int64_t>(tiles.size() / 2);
+    if (s.own_docs > 0) s.own_table = index_tensor(c, table);
+  }
   return s;
+}
+
+// The Own plan's kernel when it applies (sm_90, bf16 q, k, v of head dim 128, a bf16 or f32 output,
+// not causal, what windowed_attention_tc_takes checks); false: the caller goes on to cuDNN.
+bool via_own(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+             const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out) {
+  const auto& props = c.dev().props();
+  if (!seg.own_table.defined() || seg.causal || props.major != 9 || props.minor != 0 ||
+      q.size(2) != ::avdit::cuda::kWindowTcHeadDim || q.dtype() != DType::BF16 ||
+      k.dtype() != DType::BF16 || v.dtype() != DType::BF16 ||
+      (out.dtype() != DType::BF16 && out.dtype() != DType::F32) ||
+      (sinks && sinks->dtype() != DType::F32))
+    return false;
+  ::avdit::cuda::WindowArgs a{};
+  a.q = q.raw();
+  a.k = k.raw();
+  a.v = v.raw();
+  a.qt = a.kt = a.vt = ::avdit::cuda::Elt::BF16;
+  a.yt = out.dtype() == DType::BF16 ? ::avdit::cuda::Elt::BF16 : ::avdit::cuda::Elt::F32;
+  a.S = a.Sk = q.size(0);
+  a.Hq = q.size(1);
+  a.Hkv = k.size(1);
+  a.D = q.size(2);
+  a.scale = scale;
+  a.n_seg = seg.own_docs;
+  const int* t = seg.own_table.data<int32_t>();
+  a.segments = t;
+  a.offsets = t + 2 * seg.own_docs;
+  a.keys = a.offsets + seg.own_docs + 1;
+  a.tiles = a.keys + 2 * seg.own_docs;
+  a.n_tiles = seg.own_tiles;
+  if (gate) {
+    c.require_here(*gate, "attention gate");
+    a.gate = gate->raw();
+    a.gatet = ::avdit::cuda::elt_of(*gate, "attention gate");
+  }
+  if (sinks) {
+    c.require_here(*sinks, "attention sinks");
+    a.sinks = static_cast<const float*>(sinks->raw());
+  }
+  a.y = ::avdit::cuda::device_ptr(out);
+  if (!::avdit::cuda::windowed_attention_tc_takes(a) || a.n_tiles > 0x7fffffff || a.Hq > 65535)
+    return false;
+  ::avdit::cuda::windowed_attention_tc(c.stream(), a);
+  return true;
 }
 
 // The cuDNN core over the plan into o ([S, Hq, D], q's dtype), cuDNN's sink token when given.
@@ -136,6 +202,10 @@ Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, i
   return make_plan(c, cu, plan);
 }
 
+Segments plan_segments_as(CudaContext& c, std::vector<int64_t> cu, SegmentPlan plan) {
+  return make_plan(c, cu, plan);
+}
+
 void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out) {
   for (const Tensor* t : {&q, &k, &v}) c.require_here(*t, "attention q/k/v");
@@ -163,6 +233,7 @@ void attention(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
     gemm_attention(c, q, k, v, scale, seg.cu, out);
     return;
   }
+  if (via_own(c, q, k, v, scale, seg, sinks, gate, out)) return;
   if (q.dtype() != DType::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
       via_cudnn(c, q, k, v, scale, seg, sinks, gate, out))
     return;

@@ -21,6 +21,8 @@ inline constexpr int64_t kWindowTcHeadDim = 128;
 // the plan's table (ops/windowed_attention.h); y [S, Hq, D]; lse F32 [S, Hq] or null.
 struct WindowArgs {
   const void *q, *k, *v, *gate;
+  const float* sinks;  // F32 [Hq] natural-log sink logits in the denominator, or null (the
+                       // Hopper kernel only: ops::attention's Own plan; windows have none)
   Elt qt, kt, vt, gatet, yt;
   const int* segments;  // [n_seg, 2] begin, end (ascending, disjoint)
   const int* offsets;   // [n_seg + 1] into keys

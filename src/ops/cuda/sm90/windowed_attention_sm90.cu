@@ -13,7 +13,9 @@
 // - The running max moves only when a row's max grows past 2^8 (P < 256, exact in fp32 and rounded
 //   to bf16 as before), so most tiles skip O's rescale.
 // The gate and the LSE are rounded as the CPU reference rounds them; tile rows past the segment's
-// end are computed on whatever rows TMA brought and not stored.
+// end are computed on whatever rows TMA brought and not stored. With sinks (ops::attention's Own
+// plan, whose segments are documents and whose one key range is the document) the sink joins the
+// denominator in the epilogue; the LSE is then that of the keys alone.
 #include <cuda_bf16.h>
 
 #include "ops/cuda/mma_sm80.cuh"
@@ -240,11 +242,15 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
   const int64_t q_stride = a.Hq * kD;
+  const float sink_l2 = a.sinks ? a.sinks[h] * 1.4426950408889634f : -INFINITY;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = q0 + c * 64 + warp * 16 + g + 8 * r;
     if (row >= q_end) continue;
-    const float inv = n_tiles > 0 ? 1.f / l[r] : 0.f;
+    // 1 / (l + exp(sink)) in the frame of the running max m, rescaled by max(m, sink) so that
+    // neither term overflows (without a sink: 1 / l).
+    const float mf = fmaxf(m[r], sink_l2), e = exp2f(m[r] - mf);
+    const float inv = n_tiles > 0 ? e / (l[r] * e + exp2f(sink_l2 - mf)) : 0.f;
     float gv = 1.f;
     if (a.gate) gv = round_to(a.yt, sigmoid_f(load_elt(a.gate, a.gatet, int64_t{row} * a.Hq + h)));
     const int64_t out0 = row * q_stride + h * kD + 2 * t;
