@@ -7,7 +7,7 @@ wall time of `decode` (CUDA-synchronised), the peak of torch's allocator and the
 (compare with `avdit bench vae`'s folder). MAGI-2's TurboVAED and MiniMax-H3's two VAEs have no
 library implementation to run.
 
-Usage: vae_peer.py --decoder wan22|oobleck [--precision fp32|bf16] [--frames 81 --height 512
+Usage: vae_peer.py --decoder wan22|oobleck [--precision fp32|bf16] [--tf32] [--frames 81 --height 512
                    --width 896] [--seconds 10] [--iters 3] [--warmup 1] [--json F]
 Needs diffusers (carried as a wheel: `pip install --no-deps --target /tmp/site .whl/*.whl`).
 """
@@ -31,7 +31,14 @@ def main():
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--json")
+    p.add_argument("--tf32", action="store_true",
+                   help="let fp32 convolutions and matmuls round to TF32 (torch's cuDNN default); off: "
+                        "exact fp32 as avdit's fp32 path computes")
     a = p.parse_args()
+    # torch lets cuDNN convolutions use TF32 by default: an "fp32" peer would then run at TF32's
+    # precision and rate while avdit's fp32 path multiplies in fp32. Same arithmetic unless --tf32.
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
     dev, dt = "cuda", torch.bfloat16 if a.precision == "bf16" else torch.float32
     torch.manual_seed(0)
     if a.decoder == "wan22":
@@ -70,7 +77,7 @@ def main():
     s = statistics.median(times)
     frames = a.frames if a.decoder == "wan22" else None
     row = {"decoder": a.decoder, "peer": "diffusers " + __import__("diffusers").__version__,
-           "precision": a.precision, "clip": clip, "latent": list(latent), "output": list(out.shape),
+           "precision": a.precision + (" (TF32)" if a.tf32 and a.precision == "fp32" else ""), "clip": clip, "latent": list(latent), "output": list(out.shape),
            "s": round(s, 4), "frames_per_s": round(frames / s, 2) if frames else None,
            "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2), "decoder_params": params,
            "finite": bool(torch.isfinite(out).all())}
