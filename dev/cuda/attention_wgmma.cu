@@ -21,10 +21,12 @@
 #include <vector>
 
 #include "ops/cuda/mma_sm80.cuh"
+#include "ops/cuda/sm90/wgmma_attention.cuh"
 
 namespace {
 
-using namespace avdit::cuda;  // smem_u32, cp.async, pack_bf16x2
+using namespace avdit::cuda;        // smem_u32, cp.async, pack_bf16x2
+using namespace avdit::cuda::sm90;  // the wgmma pieces
 
 #define CHECK(x)                                                                             \
   do {                                                                                       \
@@ -46,19 +48,6 @@ constexpr size_t kSmemBytes = kTileBytes * (1 + 2 * 2) + 1024;     // Q + 2 stag
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Pins the accumulators: the compiler may not move their uses across this point (after a wait).
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 // A [R][128] bf16 tile, K-major with the 128-byte swizzle: two halves of 64 columns (128 bytes a
 // row), half h at h * R * 128 bytes; 16-byte chunk c of row r at chunk c ^ (r % 8) of its row, so
@@ -66,18 +55,6 @@ __device__ __forceinline__ void fence_operands(float (&d)[64]) {
 template <int R>
 __device__ __forceinline__ unsigned tile_off(int r, int c) {
   return static_cast<unsigned>((c >> 3) * R * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-// The wgmma shared-memory descriptor: start address, leading offset (unused with a swizzle: 1),
-// stride offset 1,024 bytes (from one 8-row atom to the next), 128-byte swizzle.
-__device__ __forceinline__ uint64_t make_desc(unsigned addr) {
-  return (uint64_t{(addr & 0x3FFFFu) >> 4}) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
-// The descriptor of k-step ks (16 columns) of rows [row0, ...) of an [R][128] tile at `base`.
-template <int R>
-__device__ __forceinline__ uint64_t desc_at(unsigned base, int row0, int ks) {
-  return make_desc(base + (ks >> 2) * R * 128 + row0 * 128 + (ks & 3) * 32);
 }
 
 // Rows [row0, row0 + R) of a row-major bf16 matrix (row stride in elements), 128 columns from col0.
@@ -89,43 +66,6 @@ __device__ __forceinline__ void load_tile(unsigned base, const __nv_bfloat16* g,
     const int idx = threadIdx.x + i * kThreads, r = idx / 16, c = idx % 16;
     cp_async16(base + tile_off<R>(r, c), g + (row0 + r) * stride + col0 + c * 8);
   }
-}
-
-// The 64 accumulators of an m64n128 f32 tile as asm operands %0..%63.
-#define WGMMA_D64 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), \
-  "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), \
-  "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), \
-  "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), \
-  "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), \
-  "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), \
-  "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), \
-  "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-// d[64] (+)= A (smem, descriptor) · B (smem, descriptor): wgmma m64n128k16, both K-major.
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : WGMMA_D64
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-
-// d[64] += A (registers: the m16n8k16 A fragment of each warp's 16 rows) · B (smem, K-major).
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const unsigned (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-      : WGMMA_D64
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -169,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk)
-      wgmma_ss(s, desc_at<kBM>(Qs, wg * 64, kk), desc_at<kBN>(Kt, 0, kk), kk > 0);
+      wgmma_m64n128k16_ss(s, desc_k_major<kBM>(Qs, wg * 64, kk), desc_k_major<kBN>(Kt, 0, kk), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(s);
@@ -210,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs(o, pa[kk], desc_at<kD>(Vt, 0, kk));
+    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n128k16_rs<0>(o, pa[kk], desc_k_major<kD>(Vt, 0, kk));
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(o);
