@@ -19,6 +19,7 @@
 
 #include "bench/report.h"
 #include "bench_commands.h"
+#include "context.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/h3/config.h"
@@ -41,6 +42,7 @@ namespace {
 
 struct H3BenchOptions {
   std::string rows = "19456,40128";
+  std::string attention_plan = "default";
   bool canvas = true;
   int64_t text_len = 512;
   int iters = 5;
@@ -192,6 +194,7 @@ int run_h3(const H3BenchOptions& o) {
 
   ops::CudaContext ctx;
   ctx.set_timed_choices(o.gemm_candidates, o.timed_segments);
+  set_attention_plan(ctx, o.attention_plan);
   cuda::Device& dev = ctx.dev();
   bench::Report rep("MiniMax-H3 forward, one H200");
   for (const std::string& precision : precisions) {
@@ -307,6 +310,11 @@ Run add_bench_h3(CLI::App& bench) {
   cmd->add_option("--text-len", o->text_len, "Text rows of each case")->capture_default_str();
   cmd->add_option("--iters", o->iters, "Timed forwards (median reported)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed forwards first")->capture_default_str();
+  cmd->add_option("--attention-plan", o->attention_plan,
+                  "The attention path for every call: default (timed split / ragged), split, ragged "
+                  "or own (the project's Hopper kernel where it applies)")
+      ->check(CLI::IsMember({"default", "split", "ragged", "own"}))
+      ->capture_default_str();
   cmd->add_option("--precision", o->precision,
                   "bf16, fp32, fp16 (the fp16 recipe), fp8 / fp8-tensor (bf16 with the block GEMMs in e4m3, "
                   "row or tensor scales), or a comma-separated list measured one after the other")

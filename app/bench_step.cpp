@@ -57,6 +57,7 @@ struct StepBenchOptions {
   std::string device = "cuda";
   std::string precision = "bf16";
   std::string fp8_scaling = "row";  // with --precision fp8
+  std::string attention_plan = "default";
   bool nvfp4_experts = false;
   bool small = false;
   std::optional<double> seconds;
@@ -698,6 +699,7 @@ int run_step(const StepBenchOptions& o) {
   const std::string config_path = o.config.empty() ? default_config(o.family, o.small) : o.config;
   const nlohmann::json cfg = read_json(config_path);
   const std::unique_ptr<ops::Context> ctx = make_context(o.device);
+  set_attention_plan(*ctx, o.attention_plan);
   fmt::print(
       "bench step: {} on {}, {}; config {}; median of {} steps after {} warm-up, then 1 observed "
       "step\n",
@@ -737,6 +739,11 @@ Run add_bench_step(CLI::App& bench) {
   cmd->add_option("--fp8-scaling", o->fp8_scaling,
                   "With --precision fp8: row (per token and output channel) or tensor scales")
       ->check(CLI::IsMember({"row", "tensor"}))
+      ->capture_default_str();
+  cmd->add_option("--attention-plan", o->attention_plan,
+                  "The GPU's attention path for every call: default, split, ragged (cuDNN) or own "
+                  "(the project's Hopper kernel where it applies)")
+      ->check(CLI::IsMember({"default", "split", "ragged", "own"}))
       ->capture_default_str();
   cmd->add_flag("--nvfp4-experts", o->nvfp4_experts,
                 "MAGI-2: routed experts made packed in NVFP4 (needed on one H200: 217 GB in bf16)");

@@ -37,6 +37,17 @@ class NoActivity final : public StepActivity {
 
 #if AVDIT_HAVE_CUDA
 
+void set_attention_plan(ops::Context& ctx, const std::string& plan) {
+  AVDIT_REQUIRE(plan == "default" || plan == "split" || plan == "ragged" || plan == "own",
+                "--attention-plan {}: expected default, split, ragged or own", plan);
+  if (plan == "default") return;
+  AVDIT_REQUIRE(ctx.is_cuda(), "--attention-plan {}: a plan of the GPU's attention; use --device cuda",
+                plan);
+  ctx.cuda().set_segment_plan(plan == "split"    ? ops::SegmentPlan::Split
+                              : plan == "ragged" ? ops::SegmentPlan::Ragged
+                                                 : ops::SegmentPlan::Own);
+}
+
 std::unique_ptr<ops::Context> make_context(const std::string& device) {
   AVDIT_REQUIRE(device == "cpu" || device == "cuda", "--device {}: expected cpu or cuda", device);
   if (device == "cpu") return std::make_unique<ops::CpuContext>();
@@ -132,6 +143,14 @@ std::unique_ptr<StepActivity> step_activity(ops::Context& ctx) {
 }
 
 #else  // no CUDA backend in this build
+
+void set_attention_plan(ops::Context&, const std::string& plan) {
+  AVDIT_REQUIRE(plan == "default" || plan == "split" || plan == "ragged" || plan == "own",
+                "--attention-plan {}: expected default, split, ragged or own", plan);
+  AVDIT_REQUIRE(plan == "default",
+                "--attention-plan {}: a plan of the GPU's attention; this avdit has no CUDA backend",
+                plan);
+}
 
 std::unique_ptr<ops::Context> make_context(const std::string& device) {
   AVDIT_REQUIRE(device == "cpu" || device == "cuda", "--device {}: expected cpu or cuda", device);

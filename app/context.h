@@ -17,6 +17,11 @@ std::unique_ptr<ops::Context> make_context(const std::string& device);
 // --precision fp32|bf16 as the activation dtype.
 DType activation_dtype(const std::string& precision);
 
+// --attention-plan for the benchmarks of whole forwards and steps: "default" (Split, or the timed
+// choice where timing is on), or split | ragged | own for every attention call of the run
+// (ops/attention.h's SegmentPlan). BadInput for other names, and for a non-default plan on the CPU.
+void set_attention_plan(ops::Context& ctx, const std::string& plan);
+
 // The launch-overhead figures of steps 2..N on a CUDA context: wraps the progress callback, and
 // line() says what the GPU executed per step. Empty on the CPU.
 class StepActivity {

@@ -83,4 +83,8 @@ bad "full width on the CPU" "add --small" --family h3 --device cpu
 bad "rows with MAGI-2" "--rows and --canvas are H3's cases" --family magi2 --rows 19456 --device cpu --small
 bad "schedule too short" "need 6 steps of the schedule" --family h3 --steps 3 --device cpu --small
 bad "size given twice" "both set the size" --family magi2 --latent-shape 2,4,6,10 --seconds 2 --device cpu --small
+bad "attention plan on the CPU" "--attention-plan own: a plan of the GPU's attention" --family h3 \
+  --attention-plan own --device cpu --small
+bad "unknown attention plan" "--attention-plan: fast not in {default,split,ragged,own}" --family h3 \
+  --attention-plan fast --device cpu --small
 echo "bench step: ok"

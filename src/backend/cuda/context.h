@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/device.h"
@@ -43,6 +44,10 @@ class CudaContext final : public Context {
     float ms = 0;
   };
   std::map<std::vector<int64_t>, SegmentPlan>& segment_choices() { return segment_choices_; }
+  // Every plan_segments on this context returns this plan instead of Split or a timed choice
+  // (benchmarks comparing the attention paths inside a whole forward or step); nullopt: the default.
+  void set_segment_plan(std::optional<SegmentPlan> p) { forced_plan_ = p; }
+  std::optional<SegmentPlan> segment_plan() const { return forced_plan_; }
   std::vector<SegmentTiming>& segment_timings() { return segment_timings_; }
 
   // The device's memory pool (every tensor of this backend).
@@ -82,6 +87,7 @@ class CudaContext final : public Context {
   GraphStats graph_stats_;
   std::map<std::vector<int64_t>, SegmentPlan> segment_choices_;
   std::vector<SegmentTiming> segment_timings_;
+  std::optional<SegmentPlan> forced_plan_;
 };
 
 }  // namespace avdit::ops

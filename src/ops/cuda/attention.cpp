@@ -161,6 +161,7 @@ bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
 
 Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim,
                        DType dtype) {
+  if (c.segment_plan()) return make_plan(c, cu, *c.segment_plan());
   const int64_t S = cu.back();
   SegmentPlan plan = SegmentPlan::Split;
   const bool timed = c.timed_segments() && !c.capturing() && heads > 0 && head_dim > 0 &&
