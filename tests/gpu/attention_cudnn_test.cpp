@@ -425,14 +425,19 @@ TEST_F(CudnnAttentionFp8, AgainstCpuEmulation) {
 TEST_F(CudnnAttentionFp8, ManyDocumentsRaggedOrBf16) {
   Rng rng(202);
   const Fp8Case c{1000, 4, 4, 64, segments(rng.gen, 1000, 10), false, true};
-  // Does cuDNN take the ragged FP8 graph? Codes and scales of zeros are enough to ask.
+  const float scale = 0.125f;  // check_fp8's 1 / sqrt(D)
+  // Does cuDNN take the op's ragged FP8 graph (the plan's rows after its dense part)? Codes and
+  // scales of zeros are enough to ask.
+  const ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, DType::BF16);
+  ASSERT_TRUE(seg.tail_cu.defined());
+  const int64_t tail = c.S - seg.dense_rows;
   SdpaFp8In in;
-  in.q = ctx.zeros({c.S, c.Hq, c.D}, DType::F8_E4M3);
-  in.k = in.v = ctx.zeros({c.S, c.Hkv, c.D}, DType::F8_E4M3);
+  in.q = ctx.zeros({tail, c.Hq, c.D}, DType::F8_E4M3);
+  in.k = in.v = ctx.zeros({tail, c.Hkv, c.D}, DType::F8_E4M3);
   for (Tensor* t : {&in.descale_q, &in.descale_k, &in.descale_v, &in.descale_s, &in.scale_s, &in.scale_o})
     *t = ctx.zeros({1}, DType::F32);
-  Tensor o8 = ctx.zeros({c.S, c.Hq, c.D}, DType::F8_E4M3);
-  const bool ragged = cudnn_sdpa_fp8(dev, in, 0.125f, o8, up_i32(dev, i32(c.cu)), 0, false);
+  Tensor o8 = ctx.zeros({tail, c.Hq, c.D}, DType::F8_E4M3);
+  const bool ragged = cudnn_sdpa_fp8(dev, in, scale, o8, seg.tail_cu, seg.tail_max, false);
   std::printf("  cuDNN %d %s ragged FP8 SDPA on this GPU\n", cudnn_version(), ragged ? "takes" : "refuses");
   if (ragged) {
     check_fp8(ctx, rng, c, DType::BF16);
@@ -442,10 +447,9 @@ TEST_F(CudnnAttentionFp8, ManyDocumentsRaggedOrBf16) {
   ops::Segments cpu_seg;
   cpu_seg.cu = c.cu;
   Tensor exact = Tensor::empty(x[0].shape(), DType::F32);
-  ops::cpu::attention(x[0], x[1], x[2], 0.125f, cpu_seg, nullptr, nullptr, exact);
-  const ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, DType::BF16);
+  ops::cpu::attention(x[0], x[1], x[2], scale, cpu_seg, nullptr, nullptr, exact);
   const Tensor y = ops::attention_fp8(ctx, up(dev, x[0], DType::BF16), up(dev, x[1], DType::BF16),
-                                      up(dev, x[2], DType::BF16), 0.125f, seg);
+                                      up(dev, x[2], DType::BF16), scale, seg);
   EXPECT_NMSE(to_host(dev, y), exact, kNmseBf16, fp8_label("bf16 fallback vs exact", c, DType::BF16));
 }
 

@@ -99,8 +99,11 @@ Entry finish(std::shared_ptr<fe::graph::Graph> g, cudnnHandle_t handle, Entry e)
 // Our [S, H, D] token-major layout is cuDNN's BSHD: dims {B, H, S, D}, strides {S H D, D, H D, 1}.
 std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const char* name, int64_t uid, int64_t B,
                                                    int64_t H, int64_t S, int64_t D) {
-  return g.tensor(
-      fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({B, H, S, D}).set_stride({S * H * D, D, H * D, 1}));
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({B, H, S, D})
+                      .set_stride({S * H * D, D, H * D, 1}));
 }
 
 // The ragged (THD) inputs of a graph over B segments: offsets of Q, K, V (and returned, O's and the
@@ -347,7 +350,8 @@ Entry build_fp8(cudnnHandle_t handle, const GraphKey& key, float scale) {
       .set_stride({S * Hq * D, D, Hq * D, 1});
   if (off_o) O->set_ragged_offset(off_o);
   for (auto& [t, uid] : {std::pair{Amax_S, kAmaxS}, std::pair{Amax_O, kAmaxO}})
-    t->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
+    t->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
+        fe::DataType_t::FLOAT);
   return finish(std::move(g), handle, std::move(e));
 }
 
