@@ -169,8 +169,9 @@ int run_h3(const H3BenchOptions& o) {
   {
     std::stringstream ps(o.precision);
     for (std::string p; std::getline(ps, p, ',');) {
-      AVDIT_REQUIRE(p == "fp32" || p == "bf16" || p == "fp16" || p == "fp8" || p == "fp8-tensor",
-                    "bench h3: --precision {}: fp32, bf16, fp16, fp8 or fp8-tensor", p);
+      AVDIT_REQUIRE(p == "fp32" || p == "bf16" || p == "fp16" || p == "fp8" || p == "fp8-tensor" ||
+                        p == "fp8-attn",
+                    "bench h3: --precision {}: fp32, bf16, fp16, fp8, fp8-tensor or fp8-attn", p);
       precisions.push_back(p);
     }
   }
@@ -204,9 +205,11 @@ int run_h3(const H3BenchOptions& o) {
                act == DType::F16 ? " (fp16 fixes: " + models::fp16_fixes_str(fixes) + ")" : std::string());
     mh::H3Model model(ctx, c, act, o.seed);
     model.set_fp16_fixes(fixes);
-    // fp8: bf16 with every block GEMM in e4m3 (row or tensor scales), quantized in the warm-up.
+    // fp8: bf16 with every block GEMM in e4m3 (row or tensor scales), quantized in the warm-up;
+    // fp8-attn: fp8-tensor with the attention cores in e4m3 too (ops/attention_fp8.h).
     if (precision == "fp8") model.set_fp8_gemm(ops::Fp8Scaling::Row);
-    if (precision == "fp8-tensor") model.set_fp8_gemm(ops::Fp8Scaling::Tensor);
+    if (precision == "fp8-tensor" || precision == "fp8-attn") model.set_fp8_gemm(ops::Fp8Scaling::Tensor);
+    model.set_fp8_attention(precision == "fp8-attn");
     fmt::print("weights {:.2f} GB generated on the device\n", model.weight_bytes() / 1e9);
     for (const Case& k : cases) {
       const mh::PackedLayout& l = k.layout;
@@ -317,7 +320,8 @@ Run add_bench_h3(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--precision", o->precision,
                   "bf16, fp32, fp16 (the fp16 recipe), fp8 / fp8-tensor (bf16 with the block GEMMs in e4m3, "
-                  "row or tensor scales), or a comma-separated list measured one after the other")
+                  "row or tensor scales), fp8-attn (fp8-tensor with the attention cores in e4m3 too: cuDNN's "
+                  "FP8 SDPA), or a comma-separated list measured one after the other")
       ->capture_default_str();
   cmd->add_option("--fp16-fix", o->fp16_fix, "fp16's fixes: all, none or a list (see avdit generate --help)")
       ->capture_default_str();

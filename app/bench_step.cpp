@@ -58,6 +58,7 @@ struct StepBenchOptions {
   std::string precision = "bf16";
   std::string fp8_scaling = "row";  // with --precision fp8
   std::string attention_plan = "default";
+  bool fp8_attention = false;       // --fp8-attention (H3)
   bool nvfp4_experts = false;
   bool small = false;
   std::optional<double> seconds;
@@ -361,7 +362,8 @@ void report_row(bench::Report& rep, const StepBenchOptions& o, const Case& k,
   rep.set("case", k.name);
   rep.set("device", o.device);
   rep.set("precision", o.precision + (o.nvfp4_experts ? " + nvfp4 experts" : "") +
-                           (o.precision == "fp8" ? " (" + o.fp8_scaling + " scales)" : ""));
+                           (o.precision == "fp8" ? " (" + o.fp8_scaling + " scales)" : "") +
+                           (o.fp8_attention ? " + fp8 attention" : ""));
   rep.set("CFG", cfg);
   rep.set("tokens", tokens);
   rep.set("per pass", per_pass);
@@ -626,6 +628,7 @@ int run_h3(const StepBenchOptions& o, ops::Context& ctx, const nlohmann::json& c
   mh::H3Model model(ctx, c, act, o.seed);
   if (o.precision == "fp8")
     model.set_fp8_gemm(ops::parse_fp8_scaling(o.fp8_scaling, "--fp8-scaling"));
+  model.set_fp8_attention(o.fp8_attention);
   ctx.synchronize();
   const double made_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -679,7 +682,10 @@ int run_h3(const StepBenchOptions& o, ops::Context& ctx, const nlohmann::json& c
 int run_step(const StepBenchOptions& o) {
   AVDIT_REQUIRE(o.precision != "fp8" || o.family == "h3",
                 "--precision fp8: FP8 GEMMs are wired for H3's blocks; MAGI-2 runs fp32 or bf16");
-  // fp8: bf16 activations, every block GEMM in e4m3 (attention stays bf16).
+  AVDIT_REQUIRE(!o.fp8_attention || o.family == "h3",
+                "--fp8-attention: FP8 attention is wired for H3's blocks; MAGI-2's attention (sinks "
+                "and gates) runs in bf16");
+  // fp8: bf16 activations, every block GEMM in e4m3 (attention too with --fp8-attention).
   const DType act = activation_dtype(o.precision == "fp8" ? "bf16" : o.precision);
   AVDIT_REQUIRE(o.family == "h3" || act != DType::F16,
                 "--precision fp16 is MiniMax-H3's recipe; MAGI-2 runs fp32 or bf16");
@@ -745,6 +751,9 @@ Run add_bench_step(CLI::App& bench) {
                   "(the project's Hopper kernel where it applies)")
       ->check(CLI::IsMember({"default", "split", "ragged", "own"}))
       ->capture_default_str();
+  cmd->add_flag("--fp8-attention", o->fp8_attention,
+                "H3: every attention core in FP8 e4m3 (cuDNN's FP8 SDPA; on the CPU its emulation), "
+                "with any --precision");
   cmd->add_flag("--nvfp4-experts", o->nvfp4_experts,
                 "MAGI-2: routed experts made packed in NVFP4 (needed on one H200: 217 GB in bf16)");
   cmd->add_flag("--small", o->small,

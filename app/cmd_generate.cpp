@@ -56,6 +56,7 @@ struct GenerateArgs {
   std::string moe_combine;  // "", "bf16" or "fp32" (ops::CombineSum)
   bool nvfp4_expert_inputs = false;
   std::string fp8_gemm;  // --fp8-gemm tensor|row (H3, latent mode)
+  bool fp8_attention = false;  // --fp8-attention (H3, latent mode)
   RouteCli routes;  // MAGI-2's router statistics and expert mask (both modes)
   std::string step_cache;  // --step-cache (both modes)
   std::string range_report;  // --range-report (H3, both modes)
@@ -146,10 +147,10 @@ int run_generate(const GenerateArgs& a) {
   if (!a.clip.prompt.empty()) {
     AVDIT_REQUIRE(a.text.empty() && a.negative.empty() && a.noise.empty() && a.teacher.empty() &&
                       a.save_trajectory.empty() && a.time_freqs.empty() && a.moe_combine.empty() &&
-                      !a.nvfp4_expert_inputs && a.fp8_gemm.empty(),
+                      !a.nvfp4_expert_inputs && a.fp8_gemm.empty() && !a.fp8_attention,
                   "--prompt runs the whole pipeline of a release folder; --text, --negative, --noise, "
-                  "--teacher, --save-trajectory, --time-embedding-freqs, --moe-combine, --nvfp4-expert-inputs "
-                  "and --fp8-gemm belong to the latent mode");
+                  "--teacher, --save-trajectory, --time-embedding-freqs, --moe-combine, --nvfp4-expert-inputs, "
+                  "--fp8-gemm and --fp8-attention belong to the latent mode");
     for (const auto& [value, option] :
          {std::pair{a.guidance, "--guidance"}, std::pair{a.video_guidance, "--video-guidance"},
           std::pair{a.audio_guidance, "--audio-guidance"}})
@@ -211,6 +212,8 @@ int run_generate(const GenerateArgs& a) {
                 "model)", a.model, *family);
   AVDIT_REQUIRE(a.fp8_gemm.empty() || act != DType::F16, "--fp8-gemm replaces the block GEMMs; it does not combine with "
                 "--precision fp16");
+  AVDIT_REQUIRE(!a.fp8_attention || !magi2, "--fp8-attention runs H3's attention cores in FP8; MAGI-2 (sinks and "
+                "gates) is not wired yet ({} is a {} model)", a.model, *family);
   AVDIT_REQUIRE(!a.nvfp4_expert_inputs || magi2, "--nvfp4-expert-inputs quantises MAGI-2's expert inputs; {} is a {} "
                 "model", a.model, *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
@@ -303,6 +306,7 @@ int run_generate(const GenerateArgs& a) {
     models::h3::H3Model model(*ctx, ckpt, act);
     model.set_fp16_fixes(fixes);
     if (!a.fp8_gemm.empty()) model.set_fp8_gemm(ops::parse_fp8_scaling(a.fp8_gemm, "--fp8-gemm"));
+    model.set_fp8_attention(a.fp8_attention);
     r = pipeline::generate_h3(model, o);
     memory = memory_summary(*ctx, model.weight_bytes());
   }
@@ -441,6 +445,9 @@ Run add_generate(CLI::App& app) {
                   "H3, latent mode: every block GEMM in FP8 e4m3 with tensor (one scale per matrix) or row "
                   "(per token and per output channel) scales (CPU: the definition; GPU: cuBLASLt's FP8 GEMM)")
       ->check(CLI::IsMember({"tensor", "row"}));
+  cmd->add_flag("--fp8-attention", a->fp8_attention,
+                "H3, latent mode: every attention core in FP8 e4m3, per-tensor scales (GPU: cuDNN's FP8 SDPA, "
+                "sm_90+; CPU: its emulation from the same codes)");
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision,

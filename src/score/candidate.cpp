@@ -29,6 +29,7 @@ constexpr OptionSpec kOptions[] = {
     {"--precision", true, "fp32|bf16 activations (as generate; default the run's)"},
     {"--step-cache", true, "POLICY, step caching (as generate)"},
     {"--fp8-gemm", true, "H3: tensor|row, the block GEMMs in FP8 e4m3 (as generate; CPU)"},
+    {"--fp8-attention", false, "H3: the attention cores in FP8 e4m3 (as generate)"},
     {"--velocity-bf16", false, "score only: each model output rounded once to bf16"},
     {"--perturb-velocity", true,
      "score only: EPS, a planted perturbation of norm EPS |v| per step"},
@@ -118,6 +119,8 @@ Candidate parse_candidate(const std::string& spec) {
       AVDIT_REQUIRE(value == "tensor" || value == "row",
                     "--candidate {}: --fp8-gemm {}: expected tensor or row", c.name, value);
       k.fp8_gemm = value;
+    } else if (name == "--fp8-attention") {
+      k.fp8_attention = true;
     } else if (name == "--step-cache") {
       try {
         sample::parse_step_cache(value);

@@ -20,6 +20,7 @@ struct Knobs {
   std::optional<std::string> precision;  // --precision fp32|bf16 (default: the run's)
   std::string step_cache;                // --step-cache POLICY (sample/step_cache.h), both families
   std::string fp8_gemm;                  // --fp8-gemm tensor|row (H3): the block GEMMs in e4m3
+  bool fp8_attention = false;            // --fp8-attention (H3): the attention cores in e4m3
   // Score-only:
   bool velocity_bf16 = false;   // --velocity-bf16: each model output rounded once to bf16
   double perturb_velocity = 0;  // --perturb-velocity EPS: a random direction of norm EPS |v|

@@ -103,6 +103,8 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
                 "--nvfp4-expert-inputs runs on the CPU only for now (--device cpu)");
   AVDIT_REQUIRE(knobs.fp8_gemm.empty() || !magi2,
                 "--fp8-gemm runs H3's block GEMMs in FP8; MAGI-2 is not wired yet");
+  AVDIT_REQUIRE(!knobs.fp8_attention || !magi2,
+                "--fp8-attention runs H3's attention cores in FP8; MAGI-2 is not wired yet");
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
@@ -118,6 +120,7 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
     impl_->h3.emplace(ctx, ckpt, act);
     if (!knobs.fp8_gemm.empty())
       impl_->h3->set_fp8_gemm(ops::parse_fp8_scaling(knobs.fp8_gemm, "--fp8-gemm"));
+    impl_->h3->set_fp8_attention(knobs.fp8_attention);
   }
 }
 

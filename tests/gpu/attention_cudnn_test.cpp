@@ -2,7 +2,8 @@
 // O and LSE of cuDNN SDPA and the full sinks + gate result against a float64 loop written here
 // (small L), cuda::attention against the float32 CPU op at the models' widths (24 x 128 with sinks
 // and gate, 56 x 128, GQA 32/8 x 128) at L in the thousands with several segments, and the fused
-// QK-norm + RoPE pre-pass against ops::rms_norm + ops::rope_rotate_half_.
+// QK-norm + RoPE pre-pass against ops::rms_norm + ops::rope_rotate_half_; and the FP8 attention
+// (ops/attention_fp8.h) against its CPU emulation and the exact attention (at the end).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +18,11 @@
 
 #include "backend/cuda/context.h"
 #include "ops/attention.h"
+#include "ops/attention_fp8.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_portable.h"
 #include "ops/cuda/attention_sink_gate.h"
+#include "ops/rows.h"
 
 namespace avdit::cuda {
 namespace {
@@ -319,6 +322,160 @@ TEST(SinkGate, GatherAgainstCpu) {
     const Tensor y2 = sink_gate(dev, od, lv, &sd, nullptr);
     EXPECT_EQ(y2.raw(), od.raw());
   }
+}
+
+
+// ---- FP8 attention (ops/attention_fp8.h) ---------------------------------------------------------
+// The GPU (cuDNN's FP8 SDPA between the device quantization and decoding) against the CPU
+// emulation, and against the exact attention to prove FP8 ran. Both quantize q, k, v to the same
+// codes; what differs is P's rounding: the GPU rounds exp(l - running max) per key tile, the CPU
+// exp(l - row max), so a key seen before its row's max rounds independently on each side. With
+// random inputs that is about half the keys, NMSE up to ~1.5e-3 (P's rounding alone costs ~7e-4
+// against exact; q, k, v and O as much again: ~3e-3 in all). "Anchored" inputs remove it: every
+// 16th key of each document is one fixed vector whose logit tops every other for every query, so
+// each key tile (16 keys or more, starting at a multiple of 16) holds the row max and both sides
+// round the same values: what remains is the order of fp32 sums and exp's last bits, moving an O
+// code now and then. A bf16 result would sit ~5e-6 from exact, hence the lower bound.
+constexpr double kNmseFp8Random = 2.5e-3;
+constexpr double kNmseFp8Anchored = 1e-4;
+constexpr double kNmseFp8ExactMin = 3e-4, kNmseFp8ExactMax = 2e-2;
+
+class CudnnAttentionFp8 : public CudnnAttention {
+ protected:
+  void SetUp() override {
+    CudnnAttention::SetUp();
+    if (IsSkipped()) return;
+    if (!cudnn_fp8_attention_available(dev))
+      GTEST_SKIP() << "no cuDNN FP8 SDPA on this GPU (sm_90+, cuDNN >= 9.1)";
+  }
+};
+
+struct Fp8Case {
+  int64_t S, Hq, Hkv, D;
+  std::vector<int64_t> cu;
+  bool causal, anchored;
+};
+
+// q, k, v of c on the host, F32 holding bf16 values. Anchored: q's first component 1 and the rest
+// N(0, 0.25) (logits about N(0, 0.25)), anchor keys b e_0 with scale b = 3.5 (7 sigma above).
+std::vector<Tensor> fp8_inputs(Rng& rng, const Fp8Case& c) {
+  Tensor q = rng.host({c.S, c.Hq, c.D}, DType::F32, c.anchored ? 0.5f : 1.f),
+         k = rng.host({c.S, c.Hkv, c.D}), v = rng.host({c.S, c.Hkv, c.D});
+  if (c.anchored) {
+    for (int64_t i = 0; i < c.S * c.Hq; ++i) q.f32()[i * c.D] = 1.f;
+    const float b = 3.5f * std::sqrt(float(c.D));
+    for (size_t g = 0; g + 1 < c.cu.size(); ++g)
+      for (int64_t j = c.cu[g]; j < c.cu[g + 1]; j += 16)
+        for (int64_t h = 0; h < c.Hkv; ++h) {
+          float* row = k.f32() + (j * c.Hkv + h) * c.D;
+          std::fill(row, row + c.D, 0.f);
+          row[0] = b;
+        }
+  }
+  return {q.to(DType::BF16).to_f32(), k.to(DType::BF16).to_f32(), v.to(DType::BF16).to_f32()};
+}
+
+std::string fp8_label(const char* what, const Fp8Case& c, DType dt) {
+  return label(what, c.S, c.Hq, c.Hkv, c.D, dt, c.cu.size() - 1) + (c.causal ? " causal" : "") +
+         (c.anchored ? " anchored" : " random");
+}
+
+// ops::attention_fp8 on the device (inputs and output in dt) against the emulation and exact.
+void check_fp8(ops::CudaContext& ctx, Rng& rng, const Fp8Case& c, DType dt) {
+  Device& dev = ctx.dev();
+  const std::vector<Tensor> x = fp8_inputs(rng, c);
+  const float scale = 1.0f / std::sqrt(float(c.D));
+  ops::Segments cpu_seg;
+  cpu_seg.cu = c.cu;
+  cpu_seg.causal = c.causal;
+  Tensor emu = Tensor::empty(x[0].shape(), DType::F32), exact = Tensor::empty(x[0].shape(), DType::F32);
+  ops::cpu::attention_fp8(x[0], x[1], x[2], scale, cpu_seg, emu);
+  ops::cpu::attention(x[0], x[1], x[2], scale, cpu_seg, nullptr, nullptr, exact);
+  ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, dt);
+  seg.causal = c.causal;
+  const Tensor y = to_host(dev, ops::attention_fp8(ctx, up(dev, x[0], dt), up(dev, x[1], dt), up(dev, x[2], dt),
+                                                   scale, seg));
+  EXPECT_EQ(y.dtype(), dt);
+  EXPECT_NMSE(y, emu, c.anchored ? kNmseFp8Anchored : kNmseFp8Random, fp8_label("fp8 vs emulation", c, dt));
+  const double e = nmse(y, exact);
+  std::printf("  nmse %-72s %.2e (bounds %.0e .. %.0e)\n", fp8_label("fp8 vs exact", c, dt).c_str(), e,
+              kNmseFp8ExactMin, kNmseFp8ExactMax);
+  EXPECT_GT(e, kNmseFp8ExactMin) << "as close to exact as bf16: did FP8 run?";
+  EXPECT_LT(e, kNmseFp8ExactMax);
+}
+
+TEST_F(CudnnAttentionFp8, AgainstCpuEmulation) {
+  Rng rng(201);
+  const std::vector<Fp8Case> cases = {
+      {333, 4, 4, 64, {0, 333}, false, false},
+      {333, 4, 4, 64, {0, 333}, false, true},
+      {2048, 56, 56, 128, {0, 2048}, false, false},  // H3: 56 x 128
+      {2048, 56, 56, 128, {0, 2048}, false, true},
+      {1536, 56, 56, 128, {0, 1200, 1536}, false, true},  // H3's layout: live rows + padding
+      {777, 8, 2, 64, {0, 300, 301, 777}, false, false},  // GQA, a one-row document
+      {777, 8, 2, 64, {0, 300, 301, 777}, false, true},
+      {600, 4, 4, 128, {0, 250, 600}, true, true}};  // causal per document
+  for (const Fp8Case& c : cases) check_fp8(ctx, rng, c, DType::BF16);
+  // F32 operands and output: the same codes (the quantization reads any float dtype).
+  check_fp8(ctx, rng, cases[1], DType::F32);
+}
+
+// More documents than the op runs as dense graphs: the plan's ragged FP8 graph where cuDNN takes
+// ragged FP8 on this GPU, else the bf16 path (the op says so on stderr); right either way.
+TEST_F(CudnnAttentionFp8, ManyDocumentsRaggedOrBf16) {
+  Rng rng(202);
+  const Fp8Case c{1000, 4, 4, 64, segments(rng.gen, 1000, 10), false, true};
+  const float scale = 0.125f;  // check_fp8's 1 / sqrt(D)
+  // Does cuDNN take the op's ragged FP8 graph (the plan's rows after its dense part)? Codes and
+  // scales of zeros are enough to ask.
+  const ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, DType::BF16);
+  ASSERT_TRUE(seg.tail_cu.defined());
+  const int64_t tail = c.S - seg.dense_rows;
+  SdpaFp8In in;
+  in.q = ctx.zeros({tail, c.Hq, c.D}, DType::F8_E4M3);
+  in.k = in.v = ctx.zeros({tail, c.Hkv, c.D}, DType::F8_E4M3);
+  for (Tensor* t : {&in.descale_q, &in.descale_k, &in.descale_v, &in.descale_s, &in.scale_s, &in.scale_o})
+    *t = ctx.zeros({1}, DType::F32);
+  Tensor o8 = ctx.zeros({tail, c.Hq, c.D}, DType::F8_E4M3);
+  const bool ragged = cudnn_sdpa_fp8(dev, in, scale, o8, seg.tail_cu, seg.tail_max, false);
+  std::printf("  cuDNN %d %s ragged FP8 SDPA on this GPU\n", cudnn_version(), ragged ? "takes" : "refuses");
+  if (ragged) {
+    check_fp8(ctx, rng, c, DType::BF16);
+    return;
+  }
+  const std::vector<Tensor> x = fp8_inputs(rng, c);
+  ops::Segments cpu_seg;
+  cpu_seg.cu = c.cu;
+  Tensor exact = Tensor::empty(x[0].shape(), DType::F32);
+  ops::cpu::attention(x[0], x[1], x[2], scale, cpu_seg, nullptr, nullptr, exact);
+  const Tensor y = ops::attention_fp8(ctx, up(dev, x[0], DType::BF16), up(dev, x[1], DType::BF16),
+                                      up(dev, x[2], DType::BF16), scale, seg);
+  EXPECT_NMSE(to_host(dev, y), exact, kNmseBf16, fp8_label("bf16 fallback vs exact", c, DType::BF16));
+}
+
+// Nothing in the op waits for the host: captured in a CUDA graph and replayed, the same bits.
+TEST_F(CudnnAttentionFp8, CapturedAndReplayed) {
+  Rng rng(203);
+  const Fp8Case c{1024, 56, 56, 128, {0, 1000, 1024}, false, false};
+  const std::vector<Tensor> x = fp8_inputs(rng, c);
+  const Tensor q = up(dev, x[0], DType::BF16), k = up(dev, x[1], DType::BF16), v = up(dev, x[2], DType::BF16);
+  const ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, DType::BF16);
+  const Tensor eager = to_host(dev, ops::attention_fp8(ctx, q, k, v, 0.088f, seg));
+  Tensor out = cuda_empty(dev, q.shape(), DType::BF16);
+  const uint64_t captures = ctx.graph_stats().captures;
+  for (int i = 0; i < 3; ++i) {  // eager, captured, replayed
+    ops::copy_(ctx, out, ctx.zeros(out.shape(), DType::BF16));
+    ctx.run_fixed(77, [&] { ops::attention_fp8_into(ctx, q, k, v, 0.088f, seg, out); });
+    const Tensor got = to_host(dev, out);
+    EXPECT_EQ(std::memcmp(got.raw(), eager.raw(), static_cast<size_t>(got.nbytes())), 0) << "run " << i;
+  }
+  EXPECT_EQ(ctx.graph_stats().captures, captures + 1);
+}
+
+TEST_F(CudnnAttentionFp8, RefusesHeadDimsCudnnCannotRun) {
+  const Tensor q = ctx.zeros({8, 2, 72}, DType::BF16);
+  const ops::Segments seg = ops::plan_segments(ctx, {0, 8});
+  EXPECT_THROW(ops::attention_fp8(ctx, q, q, q, 0.1f, seg), BadInput);
 }
 
 }  // namespace

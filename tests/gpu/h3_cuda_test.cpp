@@ -7,7 +7,8 @@
 //  - determinism: two runs give identical bytes; a stepper reused across alternating layouts gives
 //  a
 //    fresh stepper's bytes; timed GEMM and segment choices stay within the bf16 bound of the
-//    defaults.
+//    defaults;
+//  - FP8 attention: the GPU against the CPU's emulation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,6 +121,28 @@ TEST_P(H3Cuda, Bf16AgainstGoldenAndCpuBf16) {
         name, g.rel(), c.rel(), cg.rel());
     EXPECT_LE(c.rel(), kBf16Tolerance) << name;
     EXPECT_GT(g.rel(), 1e-5) << name << ": the bf16 mode looks like fp32";
+  }
+}
+
+// --fp8-attention (ops/attention_fp8.h) through the one H3Model: the GPU (cuDNN's FP8 SDPA) against
+// the CPU's emulation within the bf16 bound, and visibly apart from the GPU's bf16 attention.
+TEST_P(H3Cuda, Fp8AttentionAgainstCpuEmulation) {
+  const Checkpoint ckpt = Checkpoint::open(kFixture);
+  ops::CpuContext cpu_ctx;
+  H3Model cpu(cpu_ctx, ckpt, DType::BF16), model(gpu(), ckpt, DType::BF16);
+  const H3Model plain(gpu(), ckpt, DType::BF16);
+  cpu.set_fp8_attention(true);
+  model.set_fp8_attention(true);
+  const TensorMap inputs = read_all(kFixture / inputs_file(GetParam()));
+  const TensorMap got = forward_from_inputs(model, inputs, false);
+  const TensorMap emu = forward_from_inputs(cpu, inputs, false);
+  const TensorMap bf16 = forward_from_inputs(plain, inputs, false);
+  for (const char* name : {"video_out", "audio_out"}) {
+    const Diff c = compare(got.at(name), emu.at(name)), b = compare(got.at(name), bf16.at(name));
+    std::printf("  %-10s gpu-fp8 vs cpu-fp8 %.3e | gpu-fp8 vs gpu-bf16 %.3e\n", name, c.rel(),
+                b.rel());
+    EXPECT_LE(c.rel(), kBf16Tolerance) << name;
+    EXPECT_GT(b.rel(), 1e-4) << name << ": FP8 attention looks like bf16";
   }
 }
 

@@ -1,8 +1,8 @@
 // The CPU op set (the oracle) against direct float64 computations on fresh random inputs at several
 // shapes (odd sizes included): linear with F32/BF16/F16 weights, RMSNorm in both weight
 // conventions, attention with GQA, segments and sinks, the per-head QK-norm + rotate-half RoPE, and
-// the gated residual + norm + adaLN modulation; and the FP8 linear against its definition (at the
-// end).
+// the gated residual + norm + adaLN modulation; and the FP8 linear and FP8 attention against their
+// definitions (at the end).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "ops/attention.h"
+#include "ops/attention_fp8.h"
 #include "ops/context.h"
 #include "ops/linear.h"
 #include "ops/linear_fp8.h"
@@ -309,6 +311,177 @@ TEST(LinearFp8, ZeroInputAndReusedWeight) {
 }
 
 }  // namespace fp8
+
+// ---- FP8 attention --------------------------------------------------------------------------------
+// The FP8 attention's emulation (ops/attention_fp8.h) on the CPU: known values through the e4m3
+// quantization bit for bit, the op against its definition computed in float64, its distance to the
+// exact attention (FP8's, and not zero), all-zero operands, and the inputs it refuses.
+namespace fp8_attention {
+
+Tensor random(Shape s, uint32_t seed, float std) { return fp8::random(std::move(s), seed, std); }
+
+Segments docs(CpuContext& ctx, std::vector<int64_t> cu, bool causal = false) {
+  Segments seg = plan_segments(ctx, std::move(cu));
+  seg.causal = causal;
+  return seg;
+}
+
+double nmse(const Tensor& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::as_const(got).f32()[i] - ref[i];
+    num += e * e;
+    den += ref[i] * ref[i];
+  }
+  return num / den;
+}
+
+// float64 attention of q, k, v over cu (GQA, causal): with `fp8` the definition of
+// ops/attention_fp8.h step by step (scales 448 / amax in fp32, e4m3 codes of q, k, v, of
+// P = exp(l - max) at 448 and of O at s_v), else the exact attention.
+std::vector<double> attention64(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                                const std::vector<int64_t>& cu, bool causal, bool fp8) {
+  const int64_t S = q.size(0), hq = q.size(1), d = q.size(2), hkv = k.size(1);
+  auto coded = [&](const Tensor& t, float& s) {
+    double amax = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) amax = std::max(amax, std::fabs(double(t.f32()[i])));
+    s = amax > 0 ? static_cast<float>(448.0 / amax) : 1.f;
+    std::vector<double> c(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      c[i] = fp8 ? double(e4m3_to_f32(f32_to_e4m3(t.f32()[i] * s))) / s : t.f32()[i];
+    return c;
+  };
+  float sq, sk, sv;
+  const std::vector<double> qd = coded(q, sq), kd = coded(k, sk), vd = coded(v, sv);
+  auto e4m3 = [](double x) { return double(e4m3_to_f32(f32_to_e4m3(static_cast<float>(x)))); };
+  std::vector<double> out(static_cast<size_t>(S * hq * d));
+  for (size_t g = 0; g + 1 < cu.size(); ++g)
+    for (int64_t i = cu[g]; i < cu[g + 1]; ++i)
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t kh = h / (hq / hkv), end = causal ? i + 1 : cu[g + 1];
+        std::vector<double> l;
+        for (int64_t j = cu[g]; j < end; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += qd[(i * hq + h) * d + c] * kd[(j * hkv + kh) * d + c];
+          l.push_back(dot * scale);
+        }
+        const double mx = *std::max_element(l.begin(), l.end());
+        double sum = 0;
+        for (double& x : l) {
+          x = std::exp(x - mx);
+          sum += x;
+          if (fp8) x = e4m3(x * 448) / 448;
+        }
+        for (int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (size_t j = 0; j < l.size(); ++j) acc += l[j] * vd[((cu[g] + j) * hkv + kh) * d + c];
+          acc /= sum;
+          out[(i * hq + h) * d + c] = fp8 ? e4m3(acc * sv) / sv : acc;
+        }
+      }
+  return out;
+}
+
+TEST(AttentionFp8, QuantizesKnownValuesBitExactly) {
+  // One-row documents: each query sees only its own key, P = 1 (code 448), so the output is v's
+  // codes through O's rounding, which keeps them: e4m3(v * s_v) / s_v. amax 1.75: s_v = 256, exact.
+  CpuContext ctx;
+  const std::vector<float> v_vals = {1.75f,          68 / 256.f,  76 / 256.f,  -11.4f / 256,
+                                     0.001953125f * 1.5f / 256,   0.00048828125f / 256,
+                                     0.f,            -1.75f,      1e-3f,       -0.3f,
+                                     0.5f,           300 / 256.f, 5.75f / 256, 0.07f,
+                                     -68 / 256.f,    1.6f};
+  // Nearest even: 68 -> 64 and 76 -> 80 (ties), -11.4 -> -11, 1.5 x 2^-9 -> 2^-8 (subnormal tie),
+  // 2^-11 -> 0; 0.256 -> 0.25 (64), -76.8 -> -80 (0.3 x 256), 300 -> 288, 5.75 -> 6 (tie), 17.92
+  // -> 18, 409.6 -> 416.
+  const std::vector<float> want = {448,     64,  80,  -11, 0.00390625f, 0, 0, -448, 0.25f, -80,
+                                   128,     288, 6,   18,  -64,         416};
+  const int64_t D = 16;
+  Tensor v = Tensor::empty({1, 1, D}, DType::F32);
+  for (int64_t i = 0; i < D; ++i) v.f32()[i] = v_vals[i];
+  const Tensor q = random({1, 1, D}, 1, 1.f), k = random({1, 1, D}, 2, 1.f);
+  const Tensor o = attention_fp8(ctx, q, k, v, 0.25f, docs(ctx, {0, 1}));
+  for (int64_t i = 0; i < D; ++i)
+    EXPECT_EQ(o.f32()[i], want[i] / 256.f) << "v[" << i << "] = " << v_vals[i];
+  // The same through several documents of one row and a bf16 output: each row its own document.
+  Tensor v3 = Tensor::empty({3, 1, D}, DType::F32);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t i = 0; i < D; ++i) v3.f32()[r * D + i] = v_vals[(i + 5 * r) % D];
+  const Tensor o3 = attention_fp8(ctx, random({3, 1, D}, 3, 1.f), random({3, 1, D}, 4, 1.f), v3,
+                                  0.25f, docs(ctx, {0, 1, 2, 3}), DType::BF16);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t i = 0; i < D; ++i)
+      EXPECT_EQ(bf16_to_f32(o3.data<uint16_t>()[r * D + i]), want[(i + 5 * r) % D] / 256.f);
+}
+
+TEST(AttentionFp8, EqualsTheDefinitionInFloat64) {
+  CpuContext ctx;
+  struct Case {
+    int64_t S, hq, hkv, d;
+    std::vector<int64_t> cu;
+    bool causal;
+  };
+  const std::vector<Case> cases = {{37, 4, 2, 16, {0, 10, 11, 37}, false},
+                                   {130, 2, 2, 64, {0, 130}, true},
+                                   {333, 4, 4, 64, {0, 200, 333}, false}};
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    const Tensor q = random({c.S, c.hq, c.d}, seed++, 1.f), k = random({c.S, c.hkv, c.d}, seed++, 1.f),
+                 v = random({c.S, c.hkv, c.d}, seed++, 1.f);
+    const float scale = 1.f / std::sqrt(float(c.d));
+    const Tensor o = attention_fp8(ctx, q, k, v, scale, docs(ctx, c.cu, c.causal), DType::F32);
+    const double def = nmse(o, attention64(q, k, v, scale, c.cu, c.causal, true));
+    const double exact = nmse(o, attention64(q, k, v, scale, c.cu, c.causal, false));
+    std::printf("  S=%ld H=%ld/%ld D=%ld: nmse vs definition %.2e, vs exact attention %.2e\n",
+                long(c.S), long(c.hq), long(c.hkv), long(c.d), def, exact);
+    // fp32 against float64 sums: a P or O code may round the other way near a tie, rarely (one O
+    // code costs ~1e-6 here; a wrong scale or index 1e-3 and more).
+    EXPECT_LT(def, 1e-5);
+    // e4m3 keeps 3 mantissa bits: NMSE ~1e-3 per rounding of q, k, v and O, less after the sums.
+    EXPECT_LT(exact, 1e-2);
+    EXPECT_GT(exact, 1e-5);
+  }
+}
+
+TEST(AttentionFp8, ZeroOperands) {
+  CpuContext ctx;
+  const int64_t S = 20, H = 2, D = 32;
+  const Tensor z = Tensor::zeros({S, H, D}, DType::F32), x = random({S, H, D}, 7, 1.f);
+  const Segments seg = docs(ctx, {0, S});
+  // v = 0: the guarded scale (1, not 448 / 0) gives zeros, not NaN.
+  const Tensor o0 = attention_fp8(ctx, x, x, z, 0.2f, seg);
+  for (int64_t i = 0; i < o0.numel(); ++i) EXPECT_EQ(o0.f32()[i], 0.f);
+  // q = k = 0: uniform weights, the mean of v's codes (within O's rounding).
+  const Tensor o1 = attention_fp8(ctx, z, z, x, 0.2f, seg);
+  const std::vector<double> ref = attention64(z, z, x, 0.2f, {0, S}, false, true);
+  EXPECT_LT(nmse(o1, ref), 1e-5);  // an O code may round the other way at a tie, rarely
+}
+
+TEST(AttentionFp8, RefusesWhatCudnnCannotRun) {
+  CpuContext ctx;
+  auto run = [&](Shape qs, Shape ks, DType dt) {
+    const Tensor q = Tensor::zeros(qs, dt), k = Tensor::zeros(ks, dt);
+    return attention_fp8(ctx, q, k, k, 0.1f, docs(ctx, {0, qs[0]}));
+  };
+  auto message = [&](Shape qs, Shape ks, DType dt) -> std::string {
+    try {
+      run(qs, ks, dt);
+    } catch (const BadInput& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(message({8, 2, 72}, {8, 2, 72}, DType::F32).find("head dim 72 is not a multiple of 16"),
+            std::string::npos);
+  EXPECT_NE(message({8, 2, 272}, {8, 2, 272}, DType::F32).find("up to 256"), std::string::npos);
+  EXPECT_NE(message({8, 2, 64}, {8, 2, 64}, DType::I32).find("F32, BF16 or F16"),
+            std::string::npos);
+  EXPECT_NE(message({8, 3, 64}, {8, 2, 64}, DType::F32).find("multiple of theirs"),
+            std::string::npos);
+  EXPECT_NO_THROW(run({8, 4, 256}, {8, 2, 256}, DType::BF16));
+}
+
+}  // namespace fp8_attention
 
 }  // namespace
 }  // namespace avdit::ops

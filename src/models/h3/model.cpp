@@ -15,6 +15,7 @@
 #include "models/stack_points.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/attention_fp8.h"
 #include "ops/linear.h"
 #include "ops/linear_f16.h"
 #include "ops/modulation.h"
@@ -78,6 +79,12 @@ Tensor H3Model::block_linear(const Tensor& x, const Tensor& w, DType out) const 
   return ops::linear_f16(ctx_, x, w, out, {fixes_.rowscale, fixes_.reduction});
 }
 
+Tensor H3Model::attention_core(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                               const ops::Segments& seg) const {
+  if (fp8_attention_) return ops::attention_fp8(ctx_, q, k, v, scale, seg);
+  return ops::attention(ctx_, q, k, v, scale, seg);
+}
+
 ops::ResidualNormModulate H3Model::rnm(ops::ResidualNormModulate a) const {
   a.act = act_;
   a.zero_gate_guard = act_ == DType::F16 && fixes_.gate;
@@ -117,7 +124,7 @@ Tensor H3Model::refine_text(const Tensor& text_embeds_any) const {
     Tensor q = ctx.empty({L, heads, dh}, act_), k = ctx.empty({L, heads, dh}, act_),
            v = ctx.empty({L, heads, dh}, act_);
     ops::qk_norm_rope_per_head(ctx, qkv, b.q_norm, b.k_norm, qk_eps, nullptr, nullptr, q, k, v);
-    const Tensor core = ops::attention(ctx, q, k, v, scale, doc).reshape({L, heads * dh});
+    const Tensor core = attention_core(q, k, v, scale, doc).reshape({L, heads * dh});
     const Tensor attn = block_linear(core, b.out_proj, xdt);
     // x += attn; h = norm2(x)
     ops::residual_norm_modulate(ctx, x, rnm({&attn, {}, nullptr, b.norm2, eps}), &h);
@@ -415,7 +422,7 @@ H3Outputs H3Model::forward(const H3Plan& p, const H3Tables& tab, const Tensor& m
       }
       ops::observe(ctx, {"block{}_q_rope", i}, q);
       ops::observe(ctx, {"block{}_k_rope", i}, k);
-      Tensor core = ops::attention(ctx, q, k, v, scale, p.segments).reshape({S, I});
+      Tensor core = attention_core(q, k, v, scale, p.segments).reshape({S, I});
       q = k = v = Tensor();
       ops::observe(ctx, {"block{}_attn_core", i}, core);
       const Tensor attn = block_linear(core, b.out_proj, xdt);

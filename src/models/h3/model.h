@@ -96,10 +96,14 @@ class H3Model {
   void set_fp16_fixes(const Fp16Fixes& f) { fixes_ = f; }
   const Fp16Fixes& fp16_fixes() const { return fixes_; }
   // FP8 (e4m3; ops/linear_fp8.h) for every block GEMM (qkv, out_proj, fc1, fc2 of the DiT and the
-  // text refiner) with the given scaling, or none: issue 39's option, CPU only so far. Weights are
-  // quantized on first use.
+  // text refiner) with the given scaling, or none: issue 39's option. Weights are quantized on
+  // first use.
   void set_fp8_gemm(std::optional<ops::Fp8Scaling> s) { fp8_gemm_ = s; }
   std::optional<ops::Fp8Scaling> fp8_gemm() const { return fp8_gemm_; }
+  // FP8 (ops/attention_fp8.h: cuDNN's FP8 SDPA on the GPU, its emulation on the CPU) for every
+  // attention core of the DiT and the text refiner: issue 39's other option, off by default.
+  void set_fp8_attention(bool on) { fp8_attention_ = on; }
+  bool fp8_attention() const { return fp8_attention_; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The bytes the adaLN projections would take on ctx, when a table replaced them (else 0).
   int64_t adaln_bytes_avoided() const { return adaln_bytes_avoided_; }
@@ -144,6 +148,9 @@ class H3Model {
   // A bias-free linear inside a block: the FP8 GEMM when set, the fp16 recipe's GEMM
   // (ops/linear_f16.h) with F16 activations, else ops::linear.
   Tensor block_linear(const Tensor& x, const Tensor& w, DType out) const;
+  // The attention core of a block: ops::attention_fp8 when set, else ops::attention.
+  Tensor attention_core(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                        const ops::Segments& seg) const;
   // The residual_norm_modulate arguments every call shares under these activations.
   ops::ResidualNormModulate rnm(ops::ResidualNormModulate a) const;
 
@@ -154,6 +161,7 @@ class H3Model {
   Fp16Fixes fixes_;
   std::optional<ops::Fp8Scaling> fp8_gemm_;
   mutable std::map<const void*, ops::Fp8Weight> fp8_weights_;  // by the bf16/fp32 weight's data
+  bool fp8_attention_ = false;
 };
 
 }  // namespace avdit::models::h3

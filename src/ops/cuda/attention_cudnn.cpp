@@ -1,6 +1,6 @@
-// cuDNN SDPA for cuda::attention: one cudnn-frontend graph per (shape, dtype, options), built on
-// first use and kept, executed on the Device's stream. The only file that includes the (slow to
-// compile) cudnn-frontend headers.
+// cuDNN SDPA for cuda::attention and cuda::attention_fp8: one cudnn-frontend graph per (shape,
+// dtype, options), built on first use and kept, executed on the Device's stream. The only file that
+// includes the (slow to compile) cudnn-frontend headers.
 #include "ops/cuda/attention_cudnn.h"
 
 #include <cstring>
@@ -29,12 +29,13 @@ namespace {
 namespace fe = cudnn_frontend;
 
 // Tensor ids of the variant pack.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kOffQ, kOffK, kOffV, kOffO, kOffStats, kSink };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kOffQ, kOffK, kOffV, kOffO, kOffStats, kSink,
+                     kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO };
 
 struct GraphKey {
   int64_t b, s, hq, hkv, d;
   int64_t s_max;  // the graph's sequence dim: s, or (ragged) the caller's longest segment
-  DType dtype;
+  DType dtype;     // F8_E4M3: the FP8 graph (cudnn_sdpa_fp8)
   bool ragged;
   uint32_t scale_bits;
   bool stats, native_sink;
@@ -77,67 +78,8 @@ CudnnContext& context_for(int ordinal) {
 
 fe::DataType_t fe_dtype(DType d) { return d == DType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF; }
 
-// Builds the graph for `key`; on refusal returns an Entry with the reason.
-Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
-  // S: the graph's sequence dim (ragged: the longest segment; the rows in memory are addressed
-  // through the ragged offsets, so only the per-token strides matter there).
-  const int64_t B = key.b, S = key.s_max, Hq = key.hq, Hkv = key.hkv, D = key.d;
-  Entry e;
-  // cuDNN before 9.12 writes a non-ragged Stats in packed [B, H, S] order whatever its strides; from
-  // 9.12 on it honours them, and [S, H] (token-major, the gate's order) makes the post-pass coalesced.
-  e.stats_token_major = key.ragged || cudnnGetVersion() >= 91200;
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe_dtype(key.dtype))
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  // Our [S, H, D] token-major layout is cuDNN's BSHD: dims {B, H, S, D}, strides {S H D, D, H D, 1}.
-  auto bshd = [&](const char* name, int64_t uid, int64_t H) {
-    return g->tensor(fe::graph::Tensor_attributes()
-                         .set_name(name)
-                         .set_uid(uid)
-                         .set_dim({B, H, S, D})
-                         .set_stride({S * H * D, D, H * D, 1}));
-  };
-  auto Q = bshd("Q", kQ, Hq), K = bshd("K", kK, Hkv), V = bshd("V", kV, Hkv);
-  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(key.stats).set_attn_scale(scale);
-  if (key.native_sink)  // cuDNN >= 9.13 adds exp(sink_h) to the denominator itself
-    opts.set_sink_token(g->tensor(fe::graph::Tensor_attributes()
-                                      .set_name("sink")
-                                      .set_uid(kSink)
-                                      .set_dim({1, Hq, 1, 1})
-                                      .set_stride({Hq, 1, 1, 1})
-                                      .set_data_type(fe::DataType_t::FLOAT)));
-  if (key.causal)  // query i of a segment sees its keys j <= i
-    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
-  std::shared_ptr<fe::graph::Tensor_attributes> off_o, off_stats;
-  if (key.ragged) {
-    auto i32 = [&](const char* name, int64_t uid, int64_t n) {
-      return g->tensor(fe::graph::Tensor_attributes()
-                           .set_name(name)
-                           .set_uid(uid)
-                           .set_dim({n, 1, 1, 1})
-                           .set_stride({1, 1, 1, 1})
-                           .set_data_type(fe::DataType_t::INT32));
-    };
-    Q->set_ragged_offset(i32("off_q", kOffQ, B + 1));
-    K->set_ragged_offset(i32("off_k", kOffK, B + 1));
-    V->set_ragged_offset(i32("off_v", kOffV, B + 1));
-    off_o = i32("off_o", kOffO, B + 1);
-    off_stats = i32("off_stats", kOffStats, B + 1);
-    opts.set_padding_mask(true).set_seq_len_q(i32("seq_q", kSeqQ, B)).set_seq_len_kv(i32("seq_kv", kSeqKv, B));
-  }
-  auto [O, Stats] = g->sdpa(Q, K, V, opts);
-  O->set_output(true).set_uid(kO).set_dim({B, Hq, S, D}).set_stride({S * Hq * D, D, Hq * D, 1});
-  if (off_o) O->set_ragged_offset(off_o);
-  if (key.stats) {
-    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, Hq, S, 1});
-    if (e.stats_token_major)
-      Stats->set_stride({S * Hq, 1, Hq, 1});
-    else
-      Stats->set_stride({Hq * S, S, 1, 1});
-    if (off_stats) Stats->set_ragged_offset(off_stats);
-  }
-
+// Validates g and builds its plans into e; on refusal returns e without a graph and with the reason.
+Entry finish(std::shared_ptr<fe::graph::Graph> g, cudnnHandle_t handle, Entry e) {
   auto fail = [&](const char* step, fe::error_t err) {
     e.graph.reset();
     e.error = fmt::format("{}: {}", step, err.get_message());
@@ -152,6 +94,77 @@ Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
   if (auto err = g->get_workspace_size(e.workspace); err.is_bad()) return fail("get_workspace_size", err);
   e.graph = std::move(g);
   return e;
+}
+
+// Our [S, H, D] token-major layout is cuDNN's BSHD: dims {B, H, S, D}, strides {S H D, D, H D, 1}.
+std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const char* name, int64_t uid, int64_t B,
+                                                   int64_t H, int64_t S, int64_t D) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({B, H, S, D})
+                      .set_stride({S * H * D, D, H * D, 1}));
+}
+
+// The ragged (THD) inputs of a graph over B segments: offsets of Q, K, V (and returned, O's and the
+// stats'), the per-segment lengths and the padding mask that keeps each segment to itself.
+std::pair<std::shared_ptr<fe::graph::Tensor_attributes>, std::shared_ptr<fe::graph::Tensor_attributes>> set_ragged(
+    fe::graph::Graph& g, int64_t B, fe::graph::Tensor_attributes& Q, fe::graph::Tensor_attributes& K,
+    fe::graph::Tensor_attributes& V, fe::graph::SDPA_attributes& opts) {
+  auto i32 = [&](const char* name, int64_t uid, int64_t n) {
+    return g.tensor(fe::graph::Tensor_attributes()
+                        .set_name(name)
+                        .set_uid(uid)
+                        .set_dim({n, 1, 1, 1})
+                        .set_stride({1, 1, 1, 1})
+                        .set_data_type(fe::DataType_t::INT32));
+  };
+  Q.set_ragged_offset(i32("off_q", kOffQ, B + 1));
+  K.set_ragged_offset(i32("off_k", kOffK, B + 1));
+  V.set_ragged_offset(i32("off_v", kOffV, B + 1));
+  opts.set_padding_mask(true).set_seq_len_q(i32("seq_q", kSeqQ, B)).set_seq_len_kv(i32("seq_kv", kSeqKv, B));
+  return {i32("off_o", kOffO, B + 1), i32("off_stats", kOffStats, B + 1)};
+}
+
+// Builds the graph for `key`; on refusal returns an Entry with the reason.
+Entry build(cudnnHandle_t handle, const GraphKey& key, float scale) {
+  // S: the graph's sequence dim (ragged: the longest segment; the rows in memory are addressed
+  // through the ragged offsets, so only the per-token strides matter there).
+  const int64_t B = key.b, S = key.s_max, Hq = key.hq, Hkv = key.hkv, D = key.d;
+  Entry e;
+  // cuDNN before 9.12 writes a non-ragged Stats in packed [B, H, S] order whatever its strides; from
+  // 9.12 on it honours them, and [S, H] (token-major, the gate's order) makes the post-pass coalesced.
+  e.stats_token_major = key.ragged || cudnnGetVersion() >= 91200;
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe_dtype(key.dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto Q = bshd(*g, "Q", kQ, B, Hq, S, D), K = bshd(*g, "K", kK, B, Hkv, S, D), V = bshd(*g, "V", kV, B, Hkv, S, D);
+  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(key.stats).set_attn_scale(scale);
+  if (key.native_sink)  // cuDNN >= 9.13 adds exp(sink_h) to the denominator itself
+    opts.set_sink_token(g->tensor(fe::graph::Tensor_attributes()
+                                      .set_name("sink")
+                                      .set_uid(kSink)
+                                      .set_dim({1, Hq, 1, 1})
+                                      .set_stride({Hq, 1, 1, 1})
+                                      .set_data_type(fe::DataType_t::FLOAT)));
+  if (key.causal)  // query i of a segment sees its keys j <= i
+    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  std::shared_ptr<fe::graph::Tensor_attributes> off_o, off_stats;
+  if (key.ragged) std::tie(off_o, off_stats) = set_ragged(*g, B, *Q, *K, *V, opts);
+  auto [O, Stats] = g->sdpa(Q, K, V, opts);
+  O->set_output(true).set_uid(kO).set_dim({B, Hq, S, D}).set_stride({S * Hq * D, D, Hq * D, 1});
+  if (off_o) O->set_ragged_offset(off_o);
+  if (key.stats) {
+    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, Hq, S, 1});
+    if (e.stats_token_major)
+      Stats->set_stride({S * Hq, 1, Hq, 1});
+    else
+      Stats->set_stride({Hq * S, S, 1, 1});
+    if (off_stats) Stats->set_ragged_offset(off_stats);
+  }
+
+  return finish(std::move(g), handle, std::move(e));
 }
 
 }  // namespace
@@ -173,6 +186,62 @@ bool cudnn_attention_available(const Device& dev, const Tensor& q, const Tensor&
 
 namespace {
 
+// The graph of `key` from the GPU's cache, built on first use (`build_fn`); a refusal is logged once
+// and kept (Entry without a graph). Called with ctx.mu held.
+template <class Build>
+const Entry& graph_for(CudnnContext& ctx, const GraphKey& key, const char* what, Build build_fn) {
+  auto it = ctx.graphs.find(key);
+  if (it == ctx.graphs.end()) {
+    Entry e = build_fn();
+    if (!e.graph)
+      log::warn("cuDNN {} refused S={} heads {}/{} D={} {}{}{}: {}", what, key.s, key.hq, key.hkv, key.d,
+                dtype_name(key.dtype), key.ragged ? " (segments)" : "", key.causal ? " causal" : "", e.error);
+    it = ctx.graphs.emplace(key, std::move(e)).first;
+  }
+  return it->second;
+}
+
+// Runs e's graph on dev's stream with `pack`, adding the ragged lengths and offsets computed on the
+// device from cu_seqlens (when defined; q_row / kv_row elements per token) and the workspace.
+// Called with ctx.mu held.
+void execute(Device& dev, CudnnContext& ctx, const Entry& e, std::unordered_map<int64_t, void*>& pack,
+             const Tensor& cu_seqlens, int64_t q_row, int64_t kv_row, int64_t Hq) {
+  const bool ragged = cu_seqlens.defined();
+  const int64_t B = ragged ? cu_seqlens.numel() - 1 : 1;
+  // Lengths and offsets: 4 int32 arrays, 256-byte aligned, filled on the device.
+  const int64_t stride = (B + 1 + 63) / 64 * 64;
+  StreamBuffer offsets(dev.stream(), ragged ? static_cast<size_t>(4 * stride) * sizeof(int32_t) : 0);
+  if (ragged) {
+    auto* p = static_cast<int32_t*>(offsets.p);
+    launch_ragged_offsets(dev, cu_seqlens, q_row, kv_row, Hq, p, stride);
+    pack[kSeqQ] = p;
+    pack[kSeqKv] = p;
+    pack[kOffQ] = p + stride;
+    pack[kOffO] = p + stride;
+    pack[kOffK] = p + 2 * stride;
+    pack[kOffV] = p + 2 * stride;
+    pack[kOffStats] = p + 3 * stride;
+  }
+  StreamBuffer workspace(dev.stream(), static_cast<size_t>(e.workspace));
+  const cudnnStatus_t st = cudnnSetStream(ctx.handle, dev.stream());
+  if (st != CUDNN_STATUS_SUCCESS) throw RuntimeFailure(fmt::format("cudnnSetStream: {}", cudnnGetErrorString(st)));
+  if (auto err = e.graph->execute(ctx.handle, pack, workspace.p); err.is_bad())
+    throw RuntimeFailure(fmt::format("cuDNN SDPA execute: {}", err.get_message()));
+}
+
+// Segments from cu_seqlens (undefined: one), BadInput for a malformed one; *too_big when the rows
+// exceed the int32 element offsets of the ragged layout.
+int64_t segment_count(const Tensor& cu_seqlens, int64_t S, int64_t row_elems, bool* too_big) {
+  *too_big = false;
+  if (!cu_seqlens.defined()) return 1;
+  require_cuda(cu_seqlens, "attention cu_seqlens");
+  AVDIT_REQUIRE(cu_seqlens.dtype() == DType::I32 && cu_seqlens.numel() >= 2,
+                "attention: cu_seqlens must be I32 with at least 2 entries, got {} {}", cu_seqlens.shape_str(),
+                dtype_name(cu_seqlens.dtype()));
+  *too_big = S * row_elems >= (int64_t{1} << 31);  // ragged offsets are int32 element offsets
+  return cu_seqlens.numel() - 1;
+}
+
 // cudnn_sdpa; when cuDNN refuses the configuration, sets *refused (if given) instead of throwing.
 SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
@@ -185,21 +254,14 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
   AVDIT_REQUIRE(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv && v.size(2) == D,
                 "cudnn_sdpa: q {} k {} v {}", q.shape_str(), k.shape_str(), v.shape_str());
   const bool ragged = cu_seqlens.defined();
-  int64_t B = 1;
-  if (ragged) {
-    require_cuda(cu_seqlens, "attention cu_seqlens");
-    AVDIT_REQUIRE(cu_seqlens.dtype() == DType::I32 && cu_seqlens.numel() >= 2,
-                  "attention: cu_seqlens must be I32 with at least 2 entries, got {} {}", cu_seqlens.shape_str(),
-                  dtype_name(cu_seqlens.dtype()));
-    B = cu_seqlens.numel() - 1;
-    // Ragged offsets are int32 element offsets.
-    if (S * Hq * D >= (int64_t{1} << 31)) {
-      if (refused) {
-        *refused = true;
-        return {};
-      }
-      throw RuntimeFailure(fmt::format("cudnn_sdpa: {} x {} x {} elements exceed int32 ragged offsets", S, Hq, D));
+  bool too_big = false;
+  const int64_t B = segment_count(cu_seqlens, S, Hq * D, &too_big);
+  if (too_big) {
+    if (refused) {
+      *refused = true;
+      return {};
     }
+    throw RuntimeFailure(fmt::format("cudnn_sdpa: {} x {} x {} elements exceed int32 ragged offsets", S, Hq, D));
   }
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, sizeof scale);
@@ -217,15 +279,7 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
 
   CudnnContext& ctx = context_for(dev.ordinal());
   std::lock_guard<std::mutex> lock(ctx.mu);
-  auto it = ctx.graphs.find(key);
-  if (it == ctx.graphs.end()) {
-    Entry e = build(ctx.handle, key, scale);
-    if (!e.graph)
-      log::warn("cuDNN SDPA refused S={} heads {}/{} D={} {}{}{}: {}", S, Hq, Hkv, D, dtype_name(q.dtype()),
-                ragged ? " (segments)" : "", causal ? " causal" : "", e.error);
-    it = ctx.graphs.emplace(key, std::move(e)).first;
-  }
-  const Entry& e = it->second;
+  const Entry& e = graph_for(ctx, key, "SDPA", [&] { return build(ctx.handle, key, scale); });
   if (!e.graph && refused) {
     *refused = true;
     return {};
@@ -257,26 +311,48 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
       {kQ, device_ptr(q)}, {kK, device_ptr(k)}, {kV, device_ptr(v)}, {kO, device_ptr(r.o)}};
   if (stats) pack[kStats] = device_ptr(r.lse.lse);
   if (native_sinks) pack[kSink] = device_ptr(*native_sinks);
-  // Lengths and offsets: 4 int32 arrays, 256-byte aligned, filled on the device.
-  const int64_t stride = (B + 1 + 63) / 64 * 64;
-  StreamBuffer offsets(dev.stream(), ragged ? static_cast<size_t>(4 * stride) * sizeof(int32_t) : 0);
-  if (ragged) {
-    auto* p = static_cast<int32_t*>(offsets.p);
-    launch_ragged_offsets(dev, cu_seqlens, Hq * D, Hkv * D, Hq, p, stride);
-    pack[kSeqQ] = p;
-    pack[kSeqKv] = p;
-    pack[kOffQ] = p + stride;
-    pack[kOffO] = p + stride;
-    pack[kOffK] = p + 2 * stride;
-    pack[kOffV] = p + 2 * stride;
-    pack[kOffStats] = p + 3 * stride;
-  }
-  StreamBuffer workspace(dev.stream(), static_cast<size_t>(e.workspace));
-  const cudnnStatus_t st = cudnnSetStream(ctx.handle, dev.stream());
-  if (st != CUDNN_STATUS_SUCCESS) throw RuntimeFailure(fmt::format("cudnnSetStream: {}", cudnnGetErrorString(st)));
-  if (auto err = e.graph->execute(ctx.handle, pack, workspace.p); err.is_bad())
-    throw RuntimeFailure(fmt::format("cuDNN SDPA execute: {}", err.get_message()));
+  execute(dev, ctx, e, pack, cu_seqlens, Hq * D, Hkv * D, Hq);
   return r;
+}
+
+// The FP8 graph for `key`: e4m3 Q, K, V and O, the six F32 scalar scales, the two amax outputs
+// (required by the graph, unused here), no stats.
+Entry build_fp8(cudnnHandle_t handle, const GraphKey& key, float scale) {
+  const int64_t B = key.b, S = key.s_max, Hq = key.hq, Hkv = key.hkv, D = key.d;
+  Entry e;
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe::DataType_t::FP8_E4M3)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto Q = bshd(*g, "Q", kQ, B, Hq, S, D), K = bshd(*g, "K", kK, B, Hkv, S, D), V = bshd(*g, "V", kV, B, Hkv, S, D);
+  auto scalar = [&](const char* name, int64_t uid) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim({1, 1, 1, 1})
+                         .set_stride({1, 1, 1, 1})
+                         .set_data_type(fe::DataType_t::FLOAT));
+  };
+  auto opts = fe::graph::SDPA_fp8_attributes().set_name("sdpa_fp8").set_generate_stats(false).set_attn_scale(scale);
+  if (key.causal)
+    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  std::shared_ptr<fe::graph::Tensor_attributes> off_o;
+  if (key.ragged) off_o = set_ragged(*g, B, *Q, *K, *V, opts).first;
+  auto [O, Stats, Amax_S, Amax_O] =
+      g->sdpa_fp8(Q, K, V, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
+                  scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
+                  scalar("scale_o", kScaleO), opts);
+  (void)Stats;
+  O->set_output(true)
+      .set_uid(kO)
+      .set_data_type(fe::DataType_t::FP8_E4M3)
+      .set_dim({B, Hq, S, D})
+      .set_stride({S * Hq * D, D, Hq * D, 1});
+  if (off_o) O->set_ragged_offset(off_o);
+  for (auto& [t, uid] : {std::pair{Amax_S, kAmaxS}, std::pair{Amax_O, kAmaxO}})
+    t->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
+        fe::DataType_t::FLOAT);
+  return finish(std::move(g), handle, std::move(e));
 }
 
 }  // namespace
@@ -285,6 +361,67 @@ SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& 
                    const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
                    int64_t max_seqlen, bool causal) {
   return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen, causal);
+}
+
+bool cudnn_fp8_attention_available(const Device& dev) {
+  const int v = cudnn_version();
+  return dev.props().major >= 9 && v >= 90100 && v != 91000;  // cudnn-frontend's own FP8 limits
+}
+
+bool cudnn_sdpa_fp8(Device& dev, const SdpaFp8In& in, float scale, Tensor& o, const Tensor& cu_seqlens,
+                    int64_t max_seqlen, bool causal) {
+  AVDIT_REQUIRE(cudnn_fp8_attention_available(dev),
+                "cuDNN's FP8 attention needs sm_90 or newer and cuDNN >= 9.1 (not 9.10); this is sm_{}{} with "
+                "cuDNN {}: run the attention in bf16",
+                dev.props().major, dev.props().minor, cudnn_version());
+  const Tensor &q = in.q, &k = in.k, &v = in.v, &o_in = o;
+  for (const Tensor* t : {&q, &k, &v, &o_in}) {
+    require_cuda(*t, "cudnn_sdpa_fp8 q/k/v/o");
+    AVDIT_REQUIRE(t->dtype() == DType::F8_E4M3 && t->ndim() == 3, "cudnn_sdpa_fp8: q, k, v, o must be F8_E4M3 "
+                  "[S, H, D], found {} {}", dtype_name(t->dtype()), t->shape_str());
+  }
+  for (const Tensor* t : {&in.descale_q, &in.descale_k, &in.descale_v, &in.descale_s, &in.scale_s, &in.scale_o}) {
+    require_cuda(*t, "cudnn_sdpa_fp8 scale");
+    AVDIT_REQUIRE(t->dtype() == DType::F32 && t->numel() == 1, "cudnn_sdpa_fp8: scales must be F32 [1], found {} {}",
+                  dtype_name(t->dtype()), t->shape_str());
+  }
+  const int64_t S = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = k.size(1);
+  AVDIT_REQUIRE(k.size(0) == S && v.size(0) == S && k.size(2) == D && v.size(1) == Hkv && v.size(2) == D &&
+                    Hkv > 0 && Hq % Hkv == 0 && o.shape() == q.shape(),
+                "cudnn_sdpa_fp8: q {} k {} v {} o {}", q.shape_str(), k.shape_str(), v.shape_str(), o.shape_str());
+  AVDIT_REQUIRE(D % 16 == 0 && D <= 256, "cudnn_sdpa_fp8: head dim {} is not a multiple of 16 up to 256", D);
+  const bool ragged = cu_seqlens.defined();
+  bool too_big = false;
+  const int64_t B = segment_count(cu_seqlens, S, Hq * D, &too_big);
+  if (too_big) return false;
+  AVDIT_REQUIRE(max_seqlen >= 0 && max_seqlen <= S && (ragged || max_seqlen == 0 || max_seqlen == S),
+                "cudnn_sdpa_fp8: max_seqlen {} for {} rows ({})", max_seqlen, S, ragged ? "segments" : "one sequence");
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &scale, sizeof scale);
+  const GraphKey key{B, S, Hq, Hkv, D, max_seqlen > 0 ? max_seqlen : S, DType::F8_E4M3, ragged, scale_bits,
+                     false, false, causal};
+  CudnnContext& ctx = context_for(dev.ordinal());
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  const Entry& e = graph_for(ctx, key, "FP8 SDPA", [&] { return build_fp8(ctx.handle, key, scale); });
+  if (!e.graph) return false;
+  if (S == 0) return true;
+  // The amax outputs: two floats, each in its own 16-byte slot.
+  StreamBuffer amax(dev.stream(), 2 * 16);
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, device_ptr(q)},
+      {kK, device_ptr(k)},
+      {kV, device_ptr(v)},
+      {kO, device_ptr(o)},
+      {kDescaleQ, device_ptr(in.descale_q)},
+      {kDescaleK, device_ptr(in.descale_k)},
+      {kDescaleV, device_ptr(in.descale_v)},
+      {kDescaleS, device_ptr(in.descale_s)},
+      {kScaleS, device_ptr(in.scale_s)},
+      {kScaleO, device_ptr(in.scale_o)},
+      {kAmaxS, amax.p},
+      {kAmaxO, static_cast<char*>(amax.p) + 16}};
+  execute(dev, ctx, e, pack, cu_seqlens, Hq * D, Hkv * D, Hq);
+  return true;
 }
 
 #else  // no cuDNN in this build
@@ -296,6 +433,13 @@ bool cudnn_attention_available(const Device&, const Tensor&, const Tensor&, cons
 SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*, const Tensor*,
                    bool, int64_t, bool) {
   throw RuntimeFailure("cudnn_sdpa: this avdit was built without cuDNN");
+}
+
+bool cudnn_fp8_attention_available(const Device&) { return false; }
+
+bool cudnn_sdpa_fp8(Device&, const SdpaFp8In&, float, Tensor&, const Tensor&, int64_t, bool) {
+  throw BadInput("FP8 attention: this avdit was built without cuDNN (its FP8 SDPA is the only FP8 kernel); run "
+                 "the attention in bf16");
 }
 
 #endif

@@ -1,6 +1,8 @@
 // Attention through cuDNN's fused flash SDPA (cudnn-frontend graph API), returning O and the
-// softmax log-sum-exp that the sink correction needs. Graphs are built once per shape and kept.
-// Without cuDNN in the build, cudnn_attention_available() is false and cudnn_sdpa throws.
+// softmax log-sum-exp that the sink correction needs; and its FP8 variant (cudnn_sdpa_fp8). Graphs
+// are built once per shape and kept. Without cuDNN in the build, cudnn_attention_available() and
+// cudnn_fp8_attention_available() are false, cudnn_sdpa throws RuntimeFailure and cudnn_sdpa_fp8
+// BadInput.
 #pragma once
 
 #include <optional>
@@ -40,5 +42,32 @@ struct SdpaOut {
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                    const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr, const Tensor* native_sinks = nullptr,
                    bool stats = true, int64_t max_seqlen = 0, bool causal = false);
+
+// ---- FP8 (ops/attention_fp8.h defines what it computes) -----------------------------------------
+
+// True when this build has cuDNN and its FP8 SDPA runs on this device: sm_90 or newer, cuDNN >= 9.1
+// and not 9.10.0 (cudnn-frontend's limits).
+bool cudnn_fp8_attention_available(const Device& dev);
+
+// The e4m3 operands of cudnn_sdpa_fp8 and their scales. The scales are F32 [1] tensors on the
+// device, each 16-byte aligned (cuDNN's default), so that scales computed on the device reach cuDNN
+// without the host waiting and a CUDA graph captures the call.
+struct SdpaFp8In {
+  Tensor q, k, v;                          // F8_E4M3 [S, Hq, D], [S, Hkv, D]: codes e4m3(x * s_x)
+  Tensor descale_q, descale_k, descale_v;  // 1 / s_x
+  Tensor descale_s, scale_s;               // P's codes are e4m3(P * scale_s); descale_s = 1 / scale_s
+  Tensor scale_o;                          // O's codes are e4m3(O * scale_o)
+};
+
+// o (F8_E4M3 [S, Hq, D], preallocated) = e4m3(softmax(scale q k^T) v * scale_o) computed from the
+// codes: logits descaled by descale_q descale_k, P rounded to e4m3 at scale_s, the P.V product
+// descaled by descale_s descale_v. O is e4m3 because on Hopper cuDNN's FP8 SDPA writes FP8 only
+// (BF16 output is Blackwell's, cuDNN >= 9.13); the caller decodes it. Head dims: multiples of 16 up
+// to 256; no bias, no bottom-right causal mask (Hopper). cu_seqlens, max_seqlen and causal as
+// cudnn_sdpa (ragged THD over segments). Returns false, launching nothing, where cuDNN refuses the
+// configuration (the reason logged once per shape): whether Hopper takes ragged FP8 depends on the
+// cuDNN version, so callers keep a way around it (ops/cuda/attention_fp8.cu).
+bool cudnn_sdpa_fp8(Device& dev, const SdpaFp8In& in, float scale, Tensor& o, const Tensor& cu_seqlens = {},
+                    int64_t max_seqlen = 0, bool causal = false);
 
 }  // namespace avdit::cuda

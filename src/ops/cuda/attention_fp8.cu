@@ -1,0 +1,136 @@
+// ops::attention_fp8 on the device (ops/attention_fp8.h): q, k, v quantized per tensor by the FP8
+// linear's kernels (cuda::quantize_fp8: amax by an atomic max, then the codes), cuDNN's FP8 SDPA
+// with every scale a device scalar (attention_cudnn.h), O decoded to the caller's dtype in one
+// pass; nothing waits for the host, so a CUDA graph captures it. Documents: each non-empty one as
+// a dense graph when there are at most kDenseDocuments (H3's layouts have two: the live rows and
+// the padding), so no ragged FP8 graph is needed there; more go as the plan's dense part plus one
+// ragged graph. Where cuDNN refuses an FP8 graph the call runs ops::attention in bf16 instead,
+// saying so once on stderr.
+#include <cuda_fp8.h>
+
+#include <cstdio>
+
+#include "backend/cuda/context.h"
+#include "ops/attention_fp8.h"
+#include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/common.cuh"
+#include "ops/linear_fp8.h"
+
+namespace avdit::ops::cuda {
+namespace {
+
+using ::avdit::cuda::device_ptr;
+using ::avdit::cuda::Elt;
+using ::avdit::cuda::SdpaFp8In;
+
+constexpr size_t kDenseDocuments = 8;
+
+// P's scales, fixed (P in (0, 1]): descale_s at p[0], scale_s at p[4] (16-byte slots, cuDNN's
+// alignment).
+__global__ void p_scales_kernel(float* p) {
+  p[0] = 1.f / 448.f;
+  p[4] = 448.f;
+}
+
+// out[i] = e4m3 code[i] * descale, in out's dtype.
+__global__ void decode_kernel(const uint8_t* codes, const float* descale, void* out, Elt t,
+                              int64_t n) {
+  const float d = *descale;
+  for (int64_t i = ::avdit::cuda::first_of(); i < n; i += ::avdit::cuda::stride_of())
+    ::avdit::cuda::store_elt(
+        out, t, i, __half2float(__half(__nv_cvt_fp8_to_halfraw(codes[i], __NV_E4M3))) * d);
+}
+
+// in's rows [r0, r0 + n) (the scales shared).
+SdpaFp8In rows(const SdpaFp8In& in, int64_t r0, int64_t n) {
+  SdpaFp8In r = in;
+  r.q = in.q.slice_rows(r0, r0 + n);
+  r.k = in.k.slice_rows(r0, r0 + n);
+  r.v = in.v.slice_rows(r0, r0 + n);
+  return r;
+}
+
+// The FP8 core over seg's documents into o8; false as soon as cuDNN refuses a graph (the ragged one
+// first, the likeliest refusal, before anything else is launched).
+bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Segments& seg, Tensor& o8) {
+  const int64_t S = in.q.size(0);
+  const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, S} : seg.cu;
+  std::vector<std::pair<int64_t, int64_t>> docs;  // non-empty documents: first row, rows
+  for (size_t i = 0; i + 1 < cu.size(); ++i)
+    if (cu[i + 1] > cu[i]) docs.emplace_back(cu[i], cu[i + 1] - cu[i]);
+  auto dense = [&](int64_t r0, int64_t n) {
+    Tensor o = o8.slice_rows(r0, r0 + n);
+    return ::avdit::cuda::cudnn_sdpa_fp8(c.dev(), rows(in, r0, n), scale, o, {}, 0, seg.causal);
+  };
+  if (docs.size() <= kDenseDocuments) {
+    for (const auto& [r0, n] : docs)
+      if (!dense(r0, n)) return false;
+    return true;
+  }
+  // The plan: rows [0, dense_rows) dense, the non-empty documents after them ragged.
+  if (seg.tail_cu.defined()) {
+    const int64_t r0 = seg.dense_rows, n = S - r0;
+    Tensor o = o8.slice_rows(r0, S);
+    if (!::avdit::cuda::cudnn_sdpa_fp8(c.dev(), rows(in, r0, n), scale, o, seg.tail_cu,
+                                       seg.tail_max, seg.causal))
+      return false;
+  }
+  return seg.dense_rows == 0 || dense(0, seg.dense_rows);
+}
+
+}  // namespace
+
+void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                   const Segments& seg, Tensor& out) {
+  check_attention_fp8(q, k, v, seg, out);
+  for (const Tensor* t : {&q, &k, &v}) c.require_here(*t, "FP8 attention q/k/v");
+  c.require_here(out, "FP8 attention output");
+  AVDIT_REQUIRE(seg.cu_ctx.defined(), "FP8 attention: segments not planned on this CUDA context");
+  const auto& props = c.dev().props();
+  AVDIT_REQUIRE(
+      ::avdit::cuda::cudnn_fp8_attention_available(c.dev()),
+      "FP8 attention runs cuDNN's FP8 SDPA: sm_90 or newer with cuDNN >= 9.1 in the build; "
+      "this is sm_{}{} with cuDNN {}: leave FP8 attention off here",
+      props.major, props.minor, ::avdit::cuda::cudnn_version());
+  const int64_t S = q.size(0), D = q.size(2);
+  if (S == 0) return;
+  auto quantized = [&](const Tensor& x) {
+    return quantize_fp8(c, x.reshape({x.size(0) * x.size(1), D}), Fp8Scaling::Tensor);
+  };
+  const Fp8Weight qq = quantized(q), kq = quantized(k), vq = quantized(v);
+  Tensor p = c.empty({8}, DType::F32);
+  p_scales_kernel<<<1, 1, 0, c.stream()>>>(static_cast<float*>(device_ptr(p)));
+  AVDIT_CUDA_CHECK_LAUNCH();
+  // O's scale is v's: each row of O is a convex combination of v's rows (ops/attention_fp8.h).
+  SdpaFp8In in;
+  in.q = qq.codes.reshape(q.shape());
+  in.k = kq.codes.reshape(k.shape());
+  in.v = vq.codes.reshape(v.shape());
+  in.descale_q = qq.dequant;
+  in.descale_k = kq.dequant;
+  in.descale_v = vq.dequant;
+  in.descale_s = p.slice_rows(0, 1);
+  in.scale_s = p.slice_rows(4, 5);
+  in.scale_o = vq.scales;
+  Tensor o8 = c.empty(q.shape(), DType::F8_E4M3);
+  if (!fp8_core(c, in, scale, seg, o8)) {
+    static bool said = false;
+    if (!said) {
+      said = true;
+      fmt::print(
+          stderr,
+          "FP8 attention: cuDNN has no FP8 SDPA for [{}, {}, {}] over {} documents here (see "
+          "the warning above); these attentions run in bf16\n",
+          S, q.size(1), D, seg.cu.empty() ? 1 : seg.cu.size() - 1);
+    }
+    attention(c, q, k, v, scale, seg, nullptr, nullptr, out);
+    return;
+  }
+  const int64_t n = out.numel();
+  decode_kernel<<<::avdit::cuda::grid_for(n), ::avdit::cuda::kThreads, 0, c.stream()>>>(
+      static_cast<const uint8_t*>(o8.raw()), static_cast<const float*>(vq.dequant.raw()),
+      device_ptr(out), ::avdit::cuda::elt_of(out, "FP8 attention output"), n);
+  AVDIT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace avdit::ops::cuda
