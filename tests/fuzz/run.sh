@@ -15,8 +15,8 @@ targets=("$@")
 if [ ${#targets[@]} = 0 ]; then
   for f in tests/fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
-# A folder already configured for fuzzing (.ci/run's sanitised build, with the tests on, at -O0) is
-# kept as it is; otherwise the library and targets alone, at -O1 (more executions a second).
+# A folder already configured for fuzzing (.ci/run's sanitised build, with the tests on) is kept as
+# it is; otherwise the library and targets alone, with .ci/run's flags.
 if ! grep -qs '^AVDIT_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DAVDIT_FUZZ=ON -DAVDIT_SANITIZE=ON \
     -DAVDIT_CUDA=OFF -DAVDIT_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
