@@ -61,23 +61,21 @@ Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan p
   return s;
 }
 
-// The Own plan's kernel when it applies (sm_90, bf16 q, k, v of head dim 128, a bf16 or f32 output,
-// not causal, what windowed_attention_tc_takes checks); false: the caller goes on to cuDNN.
+// The Own plan's kernel when it applies (not causal, F32 sinks, and what
+// windowed_attention_tc_takes checks: sm_90, bf16 q, k, v of head dim 128, a bf16 or f32 output);
+// false: the caller goes on to cuDNN.
 bool via_own(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
              const Segments& seg, const Tensor* sinks, const Tensor* gate, Tensor& out) {
-  const auto& props = c.dev().props();
-  if (!seg.own_table.defined() || seg.causal || props.major != 9 || props.minor != 0 ||
-      q.size(2) != ::avdit::cuda::kWindowTcHeadDim || q.dtype() != DType::BF16 ||
-      k.dtype() != DType::BF16 || v.dtype() != DType::BF16 ||
-      (out.dtype() != DType::BF16 && out.dtype() != DType::F32) ||
-      (sinks && sinks->dtype() != DType::F32))
+  if (!seg.own_table.defined() || seg.causal || (sinks && sinks->dtype() != DType::F32))
     return false;
   ::avdit::cuda::WindowArgs a{};
   a.q = q.raw();
   a.k = k.raw();
   a.v = v.raw();
-  a.qt = a.kt = a.vt = ::avdit::cuda::Elt::BF16;
-  a.yt = out.dtype() == DType::BF16 ? ::avdit::cuda::Elt::BF16 : ::avdit::cuda::Elt::F32;
+  a.qt = ::avdit::cuda::elt_of(q, "attention q");
+  a.kt = ::avdit::cuda::elt_of(k, "attention k");
+  a.vt = ::avdit::cuda::elt_of(v, "attention v");
+  a.yt = ::avdit::cuda::elt_of(out, "attention output");
   a.S = a.Sk = q.size(0);
   a.Hq = q.size(1);
   a.Hkv = k.size(1);
@@ -100,8 +98,7 @@ bool via_own(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, 
     a.sinks = static_cast<const float*>(sinks->raw());
   }
   a.y = ::avdit::cuda::device_ptr(out);
-  if (!::avdit::cuda::windowed_attention_tc_takes(a) || a.n_tiles > 0x7fffffff || a.Hq > 65535)
-    return false;
+  if (!::avdit::cuda::windowed_attention_tc_takes(a, c.dev().props())) return false;
   ::avdit::cuda::windowed_attention_tc(c.stream(), a);
   return true;
 }

@@ -147,10 +147,7 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
     a.lse = static_cast<float*>(device_ptr(*lse));
   }
   a.y = device_ptr(out);
-  const auto& props = c.dev().props();
-  if (props.major == 9 && props.minor == 0 && D == kWindowTcHeadDim && n_seg > 0 &&
-      q.dtype() == DType::BF16 && k.dtype() == DType::BF16 && v.dtype() == DType::BF16 &&
-      (out.dtype() == DType::BF16 || out.dtype() == DType::F32) && windowed_attention_tc_takes(a)) {
+  if (n_seg > 0 && windowed_attention_tc_takes(a, c.dev().props())) {
     int64_t covered = 0;
     for (const Range& sg : plan.segments) covered += sg.size();
     if (covered < S) {
@@ -160,8 +157,6 @@ void windowed_attention(CudaContext& c, const Tensor& q, const Tensor& k, const 
         AVDIT_CUDA_CHECK_LAUNCH();
       }
     }
-    AVDIT_REQUIRE(plan.tiles <= 0x7fffffff && Hq <= 65535,
-                  "windowed attention: {} tiles x {} heads exceed one launch", plan.tiles, Hq);
     windowed_attention_tc(c.stream(), a);
     return;
   }

@@ -35,13 +35,12 @@ struct WindowArgs {
   float* lse;  // nullptr: not wanted
 };
 
-// Whether the Hopper kernel takes these operands beyond their dtypes (bf16 q, k, v; y BF16 or
-// F32) and the device (sm_90): D = kWindowTcHeadDim, 16-byte aligned q, k, v (TMA), row counts
-// that fit int.
-bool windowed_attention_tc_takes(const WindowArgs& a);
+// Whether the Hopper kernel takes these operands on this device: sm_90, bf16 q, k, v with D =
+// kWindowTcHeadDim, 16-byte aligned (TMA), y BF16 or F32, row counts that fit int, tiles and heads
+// that fit one launch. The one test of both callers (the windowed op, ops::attention's Own plan).
+bool windowed_attention_tc_takes(const WindowArgs& a, const cudaDeviceProp& props);
 
-// Compiled for sm_90a only: the caller checks the device, the dtypes and
-// windowed_attention_tc_takes.
+// Compiled for sm_90a only: the caller checks windowed_attention_tc_takes.
 void windowed_attention_tc(cudaStream_t st, const WindowArgs& a);
 
 }  // namespace avdit::cuda
