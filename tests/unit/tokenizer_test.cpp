@@ -5,7 +5,6 @@
 // (tests/fixtures/tokenizer/README.md). Also bad input and Python-exact JSON printing.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -375,10 +374,11 @@ TEST(TokenizerFiles, SmallFolderWithEscapes) {
 
 // Speed on this machine: loading the folder and encoding a 7000-token prompt. Loose bounds (the
 // test machine is shared); the measured figures are printed.
-TEST(TokenizerSpeed, LoadAndEncode) {
-  const auto t0 = std::chrono::steady_clock::now();
+// A long prompt (7,000 tokens of real prompts, CJK and other scripts) through a fresh tokenizer, whose
+// word cache starts empty, and again once the cache is full: the cache must not change a token or an
+// offset. (Its speed is a benchmark's: the `tokenize` stage of `avdit generate`'s stage table.)
+TEST(Tokenizer, LongPromptSameWithColdAndWarmWordCache) {
   const Tokenizer tok = Tokenizer::load(kGolden, Pipeline::kH3);
-  const auto t1 = std::chrono::steady_clock::now();
   std::string prompt;
   Encoding e;
   for (int round = 0; round < 20 && e.ids.size() <= 7000; ++round) {
@@ -390,19 +390,11 @@ TEST(TokenizerSpeed, LoadAndEncode) {
   ASSERT_GT(e.ids.size(), 7000u);
   prompt = u32_to_utf8(u32(prompt).substr(0, static_cast<size_t>(e.offsets[6999].second)));
   const Tokenizer fresh = Tokenizer::load(kGolden, Pipeline::kH3);  // no word cache yet
-  const auto t2 = std::chrono::steady_clock::now();
-  e = fresh.encode(prompt);
-  const auto t3 = std::chrono::steady_clock::now();
-  e = fresh.encode(prompt);
-  const auto t4 = std::chrono::steady_clock::now();
-  EXPECT_EQ(e.ids.size(), 7000u);
-  const auto ms = [](auto a, auto b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
-  std::printf("load %.0f ms; encode 7000 tokens: %.1f ms cold cache, %.1f ms warm\n", ms(t0, t1),
-              ms(t2, t3), ms(t3, t4));
-  EXPECT_LT(ms(t0, t1), 5000);
-  EXPECT_LT(ms(t2, t3), 1000);
+  const Encoding cold = fresh.encode(prompt);
+  const Encoding warm = fresh.encode(prompt);
+  EXPECT_EQ(cold.ids.size(), 7000u);
+  EXPECT_EQ(cold.ids, warm.ids);
+  EXPECT_EQ(cold.offsets, warm.offsets);
 }
 
 }  // namespace
