@@ -354,6 +354,9 @@ struct Fp8Case {
   int64_t S, Hq, Hkv, D;
   std::vector<int64_t> cu;
   bool causal, anchored;
+  // cuDNN may have no FP8 engine for the case (9.14 on the H200 has none for the GQA case); the op
+  // then runs it in bf16 by its documented fallback, which must match the exact attention instead.
+  bool may_fall_back = false;
 };
 
 // q, k, v of c on the host, F32 holding bf16 values. Anchored: q's first component 1 and the rest
@@ -396,8 +399,14 @@ void check_fp8(ops::CudaContext& ctx, Rng& rng, const Fp8Case& c, DType dt) {
   const Tensor y = to_host(dev, ops::attention_fp8(ctx, up(dev, x[0], dt), up(dev, x[1], dt), up(dev, x[2], dt),
                                                    scale, seg));
   EXPECT_EQ(y.dtype(), dt);
-  EXPECT_NMSE(y, emu, c.anchored ? kNmseFp8Anchored : kNmseFp8Random, fp8_label("fp8 vs emulation", c, dt));
   const double e = nmse(y, exact);
+  if (c.may_fall_back && e < kNmseFp8ExactMin) {
+    std::printf("  %-72s ran in bf16 (no FP8 engine): nmse vs exact %.2e\n",
+                fp8_label("fp8", c, dt).c_str(), e);
+    EXPECT_LT(e, 1e-4) << "neither FP8 nor the bf16 fallback";
+    return;
+  }
+  EXPECT_NMSE(y, emu, c.anchored ? kNmseFp8Anchored : kNmseFp8Random, fp8_label("fp8 vs emulation", c, dt));
   std::printf("  nmse %-72s %.2e (bounds %.0e .. %.0e)\n", fp8_label("fp8 vs exact", c, dt).c_str(), e,
               kNmseFp8ExactMin, kNmseFp8ExactMax);
   EXPECT_GT(e, kNmseFp8ExactMin) << "as close to exact as bf16: did FP8 run?";
@@ -412,8 +421,8 @@ TEST_F(CudnnAttentionFp8, AgainstCpuEmulation) {
       {2048, 56, 56, 128, {0, 2048}, false, false},  // H3: 56 x 128
       {2048, 56, 56, 128, {0, 2048}, false, true},
       {1536, 56, 56, 128, {0, 1200, 1536}, false, true},  // H3's layout: live rows + padding
-      {777, 8, 2, 64, {0, 300, 301, 777}, false, false},  // GQA, a one-row document
-      {777, 8, 2, 64, {0, 300, 301, 777}, false, true},
+      {777, 8, 2, 64, {0, 300, 301, 777}, false, false, true},  // GQA, a one-row document
+      {777, 8, 2, 64, {0, 300, 301, 777}, false, true, true},
       {600, 4, 4, 128, {0, 250, 600}, true, true}};  // causal per document
   for (const Fp8Case& c : cases) check_fp8(ctx, rng, c, DType::BF16);
   // F32 operands and output: the same codes (the quantization reads any float dtype).
