@@ -354,8 +354,8 @@ struct Fp8Case {
   int64_t S, Hq, Hkv, D;
   std::vector<int64_t> cu;
   bool causal, anchored;
-  // cuDNN may have no FP8 engine for the case (9.14 on the H200 has none for the GQA case); the op
-  // then runs it in bf16 by its documented fallback, which must match the exact attention instead.
+  // cuDNN may have no FP8 engine for the case (9.14 on the H200 has none for a one-row document);
+  // the op then runs the call in bf16 by its documented fallback, which must match exact attention.
   bool may_fall_back = false;
 };
 
