@@ -208,12 +208,8 @@ int run_generate(const GenerateArgs& a) {
                 *family);
   AVDIT_REQUIRE(a.moe_combine.empty() || magi2, "--moe-combine sets MAGI-2's MoE combine; {} is a {} model", a.model,
                 *family);
-  AVDIT_REQUIRE(a.fp8_gemm.empty() || !magi2, "--fp8-gemm runs H3's block GEMMs in FP8; MAGI-2 is not wired yet ({} is a {} "
-                "model)", a.model, *family);
   AVDIT_REQUIRE(a.fp8_gemm.empty() || act != DType::F16, "--fp8-gemm replaces the block GEMMs; it does not combine with "
                 "--precision fp16");
-  AVDIT_REQUIRE(!a.fp8_attention || !magi2, "--fp8-attention runs H3's attention cores in FP8; MAGI-2 (sinks and "
-                "gates) is not wired yet ({} is a {} model)", a.model, *family);
   AVDIT_REQUIRE(!a.nvfp4_expert_inputs || magi2, "--nvfp4-expert-inputs quantises MAGI-2's expert inputs; {} is a {} "
                 "model", a.model, *family);
   AVDIT_REQUIRE(!a.save_model_out || !a.save_trajectory.empty(), "--save-model-out needs --save-trajectory FILE");
@@ -286,6 +282,8 @@ int run_generate(const GenerateArgs& a) {
       load.moe_combine = a.moe_combine == "bf16" ? ops::CombineSum::Bf16 : ops::CombineSum::F32;
     load.nvfp4_expert_inputs = a.nvfp4_expert_inputs;
     load.router_bias_add = routes.router_bias_add();
+    if (!a.fp8_gemm.empty()) load.fp8_gemm = ops::parse_fp8_scaling(a.fp8_gemm, "--fp8-gemm");
+    load.fp8_attention = a.fp8_attention;
     o.route_recorder = routes.recorder();
     const models::magi2::Magi2Model model(*ctx, ckpt, act, load);
     r = pipeline::generate_magi2(model, o);
@@ -442,12 +440,13 @@ Run add_generate(CLI::App& app) {
                 "MAGI-2, latent mode, CPU: fake NVFP4 on both expert GEMM inputs (dynamic per-tensor scale), "
                 "to measure what NVFP4 activations cost");
   cmd->add_option("--fp8-gemm", a->fp8_gemm,
-                  "H3, latent mode: every block GEMM in FP8 e4m3 with tensor (one scale per matrix) or row "
-                  "(per token and per output channel) scales (CPU: the definition; GPU: cuBLASLt's FP8 GEMM)")
+                  "Latent mode: the dense GEMMs in FP8 e4m3 (H3: every block GEMM; MAGI-2: linear_qkv, linear_proj, "
+                  "the dense MLPs, the MoE's split linear and shared experts) with tensor (one scale per matrix) "
+                  "or row (per token and per output channel) scales (CPU: the definition; GPU: cuBLASLt's FP8 GEMM)")
       ->check(CLI::IsMember({"tensor", "row"}));
   cmd->add_flag("--fp8-attention", a->fp8_attention,
-                "H3, latent mode: every attention core in FP8 e4m3, per-tensor scales (GPU: cuDNN's FP8 SDPA, "
-                "sm_90+; CPU: its emulation from the same codes)");
+                "Latent mode: every attention core in FP8 e4m3, per-tensor scales (MAGI-2: its sinks applied after "
+                "the FP8 output; GPU: cuDNN's FP8 SDPA, sm_90+; CPU: its emulation from the same codes)");
   cmd->add_option("--device", a->device, "cpu (the float32 oracle) or cuda (model, solver and CFG on the GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision,

@@ -7,7 +7,7 @@
 namespace avdit::ops {
 
 void check_attention_fp8(const Tensor& q, const Tensor& k, const Tensor& v, const Segments& seg,
-                         const Tensor& out) {
+                         const Tensor* sinks, const Tensor& out) {
   AVDIT_REQUIRE(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
                 "FP8 attention: q, k, v must be [S, H, D], found {}, {}, {}", q.shape_str(),
                 k.shape_str(), v.shape_str());
@@ -29,6 +29,10 @@ void check_attention_fp8(const Tensor& q, const Tensor& k, const Tensor& v, cons
                 q.shape_str());
   AVDIT_REQUIRE(seg.cu.empty() || seg.rows() == S, "FP8 attention: segments of {} rows for {} rows",
                 seg.rows(), S);
+  if (sinks)
+    AVDIT_REQUIRE(sinks->dtype() == DType::F32 && sinks->numel() == Hq,
+                  "FP8 attention: sinks {} {} must be F32 with one per query head ({})",
+                  sinks->shape_str(), dtype_name(sinks->dtype()), Hq);
 }
 
 }  // namespace avdit::ops

@@ -1,8 +1,8 @@
 // FP8 (e4m3) attention: issue 39's option for the attention core, softmax(scale q k^T) v over a
 // packed sequence of documents with q, k, v, the probabilities P and the output O in e4m3, as
 // cuDNN's FP8 SDPA runs it on Hopper tensor cores. A separate op beside ops::attention (as
-// linear_fp8 beside linear) because its contract is narrower: no sinks, no gate, head dims that
-// cuDNN's FP8 kernels take. The CPU emulates the GPU's computation from the same codes, so that a
+// linear_fp8 beside linear) because its contract is narrower: no gate, head dims that cuDNN's FP8
+// kernels take, and sinks applied after the FP8 output (below). The CPU emulates the GPU's computation from the same codes, so that a
 // score measured on the CPU is the cost of what the GPU runs.
 //
 // The definition (one set of scales per call, all documents together):
@@ -18,6 +18,11 @@
 //     FP8 only. Each row of O is a convex combination of rows of v, so |O| <= amax(v) and s_v
 //     never overflows (P's rounding may push a value a hair past; the conversion saturates);
 //     finally O = code / s_o in the caller's dtype.
+//   Sinks (F32 [Hq], MAGI-2's): after O's decode into the caller's dtype, each row is multiplied by
+//     1 / (1 + exp(sink_h - lse)), lse = row max + log of the fp32 sum of the unrounded P (the
+//     keys' log-sum-exp, natural log), and rounded again: the sink joins the denominator exactly,
+//     outside the FP8 rounding (on the GPU: cuDNN's stats output and the sink pass of the bf16
+//     LSE path, ops/cuda/attention_sink_gate.h).
 // The CPU takes the exact row max; the GPU's running max per key tile scales a tile's P by
 // exp(max - tile max) before rounding, so single P codes round differently (same relative error):
 // the two agree to the bar of tests/gpu/attention_cudnn_test.cpp, not bit for bit.
@@ -34,30 +39,32 @@ namespace avdit::ops {
 inline constexpr int64_t kFp8AttentionMaxHeadDim = 256;
 inline constexpr int64_t kFp8AttentionHeadDimStep = 16;
 
-// BadInput naming the limit when q [S, Hq, D], k, v [S, Hkv, D] (float dtypes), seg or out do not
-// fit this op; the same check on the CPU and the GPU.
+// BadInput naming the limit when q [S, Hq, D], k, v [S, Hkv, D] (float dtypes), seg, sinks (F32
+// [Hq] or null) or out do not fit this op; the same check on the CPU and the GPU.
 void check_attention_fp8(const Tensor& q, const Tensor& k, const Tensor& v, const Segments& seg,
-                         const Tensor& out);
+                         const Tensor* sinks, const Tensor& out);
 
 namespace cpu {
 void attention_fp8(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                   const Segments& seg, Tensor& out);
+                   const Segments& seg, const Tensor* sinks, Tensor& out);
 }
 namespace cuda {
 void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                   const Segments& seg, Tensor& out);
+                   const Segments& seg, const Tensor* sinks, Tensor& out);
 }
 
 // out [S, Hq, D] (any float dtype, preallocated) = the FP8 attention of q, k, v over seg's
-// documents (GQA as ops::attention; causal when seg is).
+// documents (GQA as ops::attention; causal when seg is; sinks: F32 [Hq] on ctx, or null).
 inline void attention_fp8_into(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                               float scale, const Segments& seg, Tensor& out) {
-  AVDIT_OP(ctx, attention_fp8, q, k, v, scale, seg, out);
+                               float scale, const Segments& seg, Tensor& out,
+                               const Tensor* sinks = nullptr) {
+  AVDIT_OP(ctx, attention_fp8, q, k, v, scale, seg, sinks, out);
 }
 inline Tensor attention_fp8(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                            float scale, const Segments& seg, std::optional<DType> out = {}) {
+                            float scale, const Segments& seg, const Tensor* sinks = nullptr,
+                            std::optional<DType> out = {}) {
   Tensor o = ctx.empty(q.shape(), out.value_or(q.dtype()));
-  attention_fp8_into(ctx, q, k, v, scale, seg, o);
+  attention_fp8_into(ctx, q, k, v, scale, seg, o, sinks);
   return o;
 }
 

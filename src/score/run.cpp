@@ -101,16 +101,14 @@ CandidateRunner::CandidateRunner(ops::Context& ctx, const Checkpoint& ckpt, bool
                 ckpt.source().string());
   AVDIT_REQUIRE(!knobs.nvfp4_expert_inputs || !ctx.is_cuda(),
                 "--nvfp4-expert-inputs runs on the CPU only for now (--device cpu)");
-  AVDIT_REQUIRE(knobs.fp8_gemm.empty() || !magi2,
-                "--fp8-gemm runs H3's block GEMMs in FP8; MAGI-2 is not wired yet");
-  AVDIT_REQUIRE(!knobs.fp8_attention || !magi2,
-                "--fp8-attention runs H3's attention cores in FP8; MAGI-2 is not wired yet");
   const DType act = act_of(knobs.precision.value_or(precision));
   if (magi2) {
     models::magi2::LoadOptions load;
     load.nvfp4_experts = knobs.nvfp4_experts;
     load.moe_combine = knobs.moe_combine;
     load.nvfp4_expert_inputs = knobs.nvfp4_expert_inputs;
+    if (!knobs.fp8_gemm.empty()) load.fp8_gemm = ops::parse_fp8_scaling(knobs.fp8_gemm, "--fp8-gemm");
+    load.fp8_attention = knobs.fp8_attention;
     if (!knobs.expert_mask.empty())  // as generate --expert-mask: a router bias far below any score
       load.router_bias_add = analysis::routes::mask_router_bias(
           analysis::routes::read_expert_mask(knobs.expert_mask),

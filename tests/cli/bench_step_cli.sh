@@ -74,8 +74,6 @@ bad() {  # bad NAME EXPECTED_TEXT ARGS...: exit 2, one line on stderr holding EX
 bad "unknown family" "--family: foo not in {magi2,h3}" --family foo --device cpu --small
 bad "no family" "--family is required" --device cpu --small
 bad "NVFP4 with H3" "--nvfp4-experts packs MAGI-2's routed experts" --family h3 --nvfp4-experts --device cpu --small
-bad "fp8 with MAGI-2" "--precision fp8: FP8 GEMMs are wired for H3's blocks" \
-  --family magi2 --precision fp8 --device cpu --small
 bad "fp8 scaling" "--fp8-scaling: block not in {row,tensor}" --family h3 --precision fp8 \
   --fp8-scaling block --device cpu --small
 bad "fp16 with MAGI-2" "--precision fp16 is MiniMax-H3's recipe" --family magi2 --precision fp16 --device cpu --small

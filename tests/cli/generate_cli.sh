@@ -84,18 +84,24 @@ check h3-fp8-again 0 "${F8[@]}" --fp8-gemm row
 check h3-fp32 0 "${F8[@]}"
 f32=$(python3 -c "import json; print(json.load(open('$TMP/out.txt'))['final_video']['sha256'])")
 [ "$f8" != "$f32" ] || { echo "FAIL --fp8-gemm gave the fp32 run's bits"; fail=1; }
-check fp8-magi2 2 "$AVDIT" generate --model "$M2" --text "$M2/sampler.safetensors" --latent-shape 2,4,6,10 --steps 1 \
-  --fp8-gemm row
-grep -q "MAGI-2 is not wired yet" "$TMP/err.txt" || { echo "FAIL fp8-magi2 message"; fail=1; }
+# MAGI-2 (its dense GEMMs; attention with its sinks): runs, repeats its bits, differs from fp32.
+M8=("$AVDIT" generate --model "$M2" --text "$M2/sampler.safetensors" --latent-shape 2,4,6,10 --steps 2 --seed 3 --json)
+sha() { python3 -c "import json; print(json.load(open('$TMP/out.txt'))['final_video']['sha256'])"; }
+check magi2-fp32 0 "${M8[@]}"
+m32=$(sha)
+check magi2-fp8 0 "${M8[@]}" --fp8-gemm tensor
+m8=$(sha)
+[ "$m8" != "$m32" ] || { echo "FAIL MAGI-2 --fp8-gemm gave the fp32 run's bits"; fail=1; }
+check magi2-fp8-again 0 "${M8[@]}" --fp8-gemm tensor
+[ "$m8" = "$(sha)" ] || { echo "FAIL MAGI-2 --fp8-gemm rerun differs"; fail=1; }
+check magi2-fp8-attn 0 "${M8[@]}" --fp8-attention
+[ "$m32" != "$(sha)" ] || { echo "FAIL MAGI-2 --fp8-attention gave the fp32 run's bits"; fail=1; }
 check fp8-fp16 2 "${F8[@]}" --fp8-gemm tensor --precision fp16
 check fp8-bad-scaling 2 "${F8[@]}" --fp8-gemm block
-# FP8 attention (H3, CPU emulation): runs and differs from the fp32 run; refused for MAGI-2.
+# FP8 attention (H3, CPU emulation): runs and differs from the fp32 run.
 check h3-fp8-attn 0 "${F8[@]}" --fp8-attention
 [ "$f32" != "$(python3 -c "import json; print(json.load(open('$TMP/out.txt'))['final_video']['sha256'])")" ] ||
   { echo "FAIL --fp8-attention gave the fp32 run's bits"; fail=1; }
-check fp8-attn-magi2 2 "$AVDIT" generate --model "$M2" --text "$M2/sampler.safetensors" --latent-shape 2,4,6,10 \
-  --steps 1 --fp8-attention
-grep -q "MAGI-2 (sinks and gates) is not wired yet" "$TMP/err.txt" || { echo "FAIL fp8-attn-magi2 message"; fail=1; }
 
 # Bad input: exit 2 and a message naming the problem.
 check missing-text 2 "$AVDIT" generate --model "$H3" --text "$TMP/nope.safetensors" --latent-shape 1,2,2,3

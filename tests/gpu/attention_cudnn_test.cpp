@@ -392,7 +392,7 @@ void check_fp8(ops::CudaContext& ctx, Rng& rng, const Fp8Case& c, DType dt) {
   cpu_seg.cu = c.cu;
   cpu_seg.causal = c.causal;
   Tensor emu = Tensor::empty(x[0].shape(), DType::F32), exact = Tensor::empty(x[0].shape(), DType::F32);
-  ops::cpu::attention_fp8(x[0], x[1], x[2], scale, cpu_seg, emu);
+  ops::cpu::attention_fp8(x[0], x[1], x[2], scale, cpu_seg, nullptr, emu);
   ops::cpu::attention(x[0], x[1], x[2], scale, cpu_seg, nullptr, nullptr, exact);
   ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, dt);
   seg.causal = c.causal;
@@ -431,6 +431,46 @@ TEST_F(CudnnAttentionFp8, AgainstCpuEmulation) {
 
 // More documents than the op runs as dense graphs: the plan's ragged FP8 graph where cuDNN takes
 // ragged FP8 on this GPU, else the bf16 path (the op says so on stderr); right either way.
+// MAGI-2's sinks through cuDNN's FP8 stats and the sink pass (ops/attention_fp8.h), against the
+// CPU emulation with the same sinks (anchored inputs: the P rounding matches, see above) and
+// against exact attention with sinks; sinks near the rows' log-sum-exp, so an ignored sink or a
+// wrong LSE is far outside the bars. Shapes: the preview's 24 x 128, one document and two (cond,
+// uncond), then the ragged layout (more documents than kDenseDocuments; cuDNN may refuse it, and
+// the op then runs the call in bf16).
+TEST_F(CudnnAttentionFp8, SinksAgainstCpuEmulation) {
+  Rng rng(203);
+  const std::vector<Fp8Case> cases = {{1024, 24, 24, 128, {0, 1024}, false, true},
+                                      {1280, 24, 24, 128, {0, 640, 1280}, false, true},
+                                      {1000, 4, 4, 64, segments(rng.gen, 1000, 10), false, true, true}};
+  for (const Fp8Case& c : cases) {
+    const std::vector<Tensor> x = fp8_inputs(rng, c);
+    Tensor sinks = rng.host({c.Hq}, DType::F32, 1.f);
+    for (int64_t h = 0; h < c.Hq; ++h) sinks.f32()[h] += std::log(float(c.S) / (c.cu.size() - 1));
+    const float scale = 1.0f / std::sqrt(float(c.D));
+    ops::Segments cpu_seg;
+    cpu_seg.cu = c.cu;
+    Tensor emu = Tensor::empty(x[0].shape(), DType::F32), exact = Tensor::empty(x[0].shape(), DType::F32),
+           emu_plain = Tensor::empty(x[0].shape(), DType::F32);
+    ops::cpu::attention_fp8(x[0], x[1], x[2], scale, cpu_seg, &sinks, emu);
+    ops::cpu::attention_fp8(x[0], x[1], x[2], scale, cpu_seg, nullptr, emu_plain);
+    ops::cpu::attention(x[0], x[1], x[2], scale, cpu_seg, &sinks, nullptr, exact);
+    ASSERT_GT(nmse(emu_plain, exact), 1e-2) << "the sinks must matter for this test to see them";
+    const ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, DType::BF16);
+    const Tensor dsinks = to_device(dev, sinks);
+    const Tensor y = to_host(dev, ops::attention_fp8(ctx, up(dev, x[0], DType::BF16), up(dev, x[1], DType::BF16),
+                                                     up(dev, x[2], DType::BF16), scale, seg, &dsinks));
+    const double e = nmse(y, exact);
+    std::printf("  nmse %-72s %.2e\n", fp8_label("fp8 + sinks vs exact", c, DType::BF16).c_str(), e);
+    if (c.may_fall_back && e < kNmseFp8ExactMin) {  // cuDNN has no ragged FP8 graph with stats here
+      std::printf("  (ran in bf16 by the op's fallback)\n");
+      EXPECT_LT(e, 1e-4);
+      continue;
+    }
+    EXPECT_NMSE(y, emu, kNmseFp8Anchored, fp8_label("fp8 + sinks vs emulation", c, DType::BF16));
+    EXPECT_LT(e, kNmseFp8ExactMax);
+  }
+}
+
 TEST_F(CudnnAttentionFp8, ManyDocumentsRaggedOrBf16) {
   Rng rng(202);
   const Fp8Case c{1000, 4, 4, 64, segments(rng.gen, 1000, 10), false, true};

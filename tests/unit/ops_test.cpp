@@ -338,9 +338,11 @@ double nmse(const Tensor& got, const std::vector<double>& ref) {
 
 // float64 attention of q, k, v over cu (GQA, causal): with `fp8` the definition of
 // ops/attention_fp8.h step by step (scales 448 / amax in fp32, e4m3 codes of q, k, v, of
-// P = exp(l - max) at 448 and of O at s_v), else the exact attention.
+// P = exp(l - max) at 448 and of O at s_v), else the exact attention. sinks ([hq] or null): each
+// row times 1 / (1 + exp(sink_h - lse)), which puts exp(sink_h) in the denominator exactly.
 std::vector<double> attention64(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                                const std::vector<int64_t>& cu, bool causal, bool fp8) {
+                                const std::vector<int64_t>& cu, bool causal, bool fp8,
+                                const std::vector<float>* sinks = nullptr) {
   const int64_t S = q.size(0), hq = q.size(1), d = q.size(2), hkv = k.size(1);
   auto coded = [&](const Tensor& t, float& s) {
     double amax = 0;
@@ -372,11 +374,12 @@ std::vector<double> attention64(const Tensor& q, const Tensor& k, const Tensor& 
           sum += x;
           if (fp8) x = e4m3(x * 448) / 448;
         }
+        const double sink = sinks ? 1 / (1 + std::exp((*sinks)[h] - mx - std::log(sum))) : 1;
         for (int64_t c = 0; c < d; ++c) {
           double acc = 0;
           for (size_t j = 0; j < l.size(); ++j) acc += l[j] * vd[((cu[g] + j) * hkv + kh) * d + c];
           acc /= sum;
-          out[(i * hq + h) * d + c] = fp8 ? e4m3(acc * sv) / sv : acc;
+          out[(i * hq + h) * d + c] = (fp8 ? e4m3(acc * sv) / sv : acc) * sink;
         }
       }
   return out;
@@ -408,7 +411,7 @@ TEST(AttentionFp8, QuantizesKnownValuesBitExactly) {
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t i = 0; i < D; ++i) v3.f32()[r * D + i] = v_vals[(i + 5 * r) % D];
   const Tensor o3 = attention_fp8(ctx, random({3, 1, D}, 3, 1.f), random({3, 1, D}, 4, 1.f), v3,
-                                  0.25f, docs(ctx, {0, 1, 2, 3}), DType::BF16);
+                                  0.25f, docs(ctx, {0, 1, 2, 3}), nullptr, DType::BF16);
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t i = 0; i < D; ++i)
       EXPECT_EQ(bf16_to_f32(o3.data<uint16_t>()[r * D + i]), want[(i + 5 * r) % D] / 256.f);
@@ -429,7 +432,7 @@ TEST(AttentionFp8, EqualsTheDefinitionInFloat64) {
     const Tensor q = random({c.S, c.hq, c.d}, seed++, 1.f), k = random({c.S, c.hkv, c.d}, seed++, 1.f),
                  v = random({c.S, c.hkv, c.d}, seed++, 1.f);
     const float scale = 1.f / std::sqrt(float(c.d));
-    const Tensor o = attention_fp8(ctx, q, k, v, scale, docs(ctx, c.cu, c.causal), DType::F32);
+    const Tensor o = attention_fp8(ctx, q, k, v, scale, docs(ctx, c.cu, c.causal), nullptr, DType::F32);
     const double def = nmse(o, attention64(q, k, v, scale, c.cu, c.causal, true));
     const double exact = nmse(o, attention64(q, k, v, scale, c.cu, c.causal, false));
     std::printf("  S=%ld H=%ld/%ld D=%ld: nmse vs definition %.2e, vs exact attention %.2e\n",
@@ -441,6 +444,40 @@ TEST(AttentionFp8, EqualsTheDefinitionInFloat64) {
     EXPECT_LT(exact, 1e-2);
     EXPECT_GT(exact, 1e-5);
   }
+}
+
+// MAGI-2's sinks: exp(sink_h) joins each row's denominator after O's FP8 rounding (the definition
+// in ops/attention_fp8.h). Sinks near the rows' log-sum-exp move every output by tens of percent,
+// so an ignored or misplaced sink fails by far.
+TEST(AttentionFp8, SinksEqualTheDefinitionInFloat64) {
+  CpuContext ctx;
+  const int64_t S = 150, hq = 4, hkv = 2, d = 32;
+  const std::vector<int64_t> cu = {0, 40, 150};
+  const Tensor q = random({S, hq, d}, 31, 1.f), k = random({S, hkv, d}, 32, 1.f),
+               v = random({S, hkv, d}, 33, 1.f);
+  const std::vector<float> sink_values = {4.5f, 3.f, -1.f, 5.5f};
+  Tensor sinks = Tensor::empty({hq}, DType::F32);
+  std::copy(sink_values.begin(), sink_values.end(), sinks.f32());
+  const float scale = 1.f / std::sqrt(float(d));
+  for (const bool causal : {false, true}) {
+    const Segments seg = docs(ctx, cu, causal);
+    const Tensor o = attention_fp8(ctx, q, k, v, scale, seg, &sinks, DType::F32);
+    const Tensor plain = attention_fp8(ctx, q, k, v, scale, seg, nullptr, DType::F32);
+    const std::vector<double> exact = attention64(q, k, v, scale, cu, causal, false, &sink_values);
+    const double def = nmse(o, attention64(q, k, v, scale, cu, causal, true, &sink_values));
+    const double err = nmse(o, exact), without = nmse(plain, exact);
+    std::printf("  causal %d: nmse vs definition %.2e, vs exact with sinks %.2e (without sinks %.2e)\n",
+                causal, def, err, without);
+    EXPECT_LT(def, 1e-5);
+    EXPECT_LT(err, 1e-2);
+    EXPECT_GT(without, 1e-2);
+  }
+  // A bf16 output rounds twice (O's decode, then the sink's product), as the GPU's two passes do.
+  const Tensor ob = attention_fp8(ctx, q, k, v, scale, docs(ctx, cu), &sinks, DType::BF16);
+  EXPECT_LT(nmse(ob.to_f32(), attention64(q, k, v, scale, cu, false, true, &sink_values)), 1e-4);
+  // Sinks of the wrong size or dtype are refused by name.
+  const Tensor three = Tensor::zeros({3}, DType::F32);
+  EXPECT_THROW(attention_fp8(ctx, q, k, v, scale, docs(ctx, cu), &three), BadInput);
 }
 
 TEST(AttentionFp8, ZeroOperands) {

@@ -69,12 +69,7 @@ DType H3Model::gating_dtype() const {
 }
 
 Tensor H3Model::block_linear(const Tensor& x, const Tensor& w, DType out) const {
-  if (fp8_gemm_) {
-    auto it = fp8_weights_.find(w.raw());
-    if (it == fp8_weights_.end())
-      it = fp8_weights_.emplace(w.raw(), ops::quantize_fp8(ctx_, w, *fp8_gemm_)).first;
-    return ops::linear_fp8(ctx_, x, it->second, out);
-  }
+  if (fp8_) return fp8_->linear(ctx_, x, w, out);
   if (act_ != DType::F16) return ops::linear(ctx_, x, w, nullptr, out);
   return ops::linear_f16(ctx_, x, w, out, {fixes_.rowscale, fixes_.reduction});
 }

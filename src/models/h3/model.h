@@ -20,7 +20,7 @@
 #include "models/fp16_recipe.h"
 #include "ops/attention.h"
 #include "ops/context.h"
-#include "ops/linear_fp8.h"
+#include "ops/fp8_gemms.h"
 #include "ops/modulation.h"
 
 namespace avdit {
@@ -98,8 +98,13 @@ class H3Model {
   // FP8 (e4m3; ops/linear_fp8.h) for every block GEMM (qkv, out_proj, fc1, fc2 of the DiT and the
   // text refiner) with the given scaling, or none: issue 39's option. Weights are quantized on
   // first use.
-  void set_fp8_gemm(std::optional<ops::Fp8Scaling> s) { fp8_gemm_ = s; }
-  std::optional<ops::Fp8Scaling> fp8_gemm() const { return fp8_gemm_; }
+  void set_fp8_gemm(std::optional<ops::Fp8Scaling> s) {
+    fp8_.reset();
+    if (s) fp8_.emplace(*s);
+  }
+  std::optional<ops::Fp8Scaling> fp8_gemm() const {
+    return fp8_ ? std::optional{fp8_->scaling()} : std::nullopt;
+  }
   // FP8 (ops/attention_fp8.h: cuDNN's FP8 SDPA on the GPU, its emulation on the CPU) for every
   // attention core of the DiT and the text refiner: issue 39's other option, off by default.
   void set_fp8_attention(bool on) { fp8_attention_ = on; }
@@ -159,8 +164,7 @@ class H3Model {
   int64_t adaln_bytes_avoided_ = 0;
   std::vector<std::pair<std::vector<float>, H3Tables>> table_;
   Fp16Fixes fixes_;
-  std::optional<ops::Fp8Scaling> fp8_gemm_;
-  mutable std::map<const void*, ops::Fp8Weight> fp8_weights_;  // by the bf16/fp32 weight's data
+  std::optional<ops::Fp8Gemms> fp8_;
   bool fp8_attention_ = false;
 };
 

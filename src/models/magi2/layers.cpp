@@ -15,19 +15,25 @@
 namespace avdit::models::magi2 {
 
 Tensor grouped_linear(ops::Context& ctx, const TokenLayout& layout, const Tensor& x,
-                      const Tensor& w, int64_t groups, DType act) {
+                      const Tensor& w, int64_t groups, DType act, const ops::Fp8Gemms* fp8) {
   AVDIT_CHECK(w.size(0) % groups == 0, "magi2: weight {} for {} groups", w.shape_str(), groups);
   const int64_t L = x.size(0), N = w.size(0) / groups;
   Tensor y = ctx.empty({L, N}, act);
+  auto product = [&](const Tensor& xm, const Tensor& wm, Tensor& ym) {
+    if (fp8)
+      fp8->linear_into(ctx, xm, wm, ym);
+    else
+      ops::linear_into(ctx, xm, wm, nullptr, ym);
+  };
   if (groups == 1) {
-    ops::linear_into(ctx, x, w, nullptr, y);
+    product(x, w, y);
     return y;
   }
   for (int64_t m = 0; m < groups; ++m) {
     const int64_t b = layout.begin[m], n = layout.size[m];
     if (n == 0) continue;
     Tensor ym = y.slice_rows(b, b + n);
-    ops::linear_into(ctx, x.slice_rows(b, b + n), w.slice_rows(m * N, (m + 1) * N), nullptr, ym);
+    product(x.slice_rows(b, b + n), w.slice_rows(m * N, (m + 1) * N), ym);
   }
   return y;
 }
@@ -35,14 +41,14 @@ Tensor grouped_linear(ops::Context& ctx, const TokenLayout& layout, const Tensor
 Tensor gated_attention(ops::Context& ctx, const RowOrder& rows, const AttentionWeights& w,
                        int64_t groups, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
                        int64_t rope_half, DType act, const Tensor& attn_in,
-                       const AttentionCore& core) {
+                       const AttentionCore& core, const ops::Fp8Gemms* fp8) {
   const int64_t L = attn_in.size(0), Hq = heads_q, Hkv = heads_kv, D = head_dim;
   const Tensor* grp = groups > 1 ? &rows.group : nullptr;
   const Tensor a =
       ops::rms_norm(ctx, attn_in, ops::RmsNormWeight{w.pre_norm, true, grp}, kNormEps, act);
   const Tensor g = grouped_linear(ctx, rows.layout, a, w.linear_g, groups, act);  // [L, Hq]
   // [L, (Hq + 2 Hkv) D]: q | k | v, head-major.
-  const Tensor qkv = grouped_linear(ctx, rows.layout, a, w.linear_qkv, groups, act);
+  const Tensor qkv = grouped_linear(ctx, rows.layout, a, w.linear_qkv, groups, act, fp8);
   // q and k stay fp32 through the norm and RoPE in the reference (out_dtype=float32) and meet the
   // kernel in the activation dtype: the prologue rounds once, at its store.
   Tensor q = ctx.empty({L, Hq, D}, act), k = ctx.empty({L, Hkv, D}, act),
@@ -51,17 +57,17 @@ Tensor gated_attention(ops::Context& ctx, const RowOrder& rows, const AttentionW
   const Tensor o = core(q, k, v);  // [L, Hq, D] packed
   Tensor gated = ctx.empty({L, Hq * D}, act);
   ops::gate_unpermute(ctx, o, g, rows.perm, gated);
-  return grouped_linear(ctx, rows.layout, gated, w.linear_proj, groups, act);
+  return grouped_linear(ctx, rows.layout, gated, w.linear_proj, groups, act, fp8);
 }
 
 Tensor dense_mlp(ops::Context& ctx, const RowOrder& rows, const DenseMlpWeights& w, int64_t groups,
-                 DType act, const Tensor& mlp_in) {
+                 DType act, const Tensor& mlp_in, const ops::Fp8Gemms* fp8) {
   const Tensor a = ops::rms_norm(
       ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, groups > 1 ? &rows.group : nullptr},
       kNormEps, act);
-  const Tensor u = grouped_linear(ctx, rows.layout, a, w.up_gate_proj, groups, act);  // [L, 2I]
+  const Tensor u = grouped_linear(ctx, rows.layout, a, w.up_gate_proj, groups, act, fp8);  // [L, 2I]
   return grouped_linear(ctx, rows.layout, ops::gated(ctx, ops::Gated::Swiglu7Interleaved, u),
-                        w.down_proj, groups, act);
+                        w.down_proj, groups, act, fp8);
 }
 
 Tensor post_adapter(ops::Context& ctx, const TokenLayout& layout, const Tensor& group,

@@ -14,6 +14,7 @@
 #include "models/magi2/layers.h"
 #include "models/stack_points.h"
 #include "ops/activation.h"
+#include "ops/attention_fp8.h"
 #include "ops/attention_prologue.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
@@ -34,7 +35,9 @@ Magi2Model::Magi2Model(ops::Context& ctx, const Checkpoint& ckpt, const Magi2Con
       config_(config),
       act_(act),
       moe_combine_(load.moe_combine),
-      nvfp4_expert_inputs_(load.nvfp4_expert_inputs) {
+      nvfp4_expert_inputs_(load.nvfp4_expert_inputs),
+      fp8_attention_(load.fp8_attention) {
+  if (load.fp8_gemm) fp8_.emplace(*load.fp8_gemm);
   w_ = load_weights(ctx, ckpt, config_, act_, load, &weight_bytes_);
   time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
 }
@@ -45,7 +48,9 @@ Magi2Model::Magi2Model(ops::Context& ctx, const Magi2Config& config, DType act, 
       config_(config),
       act_(act),
       moe_combine_(load.moe_combine),
-      nvfp4_expert_inputs_(load.nvfp4_expert_inputs) {
+      nvfp4_expert_inputs_(load.nvfp4_expert_inputs),
+      fp8_attention_(load.fp8_attention) {
+  if (load.fp8_gemm) fp8_.emplace(*load.fp8_gemm);
   w_ = random_weights(ctx, config_, act_, seed, &weight_bytes_, load);
   time_freqs_ = ctx.upload(ops::time_frequencies(config_.data_proxy.time_channel_dim));
 }
@@ -227,16 +232,20 @@ Tensor Magi2Model::attention(int64_t i, const Magi2Plan& p, const Tensor& attn_i
                          c.head_dim, c.rope_dim / 2, act_, attn_in,
                          [&](const Tensor& q, const Tensor& k, const Tensor& v) {
                            ops::observe(ctx, {"attn.{}.core_in", i}, q);
-                           Tensor o = ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks,
-                                                     nullptr, act_);  // [L, Hq, D] packed
+                           Tensor o =
+                               fp8_attention_
+                                   ? ops::attention_fp8(ctx, q, k, v, scale, p.segments, &w.sinks, act_)
+                                   : ops::attention(ctx, q, k, v, scale, p.segments, &w.sinks,
+                                                    nullptr, act_);  // [L, Hq, D] packed
                            ops::observe(ctx, {"attn.{}.core", i}, o);
                            return o;
-                         });
+                         },
+                         fp8());
 }
 
 Tensor Magi2Model::dense_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) const {
   return magi2::dense_mlp(ctx_, row_order(p), w_.layers[i].dense, w_.layers[i].groups, act_,
-                          mlp_in);
+                          mlp_in, fp8());
 }
 
 // The multi-head MoE: pre_norm (always the three modality rows), split linear, the per-head fp32
@@ -256,8 +265,8 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
   const Tensor xn =
       ops::rms_norm(ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, &p.group}, kNormEps, act_);
   ops::observe(ctx, {"moe.{}.norm", i}, xn);
-  const Tensor split =
-      ops::linear(ctx, xn, w.split_linear, nullptr, act_);  // [L, W]: the heads side by side
+  const Tensor split = fp8_ ? fp8_->linear(ctx, xn, w.split_linear, act_)
+                            : ops::linear(ctx, xn, w.split_linear, nullptr, act_);  // [L, W]: heads side by side
   ops::observe(ctx, {"moe.{}.split", i}, split);
   // Router logits and score gaps only when a probe wants them; the gap comes before the choices
   // (router statistics pair them, analysis/routes/recorder.h).
@@ -274,7 +283,9 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
   // The shared expert on every token (fc1 rows interleave gate / linear), its h beside the
   // experts'.
   ops::gated_into(ctx, ops::Gated::Swiglu7Interleaved,
-                  ops::linear(ctx, xn, w.shared_fc1, nullptr, act_), nullptr, cat, W);
+                  fp8_ ? fp8_->linear(ctx, xn, w.shared_fc1, act_)
+                       : ops::linear(ctx, xn, w.shared_fc1, nullptr, act_),
+                  nullptr, cat, W);
   ops::observe(ctx, {"moe.{}.shared", i}, cat);
   // The modality-specific shared expert.
   const Tensor ms_h = ops::gated(ctx, ops::Gated::Swiglu7Interleaved,
@@ -314,7 +325,7 @@ Tensor Magi2Model::post_adapter(const Magi2Plan& p, const Tensor& s) const {
 
 Tensor Magi2Model::grouped_linear(const Magi2Plan& p, const Tensor& x, const Tensor& w,
                                   int64_t groups) const {
-  return magi2::grouped_linear(ctx_, p.layout, x, w, groups, act_);
+  return magi2::grouped_linear(ctx_, p.layout, x, w, groups, act_, fp8());
 }
 
 }  // namespace avdit::models::magi2

@@ -20,6 +20,7 @@
 #include "ops/attention.h"
 #include "ops/mhc.h"
 #include "ops/context.h"
+#include "ops/fp8_gemms.h"
 
 namespace avdit {
 class Checkpoint;
@@ -58,6 +59,8 @@ class Magi2Model {
   ops::Context& ctx() const { return ctx_; }
   DType act() const { return act_; }
   int64_t weight_bytes() const { return weight_bytes_; }
+  // The FP8 GEMMs' quantized copies so far (0 without --fp8-gemm), beside weight_bytes().
+  int64_t fp8_weight_bytes() const { return fp8_ ? fp8_->bytes() : 0; }
 
   // modality [L] (0 video, 1 audio, 2 text, 3 time as text), coords [L, 9] (packed order, any
   // context), cu_seqlens: the items' boundaries.
@@ -91,6 +94,7 @@ class Magi2Model {
   // y [L, N] (activation dtype unless said) = the layer's per-modality linear: one GEMM per group
   // on that group's rows (weight rows stacked [video; audio; text]), or one for groups == 1.
   Tensor grouped_linear(const Magi2Plan& p, const Tensor& x, const Tensor& w, int64_t groups) const;
+  const ops::Fp8Gemms* fp8() const { return fp8_ ? &*fp8_ : nullptr; }
 
   ops::Context& ctx_;
   Magi2Config config_;
@@ -100,6 +104,8 @@ class Magi2Model {
   int64_t weight_bytes_ = 0;
   ops::CombineSum moe_combine_ = ops::CombineSum::ByOutput;  // LoadOptions::moe_combine
   bool nvfp4_expert_inputs_ = false;                          // LoadOptions::nvfp4_expert_inputs
+  std::optional<ops::Fp8Gemms> fp8_;                          // LoadOptions::fp8_gemm
+  bool fp8_attention_ = false;                                // LoadOptions::fp8_attention
 };
 
 }  // namespace avdit::models::magi2

@@ -17,6 +17,7 @@
 #include "core/tensor.h"
 #include "models/magi2/config.h"
 #include "ops/context.h"
+#include "ops/linear_fp8.h"
 #include "ops/mhc.h"
 #include "ops/moe.h"
 
@@ -100,6 +101,13 @@ struct LoadOptions {
   // expert mask (generate --expert-mask, analysis/routes/mask.h) moves masked experts far below
   // any score.
   std::map<int64_t, Tensor> router_bias_add;
+  // Issue 39's FP8 options (numerics knobs as well; generate --fp8-gemm / --fp8-attention, bench
+  // step --precision fp8 / --fp8-attention): the dense GEMMs of every layer (linear_qkv,
+  // linear_proj, the dense MLPs, the MoE's split linear, shared and modality-specific experts)
+  // through e4m3 with this scaling; every attention core through ops::attention_fp8 with the
+  // sinks.
+  std::optional<ops::Fp8Scaling> fp8_gemm;
+  bool fp8_attention = false;
 };
 
 // The MoE config of the ops (router and experts) from the model config.

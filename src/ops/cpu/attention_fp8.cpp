@@ -32,8 +32,10 @@ float tensor_scale(const Tensor& x_in) {
 }  // namespace
 
 void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale,
-                   const Segments& seg, Tensor& out_t) {
-  check_attention_fp8(q_in, k_in, v_in, seg, out_t);
+                   const Segments& seg, const Tensor* sinks_in, Tensor& out_t) {
+  check_attention_fp8(q_in, k_in, v_in, seg, sinks_in, out_t);
+  const Tensor sinks = sinks_in ? f32(*sinks_in) : Tensor();
+  const DType od = out_t.dtype();
   const int64_t S = q_in.size(0), hq = q_in.size(1), d = q_in.size(2), hkv = k_in.size(1);
   const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, S} : seg.cu;
   const float sq = tensor_scale(q_in), sk = tensor_scale(k_in), sv = tensor_scale(v_in);
@@ -45,7 +47,7 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
   const int64_t group = hq / hkv;
   constexpr int64_t kQueryBlock = 1024;
   std::vector<float> p;
-  std::vector<float> inv_sum;
+  std::vector<float> inv_sum, lse;
   for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
     const int64_t b = cu[sg], n = cu[sg + 1] - b;
     if (n <= 0) continue;
@@ -55,6 +57,7 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
         const int64_t m = std::min(kQueryBlock, n - q0);
         p.resize(static_cast<size_t>(m * n));
         inv_sum.resize(static_cast<size_t>(m));
+        lse.resize(static_cast<size_t>(m));
         // Logits: the codes' dot products times scale / (s_q s_k).
         sgemm_fixed(true, m, n, d, scale * dq * dk, qc.data() + ((b + q0) * hq + h) * d, hq * d,
                     kc.data() + (b * hkv + kh) * d, hkv * d, 0.f, p.data(), n);
@@ -70,16 +73,21 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
           }
           std::fill(row + keys, row + n, 0.f);
           inv_sum[i] = 1.f / sum;
+          lse[i] = mx + std::log(sum);
         }
         float* o = out.data() + ((b + q0) * hq + h) * d;
         sgemm_fixed(false, m, d, n, 1.f, p.data(), n, vc.data() + (b * hkv + kh) * d, hkv * d, 0.f,
                     o, hq * d);
-        // O = acc / (448 s_v) / sum, rounded to e4m3 at s_o = s_v, decoded.
-        for (int64_t i = 0; i < m; ++i)
+        // O = acc / (448 s_v) / sum, rounded to e4m3 at s_o = s_v, decoded; with a sink, the
+        // decoded value in the output's dtype times 1 / (1 + exp(sink - lse)).
+        for (int64_t i = 0; i < m; ++i) {
+          const float c = sinks_in ? 1.f / (1.f + std::exp(sinks.f32()[h] - lse[i])) : 1.f;
           for (int64_t e = 0; e < d; ++e) {
             float& x = o[i * hq * d + e];
             x = e4m3_to_f32(f32_to_e4m3(x * ds * dv * inv_sum[i] * sv)) * dv;
+            if (sinks_in) x = round_to(od, x) * c;
           }
+        }
       }
     }
   }

@@ -316,7 +316,7 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
 }
 
 // The FP8 graph for `key`: e4m3 Q, K, V and O, the six F32 scalar scales, the two amax outputs
-// (required by the graph, unused here), no stats.
+// (required by the graph, unused here), and token-major stats when key.stats.
 Entry build_fp8(cudnnHandle_t handle, const GraphKey& key, float scale) {
   const int64_t B = key.b, S = key.s_max, Hq = key.hq, Hkv = key.hkv, D = key.d;
   Entry e;
@@ -333,16 +333,21 @@ Entry build_fp8(cudnnHandle_t handle, const GraphKey& key, float scale) {
                          .set_stride({1, 1, 1, 1})
                          .set_data_type(fe::DataType_t::FLOAT));
   };
-  auto opts = fe::graph::SDPA_fp8_attributes().set_name("sdpa_fp8").set_generate_stats(false).set_attn_scale(scale);
+  auto opts =
+      fe::graph::SDPA_fp8_attributes().set_name("sdpa_fp8").set_generate_stats(key.stats).set_attn_scale(scale);
   if (key.causal)
     opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
-  std::shared_ptr<fe::graph::Tensor_attributes> off_o;
-  if (key.ragged) off_o = set_ragged(*g, B, *Q, *K, *V, opts).first;
+  std::shared_ptr<fe::graph::Tensor_attributes> off_o, off_stats;
+  if (key.ragged) std::tie(off_o, off_stats) = set_ragged(*g, B, *Q, *K, *V, opts);
   auto [O, Stats, Amax_S, Amax_O] =
       g->sdpa_fp8(Q, K, V, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
                   scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
                   scalar("scale_o", kScaleO), opts);
-  (void)Stats;
+  if (key.stats) {
+    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, Hq, S, 1});
+    Stats->set_stride({S * Hq, 1, Hq, 1});
+    if (off_stats) Stats->set_ragged_offset(off_stats);
+  }
   O->set_output(true)
       .set_uid(kO)
       .set_data_type(fe::DataType_t::FP8_E4M3)
@@ -369,7 +374,7 @@ bool cudnn_fp8_attention_available(const Device& dev) {
 }
 
 bool cudnn_sdpa_fp8(Device& dev, const SdpaFp8In& in, float scale, Tensor& o, const Tensor& cu_seqlens,
-                    int64_t max_seqlen, bool causal) {
+                    int64_t max_seqlen, bool causal, const Tensor& stats) {
   AVDIT_REQUIRE(cudnn_fp8_attention_available(dev),
                 "cuDNN's FP8 attention needs sm_90 or newer and cuDNN >= 9.1 (not 9.10); this is sm_{}{} with "
                 "cuDNN {}: run the attention in bf16",
@@ -396,10 +401,18 @@ bool cudnn_sdpa_fp8(Device& dev, const SdpaFp8In& in, float scale, Tensor& o, co
   if (too_big) return false;
   AVDIT_REQUIRE(max_seqlen >= 0 && max_seqlen <= S && (ragged || max_seqlen == 0 || max_seqlen == S),
                 "cudnn_sdpa_fp8: max_seqlen {} for {} rows ({})", max_seqlen, S, ragged ? "segments" : "one sequence");
+  const bool want_stats = stats.defined();
+  if (want_stats) {
+    require_cuda(stats, "cudnn_sdpa_fp8 stats");
+    AVDIT_REQUIRE(stats.dtype() == DType::F32 && stats.numel() == S * Hq,
+                  "cudnn_sdpa_fp8: stats {} {} must be F32 with {} x {} elements", stats.shape_str(),
+                  dtype_name(stats.dtype()), S, Hq);
+    if (!ragged && cudnn_version() < 91200) return false;  // dense stats in packed [B, H, S] order only
+  }
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, sizeof scale);
   const GraphKey key{B, S, Hq, Hkv, D, max_seqlen > 0 ? max_seqlen : S, DType::F8_E4M3, ragged, scale_bits,
-                     false, false, causal};
+                     want_stats, false, causal};
   CudnnContext& ctx = context_for(dev.ordinal());
   std::lock_guard<std::mutex> lock(ctx.mu);
   const Entry& e = graph_for(ctx, key, "FP8 SDPA", [&] { return build_fp8(ctx.handle, key, scale); });
@@ -420,6 +433,7 @@ bool cudnn_sdpa_fp8(Device& dev, const SdpaFp8In& in, float scale, Tensor& o, co
       {kScaleO, device_ptr(in.scale_o)},
       {kAmaxS, amax.p},
       {kAmaxO, static_cast<char*>(amax.p) + 16}};
+  if (want_stats) pack[kStats] = device_ptr(stats);
   execute(dev, ctx, e, pack, cu_seqlens, Hq * D, Hkv * D, Hq);
   return true;
 }

@@ -66,8 +66,11 @@ struct SdpaFp8In {
 // to 256; no bias, no bottom-right causal mask (Hopper). cu_seqlens, max_seqlen and causal as
 // cudnn_sdpa (ragged THD over segments). Returns false, launching nothing, where cuDNN refuses the
 // configuration (the reason logged once per shape): whether Hopper takes ragged FP8 depends on the
-// cuDNN version, so callers keep a way around it (ops/cuda/attention_fp8.cu).
+// cuDNN version, so callers keep a way around it (ops/cuda/attention_fp8.cu). stats (F32 with S x Hq
+// elements, token-major [S, Hq], or undefined): also write each (token, head)'s log-sum-exp of the
+// scaled logits, natural log (what the sink correction needs); refused before cuDNN 9.12 outside
+// the ragged layout, whose stats strides older versions do not honour.
 bool cudnn_sdpa_fp8(Device& dev, const SdpaFp8In& in, float scale, Tensor& o, const Tensor& cu_seqlens = {},
-                    int64_t max_seqlen = 0, bool causal = false);
+                    int64_t max_seqlen = 0, bool causal = false, const Tensor& stats = {});
 
 }  // namespace avdit::cuda

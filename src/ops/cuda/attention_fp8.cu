@@ -1,7 +1,8 @@
 // ops::attention_fp8 on the device (ops/attention_fp8.h): q, k, v quantized per tensor by the FP8
 // linear's kernels (cuda::quantize_fp8: amax by an atomic max, then the codes), cuDNN's FP8 SDPA
 // with every scale a device scalar (attention_cudnn.h), O decoded to the caller's dtype in one
-// pass; nothing waits for the host, so a CUDA graph captures it. Documents: each non-empty one as
+// pass (then, with sinks, the bf16 LSE path's sink pass from cuDNN's stats); nothing waits for the
+// host, so a CUDA graph captures it. Documents: each non-empty one as
 // a dense graph when there are at most kDenseDocuments (H3's layouts have two: the live rows and
 // the padding), so no ragged FP8 graph is needed there; more go as the plan's dense part plus one
 // ragged graph. Where cuDNN refuses an FP8 graph the call runs ops::attention in bf16 instead,
@@ -52,7 +53,9 @@ SdpaFp8In rows(const SdpaFp8In& in, int64_t r0, int64_t n) {
 
 // The FP8 core over seg's documents into o8; false as soon as cuDNN refuses a graph (the ragged one
 // first, the likeliest refusal, before anything else is launched).
-bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Segments& seg, Tensor& o8) {
+// lse (F32 [S, Hq], or undefined): the keys' log-sum-exp of each row, for the sinks.
+bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Segments& seg, Tensor& o8,
+              const Tensor& lse) {
   const int64_t S = in.q.size(0);
   const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, S} : seg.cu;
   std::vector<std::pair<int64_t, int64_t>> docs;  // non-empty documents: first row, rows
@@ -60,7 +63,8 @@ bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Segments& 
     if (cu[i + 1] > cu[i]) docs.emplace_back(cu[i], cu[i + 1] - cu[i]);
   auto dense = [&](int64_t r0, int64_t n) {
     Tensor o = o8.slice_rows(r0, r0 + n);
-    return ::avdit::cuda::cudnn_sdpa_fp8(c.dev(), rows(in, r0, n), scale, o, {}, 0, seg.causal);
+    return ::avdit::cuda::cudnn_sdpa_fp8(c.dev(), rows(in, r0, n), scale, o, {}, 0, seg.causal,
+                                         lse.defined() ? lse.slice_rows(r0, r0 + n) : Tensor());
   };
   if (docs.size() <= kDenseDocuments) {
     for (const auto& [r0, n] : docs)
@@ -72,7 +76,8 @@ bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Segments& 
     const int64_t r0 = seg.dense_rows, n = S - r0;
     Tensor o = o8.slice_rows(r0, S);
     if (!::avdit::cuda::cudnn_sdpa_fp8(c.dev(), rows(in, r0, n), scale, o, seg.tail_cu,
-                                       seg.tail_max, seg.causal))
+                                       seg.tail_max, seg.causal,
+                                       lse.defined() ? lse.slice_rows(r0, S) : Tensor()))
       return false;
   }
   return seg.dense_rows == 0 || dense(0, seg.dense_rows);
@@ -81,9 +86,10 @@ bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Segments& 
 }  // namespace
 
 void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                   const Segments& seg, Tensor& out) {
-  check_attention_fp8(q, k, v, seg, out);
+                   const Segments& seg, const Tensor* sinks, Tensor& out) {
+  check_attention_fp8(q, k, v, seg, sinks, out);
   for (const Tensor* t : {&q, &k, &v}) c.require_here(*t, "FP8 attention q/k/v");
+  if (sinks) c.require_here(*sinks, "FP8 attention sinks");
   c.require_here(out, "FP8 attention output");
   AVDIT_REQUIRE(seg.cu_ctx.defined(), "FP8 attention: segments not planned on this CUDA context");
   const auto& props = c.dev().props();
@@ -113,7 +119,8 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
   in.scale_s = p.slice_rows(4, 5);
   in.scale_o = vq.scales;
   Tensor o8 = c.empty(q.shape(), DType::F8_E4M3);
-  if (!fp8_core(c, in, scale, seg, o8)) {
+  const Tensor lse = sinks ? c.empty({S, q.size(1)}, DType::F32) : Tensor();
+  if (!fp8_core(c, in, scale, seg, o8, lse)) {
     static bool said = false;
     if (!said) {
       said = true;
@@ -123,7 +130,7 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
           "the warning above); these attentions run in bf16\n",
           S, q.size(1), D, seg.cu.empty() ? 1 : seg.cu.size() - 1);
     }
-    attention(c, q, k, v, scale, seg, nullptr, nullptr, out);
+    attention(c, q, k, v, scale, seg, sinks, nullptr, out);
     return;
   }
   const int64_t n = out.numel();
@@ -131,6 +138,8 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
       static_cast<const uint8_t*>(o8.raw()), static_cast<const float*>(vq.dequant.raw()),
       device_ptr(out), ::avdit::cuda::elt_of(out, "FP8 attention output"), n);
   AVDIT_CUDA_CHECK_LAUNCH();
+  // The sinks join the denominator exactly, in place: o * 1 / (1 + exp(sink_h - lse)).
+  if (sinks) ::avdit::cuda::sink_gate(c.dev(), out, {lse, q.size(1), 1}, sinks, nullptr);
 }
 
 }  // namespace avdit::ops::cuda
