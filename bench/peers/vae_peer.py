@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Peer of `avdit bench vae` for the two decoders a public PyTorch library implements: diffusers'
+"""Peer of `avdit bench vae`: for the two decoders a public PyTorch library implements, diffusers'
 AutoencoderKLWan at the Wan2.2 VAE's release size (z 48, base 160, decoder base 256, residual
-blocks, patch 2: the TI2V-5B VAE config) and AutoencoderOobleck at Stable Audio Open 1.0's. Random
-weights (the modules' own init) made on the GPU, random latents of the clip's shape, the median
-wall time of `decode` (CUDA-synchronised), the peak of torch's allocator and the parameter count
-(compare with `avdit bench vae`'s folder). MAGI-2's TurboVAED and MiniMax-H3's two VAEs have no
-library implementation to run.
+blocks, patch 2: the TI2V-5B VAE config) and AutoencoderOobleck at Stable Audio Open 1.0's; for
+MAGI-2's TurboVAED, which no library ships, turbo_vaed_torch.py (PyTorch from the golden README's
+decode procedure, checked against the fixture by its --check) at the production architecture.
+Random weights made on the GPU, random latents of the clip's shape, the median wall time of the
+decode (CUDA-synchronised), the peak of torch's allocator and the parameter count (compare with
+`avdit bench vae`'s folder). MiniMax-H3's two VAEs have no peer yet.
 
-Usage: vae_peer.py --decoder wan22|oobleck [--precision fp32|bf16] [--tf32] [--frames 81 --height 512
-                   --width 896] [--seconds 10] [--iters 3] [--warmup 1] [--json F]
-Needs diffusers (carried as a wheel: `pip install --no-deps --target /tmp/site .whl/*.whl`).
+Usage: vae_peer.py --decoder wan22|oobleck|turbo [--precision fp32|bf16] [--tf32] [--frames 81
+                   --height 512 --width 896] [--seconds 10] [--iters 3] [--warmup 1] [--json F]
+wan22 and oobleck need diffusers (carried as a wheel: `pip install --no-deps --target /tmp/site
+.whl/*.whl`).
 """
 import argparse
 import json
@@ -22,7 +24,7 @@ import torch
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--decoder", required=True, choices=["wan22", "oobleck"])
+    p.add_argument("--decoder", required=True, choices=["wan22", "oobleck", "turbo"])
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--frames", type=int, default=81)
     p.add_argument("--height", type=int, default=512)
@@ -41,7 +43,20 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     dev, dt = "cuda", torch.bfloat16 if a.precision == "bf16" else torch.float32
     torch.manual_seed(0)
-    if a.decoder == "wan22":
+    if a.decoder == "turbo":
+        import turbo_vaed_torch as tv
+        assert (a.frames - 1) % 4 == 0 and a.height % 16 == 0 and a.width % 16 == 0, "frames 1 + 4k, sizes / 16"
+        sd = tv.random_weights(tv.PRODUCTION, dev, dt)
+        mean, std = torch.zeros(48, device=dev), torch.ones(48, device=dev)
+
+        class Turbo:  # decode(z).sample, as the diffusers modules
+            def decode(self, z):
+                return type("Out", (), {"sample": tv.decode(sd, z, mean, std, tv.PRODUCTION)})()
+        vae = Turbo()
+        latent = (1, 48, (a.frames - 1) // 4 + 1, a.height // 16, a.width // 16)
+        clip = f"{a.frames} x {a.width}x{a.height}"
+        params = sum(t.numel() for t in sd.values())
+    elif a.decoder == "wan22":
         from diffusers import AutoencoderKLWan
         assert (a.frames - 1) % 4 == 0 and a.height % 16 == 0 and a.width % 16 == 0, "frames 1 + 4k, sizes / 16"
         with torch.device(dev):
@@ -62,7 +77,8 @@ def main():
         latent = (1, 64, math.ceil(a.seconds * 44100 / 2048))
         clip = f"{a.seconds:g} s at 44100 Hz"
         params = sum(t.numel() for n, t in vae.named_parameters() if n.startswith("decoder."))
-    vae = vae.to(dtype=dt).eval()
+    if a.decoder != "turbo":
+        vae = vae.to(dtype=dt).eval()
     z = torch.randn(latent, device=dev, dtype=dt)
     times = []
     torch.cuda.reset_peak_memory_stats()
@@ -75,8 +91,10 @@ def main():
             if i >= a.warmup:
                 times.append(time.perf_counter() - t0)
     s = statistics.median(times)
-    frames = a.frames if a.decoder == "wan22" else None
-    row = {"decoder": a.decoder, "peer": "diffusers " + __import__("diffusers").__version__,
+    frames = a.frames if a.decoder != "oobleck" else None
+    peer = ("turbo_vaed_torch.py, torch " + torch.__version__ if a.decoder == "turbo"
+            else "diffusers " + __import__("diffusers").__version__)
+    row = {"decoder": a.decoder, "peer": peer,
            "precision": a.precision + (" (TF32)" if a.tf32 and a.precision == "fp32" else ""), "clip": clip, "latent": list(latent), "output": list(out.shape),
            "s": round(s, 4), "frames_per_s": round(frames / s, 2) if frames else None,
            "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2), "decoder_params": params,
