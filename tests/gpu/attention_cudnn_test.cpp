@@ -396,9 +396,14 @@ void check_fp8(ops::CudaContext& ctx, Rng& rng, const Fp8Case& c, DType dt) {
   ops::cpu::attention(x[0], x[1], x[2], scale, cpu_seg, nullptr, nullptr, exact);
   ops::Segments seg = ops::plan_segments(ctx, c.cu, c.Hq, c.D, dt);
   seg.causal = c.causal;
-  const Tensor y = to_host(dev, ops::attention_fp8(ctx, up(dev, x[0], dt), up(dev, x[1], dt), up(dev, x[2], dt),
-                                                   scale, seg));
+  const Tensor qd = up(dev, x[0], dt), kd = up(dev, x[1], dt), vd = up(dev, x[2], dt);
+  const Tensor y = to_host(dev, ops::attention_fp8(ctx, qd, kd, vd, scale, seg));
   EXPECT_EQ(y.dtype(), dt);
+  // Deterministic: a second call gives the same bytes (an unwritten row of the FP8 output would
+  // show here as stale memory that differs between calls).
+  const Tensor y2 = to_host(dev, ops::attention_fp8(ctx, qd, kd, vd, scale, seg));
+  EXPECT_EQ(std::memcmp(y.raw(), y2.raw(), static_cast<size_t>(y.nbytes())), 0)
+      << fp8_label("two calls differ:", c, dt);
   const double e = nmse(y, exact);
   if (c.may_fall_back && e < kNmseFp8ExactMin) {
     std::printf("  %-72s ran in bf16 (no FP8 engine): nmse vs exact %.2e\n",
@@ -407,6 +412,28 @@ void check_fp8(ops::CudaContext& ctx, Rng& rng, const Fp8Case& c, DType dt) {
     return;
   }
   EXPECT_NMSE(y, emu, c.anchored ? kNmseFp8Anchored : kNmseFp8Random, fp8_label("fp8 vs emulation", c, dt));
+  if (nmse(y, emu) > (c.anchored ? kNmseFp8Anchored : kNmseFp8Random)) {
+    // Which rows carry the error: the three worst (token, head) rows, their share of it.
+    const Tensor g = y.to_f32();
+    const int64_t rows = c.S * c.Hq;
+    std::vector<std::pair<double, int64_t>> by_row(static_cast<size_t>(rows));
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double err = 0;
+      for (int64_t i = r * c.D; i < (r + 1) * c.D; ++i) {
+        const double d = double(std::as_const(g).f32()[i]) - std::as_const(emu).f32()[i];
+        err += d * d;
+      }
+      by_row[static_cast<size_t>(r)] = {err, r};
+      total += err;
+    }
+    std::partial_sort(by_row.begin(), by_row.begin() + std::min<int64_t>(3, rows), by_row.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int64_t i = 0; i < std::min<int64_t>(3, rows); ++i)
+      std::printf("    worst row %lld: token %lld head %lld, %.1f%% of the squared error\n", (long long)i,
+                  (long long)(by_row[i].second / c.Hq), (long long)(by_row[i].second % c.Hq),
+                  total > 0 ? 100 * by_row[i].first / total : 0.0);
+  }
   std::printf("  nmse %-72s %.2e (bounds %.0e .. %.0e)\n", fp8_label("fp8 vs exact", c, dt).c_str(), e,
               kNmseFp8ExactMin, kNmseFp8ExactMax);
   EXPECT_GT(e, kNmseFp8ExactMin) << "as close to exact as bf16: did FP8 run?";
