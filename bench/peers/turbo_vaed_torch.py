@@ -15,11 +15,12 @@ vae_peer.py --decoder turbo uses `random_weights` and `decode` for the timed, fu
 import argparse
 import json
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from h3_peer import read_safetensors  # the peers' one safetensors reader (torch only)
 
 # Production architecture (TurboV3-Wan22-TinyShallow_7_7.json as the fixture README reports it).
 PRODUCTION = {"decoder_block_out_channels": [64, 128, 256, 512], "decoder_layers_per_block": [2, 2, 2, 3, 3],
@@ -181,21 +182,6 @@ def random_weights(cfg, device, dtype, seed=0):
         cin = cout
     add("decoder.conv_out.conv.", cfg["out_channels"] * cfg["patch_size"] ** 2, cin, (3, 3, 3))
     return sd
-
-
-def read_safetensors(path):
-    with open(path, "rb") as fh:
-        n = struct.unpack("<Q", fh.read(8))[0]
-        header = json.loads(fh.read(n))
-        data = fh.read()
-    out = {}
-    for k, v in header.items():
-        if k == "__metadata__":
-            continue
-        assert v["dtype"] == "F32", (k, v["dtype"])
-        a, b = v["data_offsets"]
-        out[k] = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32).reshape(v["shape"])
-    return out
 
 
 def check(golden, device):

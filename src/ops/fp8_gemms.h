@@ -28,12 +28,6 @@ class Fp8Gemms {
     linear_into(ctx, x, w, y);
     return y;
   }
-  // The quantized copies' bytes (codes and scales), beside the original weights.
-  int64_t bytes() const {
-    int64_t n = 0;
-    for (const auto& [_, q] : weights_) n += q.codes.nbytes() + q.scales.nbytes() + q.dequant.nbytes();
-    return n;
-  }
 
  private:
   Fp8Scaling scaling_;

@@ -265,8 +265,7 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
   const Tensor xn =
       ops::rms_norm(ctx, mlp_in, ops::RmsNormWeight{w.pre_norm, true, &p.group}, kNormEps, act_);
   ops::observe(ctx, {"moe.{}.norm", i}, xn);
-  const Tensor split = fp8_ ? fp8_->linear(ctx, xn, w.split_linear, act_)
-                            : ops::linear(ctx, xn, w.split_linear, nullptr, act_);  // [L, W]: heads side by side
+  const Tensor split = grouped_linear(p, xn, w.split_linear, 1);  // [L, W]: the heads side by side
   ops::observe(ctx, {"moe.{}.split", i}, split);
   // Router logits and score gaps only when a probe wants them; the gap comes before the choices
   // (router statistics pair them, analysis/routes/recorder.h).
@@ -282,9 +281,7 @@ Tensor Magi2Model::moe_mlp(int64_t i, const Magi2Plan& p, const Tensor& mlp_in) 
   ops::observe(ctx, {"moe.{}.experts", i}, cat);
   // The shared expert on every token (fc1 rows interleave gate / linear), its h beside the
   // experts'.
-  ops::gated_into(ctx, ops::Gated::Swiglu7Interleaved,
-                  fp8_ ? fp8_->linear(ctx, xn, w.shared_fc1, act_)
-                       : ops::linear(ctx, xn, w.shared_fc1, nullptr, act_),
+  ops::gated_into(ctx, ops::Gated::Swiglu7Interleaved, grouped_linear(p, xn, w.shared_fc1, 1),
                   nullptr, cat, W);
   ops::observe(ctx, {"moe.{}.shared", i}, cat);
   // The modality-specific shared expert.

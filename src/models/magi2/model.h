@@ -59,8 +59,6 @@ class Magi2Model {
   ops::Context& ctx() const { return ctx_; }
   DType act() const { return act_; }
   int64_t weight_bytes() const { return weight_bytes_; }
-  // The FP8 GEMMs' quantized copies so far (0 without --fp8-gemm), beside weight_bytes().
-  int64_t fp8_weight_bytes() const { return fp8_ ? fp8_->bytes() : 0; }
 
   // modality [L] (0 video, 1 audio, 2 text, 3 time as text), coords [L, 9] (packed order, any
   // context), cu_seqlens: the items' boundaries.
