@@ -22,6 +22,7 @@
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_portable.h"
 #include "ops/cuda/attention_sink_gate.h"
+#include "ops/linear_fp8.h"
 #include "ops/rows.h"
 
 namespace avdit::cuda {
@@ -427,8 +428,19 @@ void check_fp8(ops::CudaContext& ctx, Rng& rng, const Fp8Case& c, DType dt) {
       by_row[static_cast<size_t>(r)] = {err, r};
       total += err;
     }
+    std::vector<double> row_err(by_row.size());
+    for (size_t r = 0; r < by_row.size(); ++r) row_err[r] = by_row[r].first;
     std::partial_sort(by_row.begin(), by_row.begin() + std::min<int64_t>(3, rows), by_row.end(),
                       [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t d = 0; d + 1 < c.cu.size(); ++d) {  // each document's share, and its worst head
+      std::vector<double> head(static_cast<size_t>(c.Hq), 0.0);
+      for (int64_t r = c.cu[d] * c.Hq; r < c.cu[d + 1] * c.Hq; ++r) head[static_cast<size_t>(r % c.Hq)] += row_err[static_cast<size_t>(r)];
+      double sum = 0;
+      for (double h : head) sum += h;
+      const auto worst = std::max_element(head.begin(), head.end()) - head.begin();
+      std::printf("    document %zu: %.1f%% of the squared error; worst head %lld (%.1f%%)\n", d,
+                  total > 0 ? 100 * sum / total : 0.0, (long long)worst, total > 0 ? 100 * head[worst] / total : 0.0);
+    }
     for (int64_t i = 0; i < std::min<int64_t>(3, rows); ++i)
       std::printf("    worst row %lld: token %lld head %lld, %.1f%% of the squared error\n", (long long)i,
                   (long long)(by_row[i].second / c.Hq), (long long)(by_row[i].second % c.Hq),
@@ -450,7 +462,12 @@ TEST_F(CudnnAttentionFp8, AgainstCpuEmulation) {
       {1536, 56, 56, 128, {0, 1200, 1536}, false, true},  // H3's layout: live rows + padding
       {777, 8, 2, 64, {0, 300, 301, 777}, false, false, true},  // GQA, a one-row document
       {777, 8, 2, 64, {0, 300, 301, 777}, false, true, true},
-      {600, 4, 4, 128, {0, 250, 600}, true, true}};  // causal per document
+      {600, 4, 4, 128, {0, 250, 600}, true, true},  // causal per document
+      // Around H3's layout, to tell a shape from a position: the 336-row document alone, a
+      // boundary on a 128-row tile, and H3's boundary with fewer heads.
+      {336, 56, 56, 128, {0, 336}, false, true},
+      {1536, 56, 56, 128, {0, 1280, 1536}, false, true},
+      {1536, 8, 8, 128, {0, 1200, 1536}, false, true}};
   for (const Fp8Case& c : cases) check_fp8(ctx, rng, c, DType::BF16);
   // F32 operands and output: the same codes (the quantization reads any float dtype).
   check_fp8(ctx, rng, cases[1], DType::F32);
@@ -495,6 +512,64 @@ TEST_F(CudnnAttentionFp8, SinksAgainstCpuEmulation) {
     }
     EXPECT_NMSE(y, emu, kNmseFp8Anchored, fp8_label("fp8 + sinks vs emulation", c, DType::BF16));
     EXPECT_LT(e, kNmseFp8ExactMax);
+  }
+}
+
+// The dense graph of one document, from the same codes and scales: the same bytes twice in a row,
+// and the same bytes whether the document's rows sit inside the whole tensor (at row 1,200 in H3's
+// layout) or alone in a fresh allocation. Tells a position or address effect from a shape one.
+TEST_F(CudnnAttentionFp8, DenseDocumentSameBytesInPlaceAndAlone) {
+  Rng rng(204);
+  const Fp8Case c{1536, 56, 56, 128, {0, 1200, 1536}, false, true};
+  const std::vector<Tensor> x = fp8_inputs(rng, c);
+  std::vector<ops::Fp8Weight> w;
+  for (const Tensor& t : x)
+    w.push_back(ops::quantize_fp8(ctx, up(dev, t, DType::BF16).reshape({c.S * c.Hq, c.D}), ops::Fp8Scaling::Tensor));
+  Tensor p = Tensor::empty({2}, DType::F32);
+  p.f32()[0] = 1.f / 448.f;
+  p.f32()[1] = 448.f;
+  const Tensor dp0 = to_device(dev, p.slice_rows(0, 1).clone()), dp1 = to_device(dev, p.slice_rows(1, 2).clone());
+  SdpaFp8In whole;
+  whole.q = w[0].codes.reshape({c.S, c.Hq, c.D});
+  whole.k = w[1].codes.reshape({c.S, c.Hkv, c.D});
+  whole.v = w[2].codes.reshape({c.S, c.Hkv, c.D});
+  whole.descale_q = w[0].dequant;
+  whole.descale_k = w[1].dequant;
+  whole.descale_v = w[2].dequant;
+  whole.descale_s = dp0;
+  whole.scale_s = dp1;
+  whole.scale_o = w[2].scales;
+  const float scale = 1.0f / std::sqrt(float(c.D));
+  for (size_t d = 0; d + 1 < c.cu.size(); ++d) {
+    const int64_t r0 = c.cu[d], r1 = c.cu[d + 1];
+    SdpaFp8In in = whole, alone = whole;
+    for (Tensor SdpaFp8In::*t : {&SdpaFp8In::q, &SdpaFp8In::k, &SdpaFp8In::v}) {
+      in.*t = (whole.*t).slice_rows(r0, r1);
+      alone.*t = to_device(dev, to_host(dev, in.*t));  // a fresh allocation
+    }
+    Tensor o = ctx.zeros({c.S, c.Hq, c.D}, DType::F8_E4M3);
+    std::vector<Tensor> got;
+    for (int i = 0; i < 2; ++i) {
+      Tensor slot = o.slice_rows(r0, r1);
+      ASSERT_TRUE(cudnn_sdpa_fp8(dev, in, scale, slot));
+      got.push_back(to_host(dev, slot));
+    }
+    Tensor oa = ctx.zeros({r1 - r0, c.Hq, c.D}, DType::F8_E4M3);
+    ASSERT_TRUE(cudnn_sdpa_fp8(dev, alone, scale, oa));
+    got.push_back(to_host(dev, oa));
+    auto differing = [&](const Tensor& a, const Tensor& b) {
+      int64_t n = 0;
+      for (int64_t i = 0; i < a.nbytes(); ++i)
+        n += static_cast<const uint8_t*>(a.raw())[i] != static_cast<const uint8_t*>(b.raw())[i];
+      return n;
+    };
+    const int64_t twice = differing(got[0], got[1]), placed = differing(got[0], got[2]);
+    std::printf("  document [%lld, %lld) of %lld x %lld x %lld: %lld bytes differ between two calls, %lld "
+                "between in place and alone\n",
+                (long long)r0, (long long)r1, (long long)c.S, (long long)c.Hq, (long long)c.D, (long long)twice,
+                (long long)placed);
+    EXPECT_EQ(twice, 0);
+    EXPECT_EQ(placed, 0);
   }
 }
 
