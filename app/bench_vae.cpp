@@ -30,6 +30,7 @@
 #include "io/safetensors.h"
 #include "models/vae/decoder_factory.h"
 #include "models/vae/random_decoder.h"
+#include "models/vae/wan22/patch.h"
 #include "ops/context.h"
 
 namespace avdit::app {
@@ -59,6 +60,7 @@ struct Family {
   const char* name;  // --decoder
   models::vae::Family family;
   bool video;
+  bool frames;  // Decoder::decode_frames: the decode timed to frames on the device, as a peer's
 };
 
 // Part of the default weights folder's name: bump it when a rule of random_decoder.cpp changes, so
@@ -67,11 +69,11 @@ constexpr int kWeightsVersion = 1;
 
 const Family& family_of(const std::string& name) {
   using F = models::vae::Family;
-  static const std::vector<Family> all = {{"wan22", F::Wan22, true},
-                                          {"turbo", F::TurboVaed, true},
-                                          {"oobleck", F::Oobleck, false},
-                                          {"h3video", F::H3Video, true},
-                                          {"h3audio", F::H3Audio, false}};
+  static const std::vector<Family> all = {{"wan22", F::Wan22, true, true},
+                                          {"turbo", F::TurboVaed, true, true},
+                                          {"oobleck", F::Oobleck, false, false},
+                                          {"h3video", F::H3Video, true, false},
+                                          {"h3audio", F::H3Audio, false, false}};
   for (const Family& f : all)
     if (name == f.name) return f;
   throw BadInput(
@@ -127,26 +129,55 @@ Tensor random_latent(const Shape& s, uint64_t seed) {
 
 struct Measured {
   double seconds = 0;
+  double host_s = -1;  // with frames: bringing them to the host as [3, T, H, W] F32
   int64_t host_peak = 0, pool_peak = 0;
   Shape out;
 };
 
-Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int warmup, int iters) {
-  for (int i = 0; i < warmup; ++i) dec.decode(z);
-  std::vector<double> t;
+// frames: time the decode to frames left on the decoder's device (the upload included, as a
+// library decoder's call that returns a device tensor), then their way to the host apart.
+Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int warmup, int iters,
+                 bool frames) {
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  for (int i = 0; i < warmup; ++i) {
+    if (frames) {
+      dec.decode_frames(z);
+      ctx.synchronize();
+    } else {
+      dec.decode(z);
+    }
+  }
+  std::vector<double> t, h;
   Measured m;
   reset_host_rss_peak();
   ctx.reset_pool_peak();
   for (int i = 0; i < iters; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Tensor out = dec.decode(z);  // F32 on the host: the upload, decode and download
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    auto t0 = clock::now();
+    if (!frames) {
+      const Tensor out = dec.decode(z);  // F32 on the host: the upload, decode and download
+      t.push_back(since(t0));
+      m.out = out.shape();
+      continue;
+    }
+    const Tensor f = dec.decode_frames(z);
+    ctx.synchronize();
+    t.push_back(since(t0));
+    t0 = clock::now();
+    const Tensor out = models::vae::wan22::frames_to_video(ctx.download(f));
+    h.push_back(since(t0));
     m.out = out.shape();
   }
   m.host_peak = host_rss_peak();
   m.pool_peak = ctx.pool_peak();
-  std::sort(t.begin(), t.end());
-  m.seconds = t[t.size() / 2];
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  m.seconds = median(t);
+  if (!h.empty()) m.host_s = median(h);
   return m;
 }
 
@@ -186,7 +217,7 @@ int run(const VaeBenchOptions& o) {
   std::string mode = "full decode";
   double seconds = 0;
   if (!estimate) {
-    m = measure(*ctx, *dec, random_latent(clip.latent, o.seed), warmup, o.iters);
+    m = measure(*ctx, *dec, random_latent(clip.latent, o.seed), warmup, o.iters, f.frames);
     seconds = m.seconds;
   } else {
     int64_t lh = clip.lh, lw = clip.lw;
@@ -195,8 +226,8 @@ int run(const VaeBenchOptions& o) {
                   n2 = std::min(2 * clip.chunk, clip.latent_frames);
     Shape s1 = clip.latent, s2 = clip.latent;
     s1[2] = n1, s2[2] = n2, s1[3] = s2[3] = lh, s1[4] = s2[4] = lw;
-    const Measured a = measure(*ctx, *dec, random_latent(s1, o.seed), warmup, o.iters);
-    m = n2 > n1 ? measure(*ctx, *dec, random_latent(s2, o.seed), 0, o.iters) : a;
+    const Measured a = measure(*ctx, *dec, random_latent(s1, o.seed), warmup, o.iters, f.frames);
+    m = n2 > n1 ? measure(*ctx, *dec, random_latent(s2, o.seed), 0, o.iters, f.frames) : a;
     const double per_frame = n2 > n1 ? (m.seconds - a.seconds) / double(n2 - n1) : 0;
     seconds = (a.seconds + per_frame * double(clip.latent_frames - n1)) *
               (double(area) / double(lh * lw));
@@ -219,7 +250,10 @@ int run(const VaeBenchOptions& o) {
                              : fmt::format("{} s", o.seconds));
   report.set("latent", shape_str(clip.latent));
   report.set("mode", estimate ? std::string("estimate") : std::string("full"));
+  // s: the decode (video decoders with frames: to frames in device memory, as the peers time
+  // theirs); to host s: those frames brought to the host as [3, T, H, W] F32 (what decode() adds).
   report.set("s", seconds, 3);
+  if (m.host_s >= 0 && !estimate) report.set("to host s", m.host_s, 3);
   // Frames out: the decoder's own count in a full decode (the H3 ViT's token drop trims chunk
   // ends), the clip's in an estimate.
   const int64_t frames_out = f.video && !estimate && m.out.size() == 4 ? m.out[1] : o.frames;

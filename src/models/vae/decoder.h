@@ -26,6 +26,11 @@ class Decoder {
   // latents: the DiT's output as the golden's inputs give it (shape as its README states).
   // Returns F32 on the host: video [3, T, H, W] in [-1, 1]; audio [channels, samples].
   virtual Tensor decode(const Tensor& latents) const = 0;
+  // Video: the decoded frames [T, H, W, 3] (channel-last RGB in [-1, 1], the decoder's activation
+  // dtype) left where the decoder runs (device memory on a GPU context): what a library decoder
+  // returns, and all a caller that encodes frames or times the decode needs; decode() is these
+  // brought to the host as [3, T, H, W] F32. BadInput from decoders without it (audio, H3 video).
+  virtual Tensor decode_frames(const Tensor& latents) const;
 };
 
 }  // namespace avdit::models::vae

@@ -39,6 +39,12 @@ bool class_starts(const json& c, const std::string& prefix) {
 
 }  // namespace
 
+Tensor Decoder::decode_frames(const Tensor&) const {
+  throw BadInput(fmt::format("{}: gives its output on the host only (decode); frames on the "
+                             "device are the Wan2.2 and TurboVAED decoders'",
+                             describe()));
+}
+
 const char* family_name(Family f) {
   switch (f) {
     case Family::Wan22: return "Wan2.2 VAE";

@@ -111,6 +111,10 @@ Tensor TurboVaed::decode_window(const Tensor& z, bool first_chunk, int64_t i) co
 }
 
 Tensor TurboVaed::decode(const Tensor& latents) const {
+  return wan22::frames_to_video(ctx_.download(decode_frames(latents)));
+}
+
+Tensor TurboVaed::decode_frames(const Tensor& latents) const {
   ops::Context& ctx = ctx_;
   // BF16, as MAGI-2's decode_video: z rounded to bf16, de-normalised in float32 (the module's
   // float32 mean and std), the result rounded back to bf16 (on its way to the context, below).
@@ -123,11 +127,11 @@ Tensor TurboVaed::decode(const Tensor& latents) const {
   std::vector<Tensor> frames = {z};
   for (int64_t k = 0; k < pad; ++k) frames.push_back(z.slice_rows(T - 1, T));
   const Tensor zp = ctx.upload(wan22::concat_frames(frames, n).to(act_));
-  // Each window's kept frames come to the host at once, so the device holds one window.
+  // Each window's kept frames as channel-last RGB (a quarter of the window's activations).
   std::vector<Tensor> kept;
   auto keep = [&](const Tensor& out, int64_t drop_front, int64_t drop_back) {
     kept.push_back(
-        ctx.download(out.slice_rows(drop_front, out.size(0) - drop_back)).to(DType::F32));
+        wan22::patches_to_frames(ctx, out.slice_rows(drop_front, out.size(0) - drop_back)));
   };
   if (n == f) {
     keep(decode_window(zp, true, 0), 0, 0);
@@ -141,9 +145,8 @@ Tensor TurboVaed::decode(const Tensor& latents) const {
       keep(out, tc, last ? 0 : tc);
     }
   }
-  int64_t total = 0;
-  for (const Tensor& k : kept) total += k.size(0);
-  return wan22::unpatchify(wan22::concat_frames(kept, total - tc * pad));
+  const Tensor all = ops::concat_rows(ctx, kept);
+  return all.slice_rows(0, all.size(0) - tc * pad);
 }
 
 }  // namespace avdit::models::vae::turbo

@@ -71,6 +71,7 @@ class TurboVaed final : public Decoder {
   // window{i}_after_conv_in, window{i}_after_mid_block, window{i}_after_up_block{j},
   // window{i}_after_conv_out, and window{i}_output ([3, t, h, w], before trimming).
   Tensor decode(const Tensor& latents) const override;
+  Tensor decode_frames(const Tensor& latents) const override;
 
   const TurboVaedConfig& config() const { return config_; }
 

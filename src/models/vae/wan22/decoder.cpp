@@ -88,6 +88,10 @@ std::string Wan22Decoder::describe() const {
 }
 
 Tensor Wan22Decoder::decode(const Tensor& latents) const {
+  return frames_to_video(ctx_.download(decode_frames(latents)));
+}
+
+Tensor Wan22Decoder::decode_frames(const Tensor& latents) const {
   ops::Context& ctx = ctx_;
   const Tensor z = ctx.upload(denormalize_latents(latents, "Wan2.2 VAE decoder: latents"));
   ops::observe(ctx, {"latent_denorm"}, z);
@@ -98,19 +102,17 @@ Tensor Wan22Decoder::decode(const Tensor& latents) const {
   // it); later calls carry frames_per_call frames with the cache of everything before.
   FeatureCache cache;
   ChunkPoints points(ctx);
-  std::vector<Tensor> outs;  // on the host: the device holds one call's frames
-  int64_t frames = 0;
+  std::vector<Tensor> outs;  // each call's frames, channel-last RGB (a quarter of its activations)
   const int64_t T = x.size(0);
   for (int64_t t0 = 0; t0 < T;) {
     const int64_t t1 = t0 == 0 ? 1 : std::min(T, t0 + frames_per_call_);
     cache.next = 0;
     const Tensor out = decoder3d(ctx, w_, x.slice_rows(t0, t1), cache, t0 == 0, points);
-    outs.push_back(ctx.download(out).to(DType::F32));
-    frames += out.size(0);
+    outs.push_back(patches_to_frames(ctx, out));
     t0 = t1;
   }
   points.emit();
-  return unpatchify(concat_frames(outs, frames));
+  return ops::concat_rows(ctx, outs);
 }
 
 }  // namespace avdit::models::vae::wan22

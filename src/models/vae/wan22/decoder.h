@@ -65,6 +65,7 @@ class Wan22Decoder final : public Decoder {
   // golden's names, channel-last [T, H, W, C], whole clip): latent_denorm, after_conv2,
   // after_decoder_conv1, after_middle, after_up{i}.
   Tensor decode(const Tensor& latents) const override;
+  Tensor decode_frames(const Tensor& latents) const override;
 
   const DecoderWeights& weights() const { return w_; }
 

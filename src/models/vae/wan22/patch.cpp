@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/space_shuffle3d.h"
 
 namespace avdit::models::vae::wan22 {
 
@@ -51,6 +53,35 @@ Tensor patchify(const Tensor& v) {
   float* dst = p.f32();
   for_each_value(T, h, w, [&](int64_t pi, int64_t vi) { dst[pi] = src[vi]; });
   return p;
+}
+
+Tensor patches_to_frames(ops::Context& ctx, const Tensor& p) {
+  const int64_t C = 3, P = kPatch;
+  AVDIT_CHECK(p.ndim() == 4 && p.size(3) == C * P * P, "patches_to_frames: {}", p.shape_str());
+  // Frame pixel (2y + q, 2x + r), colour c reads channel 4c + 2r + q: so = 4, si = 1, sj = 2.
+  ops::ChannelsToSpace s;
+  s.fs = P;
+  s.out_channels = C;
+  s.so = P * P;
+  s.si = 1;
+  s.sj = P;
+  return ops::channels_to_space3d(ctx, p, s);
+}
+
+Tensor frames_to_video(const Tensor& frames) {
+  AVDIT_CHECK(frames.ndim() == 4 && frames.size(3) == 3, "frames_to_video: {}", frames.shape_str());
+  const int64_t T = frames.size(0), H = frames.size(1), W = frames.size(2), HW = H * W;
+  Tensor v = Tensor::empty({3, T, H, W}, DType::F32);
+  static ThreadPool pool(std::max(1, std::min(default_thread_count(), 16)));
+  pool.run(T, [&](int64_t t) {
+    const Tensor f = frames.slice_rows(t, t + 1).to(DType::F32);  // one frame, widened exactly
+    const float* src = f.f32();
+    for (int64_t c = 0; c < 3; ++c) {
+      float* dst = v.f32() + (c * T + t) * HW;
+      for (int64_t i = 0; i < HW; ++i) dst[i] = src[i * 3 + c];
+    }
+  });
+  return v;
 }
 
 Tensor concat_frames(const std::vector<Tensor>& parts, int64_t frames) {
