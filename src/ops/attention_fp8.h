@@ -23,6 +23,15 @@
 //     keys' log-sum-exp, natural log), and rounded again: the sink joins the denominator exactly,
 //     outside the FP8 rounding (on the GPU: cuDNN's stats output and the sink pass of the bf16
 //     LSE path, ops/cuda/attention_sink_gate.h).
+//   Short documents: one of fewer than kFp8AttentionMinRows rows attends as ops::attention does, in
+//     the inputs' precision (with its sinks), not in FP8; the scales above still come from all rows.
+//     cuDNN 9.14's FP8 SDPA on the H200 gave different bytes on two calls with the same codes, and
+//     rows far from the definition, for 256- and 336-row documents of 56 heads (H3's padding
+//     document; tests/gpu/attention_cudnn_test.cpp), and none exists for a one-row one. A
+//     document's share of a call's FLOPs goes with its length squared, so this costs nothing
+//     measurable at video lengths.
+//   More than kFp8AttentionMaxDocuments documents of kFp8AttentionMinRows rows or more: the call
+//     runs as ops::attention (each such document is its own cuDNN graph).
 // The CPU takes the exact row max; the GPU's running max per key tile scales a tile's P by
 // exp(max - tile max) before rounding, so single P codes round differently (same relative error):
 // the two agree to the bar of tests/gpu/attention_cudnn_test.cpp, not bit for bit.
@@ -38,6 +47,10 @@ namespace avdit::ops {
 // cuDNN's FP8 SDPA limits, checked the same on every context: head dims multiple of 16 up to 256.
 inline constexpr int64_t kFp8AttentionMaxHeadDim = 256;
 inline constexpr int64_t kFp8AttentionHeadDimStep = 16;
+// Documents shorter than this attend outside FP8, and a call with more FP8 documents than the
+// second runs in the inputs' precision (the definition above).
+inline constexpr int64_t kFp8AttentionMinRows = 1024;
+inline constexpr int64_t kFp8AttentionMaxDocuments = 8;
 
 // BadInput naming the limit when q [S, Hq, D], k, v [S, Hkv, D] (float dtypes), seg, sinks (F32
 // [Hq] or null) or out do not fit this op; the same check on the CPU and the GPU.

@@ -338,26 +338,34 @@ double nmse(const Tensor& got, const std::vector<double>& ref) {
 
 // float64 attention of q, k, v over cu (GQA, causal): with `fp8` the definition of
 // ops/attention_fp8.h step by step (scales 448 / amax in fp32, e4m3 codes of q, k, v, of
-// P = exp(l - max) at 448 and of O at s_v), else the exact attention. sinks ([hq] or null): each
+// P = exp(l - max) at 448 and of O at s_v) for documents of kFp8AttentionMinRows rows or more (the
+// shorter ones exact, as the definition says), else the exact attention. sinks ([hq] or null): each
 // row times 1 / (1 + exp(sink_h - lse)), which puts exp(sink_h) in the denominator exactly.
 std::vector<double> attention64(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                                 const std::vector<int64_t>& cu, bool causal, bool fp8,
                                 const std::vector<float>* sinks = nullptr) {
   const int64_t S = q.size(0), hq = q.size(1), d = q.size(2), hkv = k.size(1);
+  auto values = [](const Tensor& t) {
+    return std::vector<double>(t.f32(), t.f32() + t.numel());
+  };
   auto coded = [&](const Tensor& t, float& s) {
     double amax = 0;
     for (int64_t i = 0; i < t.numel(); ++i) amax = std::max(amax, std::fabs(double(t.f32()[i])));
     s = amax > 0 ? static_cast<float>(448.0 / amax) : 1.f;
     std::vector<double> c(static_cast<size_t>(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i)
-      c[i] = fp8 ? double(e4m3_to_f32(f32_to_e4m3(t.f32()[i] * s))) / s : t.f32()[i];
+    for (int64_t i = 0; i < t.numel(); ++i) c[i] = double(e4m3_to_f32(f32_to_e4m3(t.f32()[i] * s))) / s;
     return c;
   };
   float sq, sk, sv;
-  const std::vector<double> qd = coded(q, sq), kd = coded(k, sk), vd = coded(v, sv);
+  const std::vector<double> qx = values(q), kx = values(k), vx = values(v);
+  const std::vector<double> qc = coded(q, sq), kc = coded(k, sk), vc = coded(v, sv);
   auto e4m3 = [](double x) { return double(e4m3_to_f32(f32_to_e4m3(static_cast<float>(x)))); };
   std::vector<double> out(static_cast<size_t>(S * hq * d));
-  for (size_t g = 0; g + 1 < cu.size(); ++g)
+  for (size_t g = 0; g + 1 < cu.size(); ++g) {
+    const bool f8 = fp8 && cu[g + 1] - cu[g] >= kFp8AttentionMinRows;
+    const std::vector<double>& qd = f8 ? qc : qx;
+    const std::vector<double>& kd = f8 ? kc : kx;
+    const std::vector<double>& vd = f8 ? vc : vx;
     for (int64_t i = cu[g]; i < cu[g + 1]; ++i)
       for (int64_t h = 0; h < hq; ++h) {
         const int64_t kh = h / (hq / hkv), end = causal ? i + 1 : cu[g + 1];
@@ -372,22 +380,25 @@ std::vector<double> attention64(const Tensor& q, const Tensor& k, const Tensor& 
         for (double& x : l) {
           x = std::exp(x - mx);
           sum += x;
-          if (fp8) x = e4m3(x * 448) / 448;
+          if (f8) x = e4m3(x * 448) / 448;
         }
         const double sink = sinks ? 1 / (1 + std::exp((*sinks)[h] - mx - std::log(sum))) : 1;
         for (int64_t c = 0; c < d; ++c) {
           double acc = 0;
           for (size_t j = 0; j < l.size(); ++j) acc += l[j] * vd[((cu[g] + j) * hkv + kh) * d + c];
           acc /= sum;
-          out[(i * hq + h) * d + c] = (fp8 ? e4m3(acc * sv) / sv : acc) * sink;
+          out[(i * hq + h) * d + c] = (f8 ? e4m3(acc * sv) / sv : acc) * sink;
         }
       }
+  }
   return out;
 }
 
 TEST(AttentionFp8, QuantizesKnownValuesBitExactly) {
-  // One-row documents: each query sees only its own key, P = 1 (code 448), so the output is v's
-  // codes through O's rounding, which keeps them: e4m3(v * s_v) / s_v. amax 1.75: s_v = 256, exact.
+  // One document of kFp8AttentionMinRows rows whose keys are all one vector and whose values are
+  // all one row: every logit equal, P = 1 (code 448) for every key, the sums exact (a power of two
+  // of identical terms), so each output row is v's codes through O's rounding, which keeps them:
+  // e4m3(v * s_v) / s_v. amax 1.75: s_v = 256, exact.
   CpuContext ctx;
   const std::vector<float> v_vals = {1.75f,          68 / 256.f,  76 / 256.f,  -11.4f / 256,
                                      0.001953125f * 1.5f / 256,   0.00048828125f / 256,
@@ -399,22 +410,21 @@ TEST(AttentionFp8, QuantizesKnownValuesBitExactly) {
   // -> 18, 409.6 -> 416.
   const std::vector<float> want = {448,     64,  80,  -11, 0.00390625f, 0, 0, -448, 0.25f, -80,
                                    128,     288, 6,   18,  -64,         416};
-  const int64_t D = 16;
-  Tensor v = Tensor::empty({1, 1, D}, DType::F32);
-  for (int64_t i = 0; i < D; ++i) v.f32()[i] = v_vals[i];
-  const Tensor q = random({1, 1, D}, 1, 1.f), k = random({1, 1, D}, 2, 1.f);
-  const Tensor o = attention_fp8(ctx, q, k, v, 0.25f, docs(ctx, {0, 1}));
-  for (int64_t i = 0; i < D; ++i)
-    EXPECT_EQ(o.f32()[i], want[i] / 256.f) << "v[" << i << "] = " << v_vals[i];
-  // The same through several documents of one row and a bf16 output: each row its own document.
-  Tensor v3 = Tensor::empty({3, 1, D}, DType::F32);
-  for (int64_t r = 0; r < 3; ++r)
-    for (int64_t i = 0; i < D; ++i) v3.f32()[r * D + i] = v_vals[(i + 5 * r) % D];
-  const Tensor o3 = attention_fp8(ctx, random({3, 1, D}, 3, 1.f), random({3, 1, D}, 4, 1.f), v3,
-                                  0.25f, docs(ctx, {0, 1, 2, 3}), nullptr, DType::BF16);
-  for (int64_t r = 0; r < 3; ++r)
-    for (int64_t i = 0; i < D; ++i)
-      EXPECT_EQ(bf16_to_f32(o3.data<uint16_t>()[r * D + i]), want[(i + 5 * r) % D] / 256.f);
+  const int64_t D = 16, S = kFp8AttentionMinRows;
+  Tensor v = Tensor::empty({S, 1, D}, DType::F32), k = Tensor::empty({S, 1, D}, DType::F32);
+  const Tensor k_row = random({1, 1, D}, 2, 1.f);
+  for (int64_t r = 0; r < S; ++r)
+    for (int64_t i = 0; i < D; ++i) {
+      v.f32()[r * D + i] = v_vals[i];
+      k.f32()[r * D + i] = k_row.f32()[i];
+    }
+  const Tensor q = random({S, 1, D}, 1, 1.f);
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    const Tensor o = attention_fp8(ctx, q, k, v, 0.25f, docs(ctx, {0, S}), nullptr, dt).to_f32();
+    for (int64_t r = 0; r < S; r += S - 1)  // the first and the last row
+      for (int64_t i = 0; i < D; ++i)
+        EXPECT_EQ(o.f32()[r * D + i], want[i] / 256.f) << "row " << r << " v[" << i << "] = " << v_vals[i];
+  }
 }
 
 TEST(AttentionFp8, EqualsTheDefinitionInFloat64) {
@@ -424,9 +434,10 @@ TEST(AttentionFp8, EqualsTheDefinitionInFloat64) {
     std::vector<int64_t> cu;
     bool causal;
   };
-  const std::vector<Case> cases = {{37, 4, 2, 16, {0, 10, 11, 37}, false},
-                                   {130, 2, 2, 64, {0, 130}, true},
-                                   {333, 4, 4, 64, {0, 200, 333}, false}};
+  // FP8 documents of kFp8AttentionMinRows rows or more beside short ones (10 rows, 1 row), GQA,
+  // causal.
+  const std::vector<Case> cases = {{1100, 4, 2, 16, {0, 10, 11, 1100}, false},
+                                   {1030, 2, 2, 32, {0, 1030}, true}};
   uint32_t seed = 10;
   for (const Case& c : cases) {
     const Tensor q = random({c.S, c.hq, c.d}, seed++, 1.f), k = random({c.S, c.hkv, c.d}, seed++, 1.f),
@@ -451,8 +462,8 @@ TEST(AttentionFp8, EqualsTheDefinitionInFloat64) {
 // so an ignored or misplaced sink fails by far.
 TEST(AttentionFp8, SinksEqualTheDefinitionInFloat64) {
   CpuContext ctx;
-  const int64_t S = 150, hq = 4, hkv = 2, d = 32;
-  const std::vector<int64_t> cu = {0, 40, 150};
+  const int64_t S = 1090, hq = 4, hkv = 2, d = 16;
+  const std::vector<int64_t> cu = {0, 40, 1090};  // a short document, then an FP8 one
   const Tensor q = random({S, hq, d}, 31, 1.f), k = random({S, hkv, d}, 32, 1.f),
                v = random({S, hkv, d}, 33, 1.f);
   const std::vector<float> sink_values = {4.5f, 3.f, -1.f, 5.5f};
@@ -482,7 +493,7 @@ TEST(AttentionFp8, SinksEqualTheDefinitionInFloat64) {
 
 TEST(AttentionFp8, ZeroOperands) {
   CpuContext ctx;
-  const int64_t S = 20, H = 2, D = 32;
+  const int64_t S = kFp8AttentionMinRows, H = 2, D = 16;
   const Tensor z = Tensor::zeros({S, H, D}, DType::F32), x = random({S, H, D}, 7, 1.f);
   const Segments seg = docs(ctx, {0, S});
   // v = 0: the guarded scale (1, not 448 / 0) gives zeros, not NaN.
@@ -492,6 +503,33 @@ TEST(AttentionFp8, ZeroOperands) {
   const Tensor o1 = attention_fp8(ctx, z, z, x, 0.2f, seg);
   const std::vector<double> ref = attention64(z, z, x, 0.2f, {0, S}, false, true);
   EXPECT_LT(nmse(o1, ref), 1e-5);  // an O code may round the other way at a tie, rarely
+}
+
+// The definition's split: rows of a short document equal ops::attention's (the inputs' precision,
+// no FP8), rows of a long one do not; more than kFp8AttentionMaxDocuments long documents and the
+// whole call is ops::attention.
+TEST(AttentionFp8, ShortDocumentsAndManyDocumentsAttendAsAttention) {
+  CpuContext ctx;
+  const int64_t H = 2, D = 16, n_short = 300, S = n_short + kFp8AttentionMinRows;
+  const Tensor q = random({S, H, D}, 41, 1.f), k = random({S, H, D}, 42, 1.f), v = random({S, H, D}, 43, 1.f);
+  const Segments seg = docs(ctx, {0, n_short, S});
+  const Tensor o = attention_fp8(ctx, q, k, v, 0.25f, seg, nullptr, DType::F32);
+  const Tensor exact = attention(ctx, q, k, v, 0.25f, seg);
+  const int64_t row = H * D;
+  EXPECT_EQ(std::memcmp(o.raw(), exact.raw(), static_cast<size_t>(n_short * row) * sizeof(float)), 0);
+  double diff = 0;
+  for (int64_t i = n_short * row; i < S * row; ++i) diff = std::max(diff, double(std::fabs(o.f32()[i] - exact.f32()[i])));
+  EXPECT_GT(diff, 1e-3) << "the long document must run in FP8";
+  // Nine long documents: the whole call as ops::attention.
+  const int64_t n = kFp8AttentionMinRows, docs_n = kFp8AttentionMaxDocuments + 1;
+  std::vector<int64_t> cu;
+  for (int64_t i = 0; i <= docs_n; ++i) cu.push_back(i * n);
+  const Tensor q9 = random({docs_n * n, 1, D}, 44, 1.f), k9 = random({docs_n * n, 1, D}, 45, 1.f),
+               v9 = random({docs_n * n, 1, D}, 46, 1.f);
+  const Segments seg9 = docs(ctx, cu);
+  const Tensor o9 = attention_fp8(ctx, q9, k9, v9, 0.25f, seg9, nullptr, DType::F32);
+  const Tensor e9 = attention(ctx, q9, k9, v9, 0.25f, seg9);
+  EXPECT_EQ(std::memcmp(o9.raw(), e9.raw(), static_cast<size_t>(e9.nbytes())), 0);
 }
 
 TEST(AttentionFp8, RefusesWhatCudnnCannotRun) {

@@ -4,9 +4,11 @@
 // ops::cpu::attention.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/dtype.h"
+#include "ops/attention.h"
 #include "ops/attention_fp8.h"
 #include "ops/cpu/common.h"
 #include "ops/cpu/gemm_fixed.h"
@@ -38,6 +40,15 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
   const DType od = out_t.dtype();
   const int64_t S = q_in.size(0), hq = q_in.size(1), d = q_in.size(2), hkv = k_in.size(1);
   const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, S} : seg.cu;
+  int64_t long_docs = 0;
+  for (size_t i = 0; i + 1 < cu.size(); ++i) long_docs += cu[i + 1] - cu[i] >= kFp8AttentionMinRows;
+  if (long_docs > kFp8AttentionMaxDocuments) {  // the definition: the call as ops::attention
+    Segments s;
+    s.cu = cu;
+    s.causal = seg.causal;
+    attention(q_in, k_in, v_in, scale, s, sinks_in, nullptr, out_t);
+    return;
+  }
   const float sq = tensor_scale(q_in), sk = tensor_scale(k_in), sv = tensor_scale(v_in);
   // The inverse scales as the GPU holds them (one fp32 division each).
   const float dq = 1.f / sq, dk = 1.f / sk, dv = 1.f / sv, ds = 1.f / kE4m3Max;
@@ -50,7 +61,7 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
   std::vector<float> inv_sum, lse;
   for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
     const int64_t b = cu[sg], n = cu[sg + 1] - b;
-    if (n <= 0) continue;
+    if (n <= 0 || n < kFp8AttentionMinRows) continue;  // short ones below
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t kh = h / group;
       for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
@@ -92,6 +103,20 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
     }
   }
   store(out_t, out.data());
+  // Short documents as ops::attention, in place of their rows.
+  const size_t row_bytes = static_cast<size_t>(dtype_nbytes(od, hq * d));
+  for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
+    const int64_t b = cu[sg], n = cu[sg + 1] - b;
+    if (n <= 0 || n >= kFp8AttentionMinRows) continue;
+    Segments s;
+    s.cu = {0, n};
+    s.causal = seg.causal;
+    Tensor o = Tensor::empty({n, hq, d}, od);
+    attention(q_in.slice_rows(b, b + n), k_in.slice_rows(b, b + n), v_in.slice_rows(b, b + n), scale, s,
+              sinks_in, nullptr, o);
+    std::memcpy(static_cast<char*>(out_t.mutable_raw()) + static_cast<size_t>(b) * row_bytes, o.raw(),
+                static_cast<size_t>(n) * row_bytes);
+  }
 }
 
 }  // namespace avdit::ops::cpu
