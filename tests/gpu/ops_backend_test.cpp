@@ -140,7 +140,9 @@ TEST_F(BackendOps, LinearAndMatmul) {
 TEST_F(BackendOps, RmsNorm) {
   for (DType d : {DType::F32, DType::BF16}) {
     for (auto [tokens, heads, dim] :
-         {std::tuple{5, 1, 7}, {33, 1, 256}, {17, 3, 128}, {64, 1, 3072}}) {
+         {std::tuple{5, 1, 7}, {33, 1, 256}, {17, 3, 128}, {64, 1, 3072},
+          // Short rows, several a warp (the video VAEs' channels): 4 rows of 64, 8 lanes for 40.
+          {1001, 1, 64}, {37, 1, 40}}) {
       const Shape shape = heads == 1 ? Shape{tokens, dim} : Shape{tokens, heads, dim};
       const std::string tag = fmt::format("{} {}", dtype_name(d), shape_str(shape));
       const Tensor x = random_tensor(shape, d, 11, 3.f);

@@ -23,10 +23,24 @@ __device__ __forceinline__ float apply(Binary op, float p, float q) {
   return op == Binary::Add ? p + q : op == Binary::Sub ? p - q : p * q;
 }
 
+__device__ __forceinline__ float unary_f(Unary op, float v) {
+  return op == Unary::Silu ? v / (1.0f + expf(-v)) : sigmoid_f(v);
+}
+
 __global__ void unary_kernel(Unary op, const void* x, Elt xt, void* y, Elt yt, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float v = load_elt(x, xt, i);
-    store_elt(y, yt, i, op == Unary::Silu ? v / (1.0f + expf(-v)) : sigmoid_f(v));
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    store_elt(y, yt, i, unary_f(op, load_elt(x, xt, i)));
+}
+
+// The same on 8 elements per thread with 16-byte loads and stores (F32 or BF16, aligned): same bits.
+// The video VAEs' silu over whole activations moved 2-byte pieces (6% of a TurboVAED decode).
+template <class TX, class TY>
+__global__ void unary_vec_kernel(Unary op, const TX* x, TY* y, int64_t n8) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n8; i += int64_t{gridDim.x} * blockDim.x) {
+    float v[8];
+    load8(x, i, v);
+    for (int k = 0; k < 8; ++k) v[k] = unary_f(op, v[k]);
+    store8(y, i, v);
   }
 }
 
@@ -113,9 +127,30 @@ __global__ void gated_kernel(Gated kind, const void* u, Elt ut, const void* u2, 
 }
 
 void unary_into(cudaStream_t st, Unary op, const Tensor& x, Tensor& y) {
-  if (x.numel() == 0) return;
-  unary_kernel<<<grid_for(x.numel()), kThreads, 0, st>>>(op, x.raw(), elt_of(x, "unary x"), device_ptr(y),
-                                                         elt_of(y, "unary y"), x.numel());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const Elt xt = elt_of(x, "unary x"), yt = elt_of(y, "unary y");
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  int64_t done = 0;  // elements the vector kernel covers; the scalar kernel takes the rest
+  if (xt != Elt::F16 && yt != Elt::F16 && aligned(x.raw()) && aligned(y.raw()) && n >= 8) {
+    const int64_t n8 = n / 8;
+    void* yp = device_ptr(y);
+    auto go = [&](auto* xp) {
+      if (yt == Elt::F32)
+        unary_vec_kernel<<<grid_for(n8), kThreads, 0, st>>>(op, xp, static_cast<float*>(yp), n8);
+      else
+        unary_vec_kernel<<<grid_for(n8), kThreads, 0, st>>>(op, xp, static_cast<__nv_bfloat16*>(yp), n8);
+    };
+    if (xt == Elt::F32) go(static_cast<const float*>(x.raw()));
+    else go(static_cast<const __nv_bfloat16*>(x.raw()));
+    AVDIT_CUDA_CHECK_LAUNCH();
+    done = n8 * 8;
+  }
+  if (done == n) return;
+  const int64_t xs = xt == Elt::F32 ? 4 : 2, ys = yt == Elt::F32 ? 4 : 2;
+  unary_kernel<<<grid_for(n - done), kThreads, 0, st>>>(
+      op, static_cast<const char*>(x.raw()) + done * xs, xt, static_cast<char*>(device_ptr(y)) + done * ys, yt,
+      n - done);
   AVDIT_CUDA_CHECK_LAUNCH();
 }
 

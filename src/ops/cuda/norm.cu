@@ -57,8 +57,11 @@ __global__ void rms_norm_kernel(const void* x, Elt xt, const void* w, Elt wt, in
   }
 }
 
-// One warp per row of D = 8 * nv halves (nv <= 32 * kMaxVec): lane l holds the 16-byte vectors
-// l, l + 32, ... of its row; sum of squares lane by lane, then the warp butterfly.
+// G lanes per row of D = 8 * nv halves (nv <= 32 * kMaxVec; G the power of two >= nv up to 32, so
+// a warp takes 32 / G short rows: the video VAEs' 64- and 128-channel rows left 3/4 and 1/2 of the
+// lanes idle at one row a warp): lane l of a group holds the 16-byte vectors l, l + G, ... of its
+// row; sum of squares lane by lane, then the group's butterfly. Lanes without a vector hold 0, so
+// the sums are the bits of one row a warp.
 constexpr int kMaxVec = 16, kWarpRows = 8;  // vectors per lane (D <= 4,096), rows (warps) per block
 
 template <class H>
@@ -70,18 +73,20 @@ __device__ __forceinline__ float half_to_float(H v) {
 template <class H>
 __global__ void __launch_bounds__(32 * kWarpRows)
     rms_norm_warp_kernel(const H* x, const void* w, Elt wt, int64_t w_rows, const int* group, int64_t rows_per_token,
-                         bool one_plus, float eps, void* y, Elt yt, int64_t rows, int nv) {
-  const int64_t r = blockIdx.x * int64_t{kWarpRows} + threadIdx.x / 32;
-  if (r >= rows) return;
+                         bool one_plus, float eps, void* y, Elt yt, int64_t rows, int nv, int G) {
   const int lane = threadIdx.x % 32;
+  const int64_t r = (blockIdx.x * int64_t{kWarpRows} + threadIdx.x / 32) * (32 / G) + lane / G;
+  const bool live = r < rows;
+  if (__all_sync(0xffffffffu, !live)) return;
+  const int sub = lane % G;
   const int64_t D = 8 * int64_t{nv};
-  const uint4* xr = reinterpret_cast<const uint4*>(x + r * D);
+  const uint4* xr = reinterpret_cast<const uint4*>(x + (live ? r : 0) * D);
   uint4 v[kMaxVec];
   float ss = 0.f;
 #pragma unroll
   for (int j = 0; j < kMaxVec; ++j) {
-    const int c = lane + 32 * j;
-    if (c < nv) {
+    const int c = sub + G * j;
+    if (live && c < nv) {
       v[j] = xr[c];
       const H* h = reinterpret_cast<const H*>(&v[j]);
 #pragma unroll
@@ -91,12 +96,13 @@ __global__ void __launch_bounds__(32 * kWarpRows)
       }
     }
   }
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (!live) return;
   const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
   const int64_t wrow = weight_row(group, r, rows_per_token, w_rows);
 #pragma unroll
   for (int j = 0; j < kMaxVec; ++j) {
-    const int c = lane + 32 * j;
+    const int c = sub + G * j;
     if (c >= nv) continue;
     const H* h = reinterpret_cast<const H*>(&v[j]);
     float o[8];
@@ -164,16 +170,19 @@ void rms_norm(CudaContext& c, const Tensor& x, const RmsNormWeight& wt_in, float
   const int* grp = group && w_rows > 1 ? group->data<int32_t>() : nullptr;
   const void* wp = w.defined() ? w.raw() : nullptr;
   if (xt != Elt::F32 && D % 8 == 0 && D <= 8 * 32 * kMaxVec && aligned) {
-    const unsigned blocks = static_cast<unsigned>((rows + kWarpRows - 1) / kWarpRows);
     const int nv = static_cast<int>(D / 8);
+    int G = 1;
+    while (G < nv && G < 32) G *= 2;
+    const int64_t per_block = int64_t{kWarpRows} * (32 / G);
+    const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
     if (xt == Elt::BF16)
       rms_norm_warp_kernel<<<blocks, 32 * kWarpRows, 0, c.stream()>>>(
           static_cast<const __nv_bfloat16*>(x.raw()), wp, wt, w_rows, grp, rows_per_token, one_plus_weight, eps,
-          device_ptr(y), yt, rows, nv);
+          device_ptr(y), yt, rows, nv, G);
     else
       rms_norm_warp_kernel<<<blocks, 32 * kWarpRows, 0, c.stream()>>>(
           static_cast<const __half*>(x.raw()), wp, wt, w_rows, grp, rows_per_token, one_plus_weight, eps,
-          device_ptr(y), yt, rows, nv);
+          device_ptr(y), yt, rows, nv, G);
     AVDIT_CUDA_CHECK_LAUNCH();
     return;
   }
