@@ -8,8 +8,14 @@ Random weights made on the GPU, random latents of the clip's shape, the median w
 decode (CUDA-synchronised), the peak of torch's allocator and the parameter count (compare with
 `avdit bench vae`'s folder). MiniMax-H3's two VAEs have no peer yet.
 
+Oobleck's decode ends as MAGI-2's does (the golden's `waveform_44k`): the 441/512 time stretch onto
+44.1 kHz, `scipy.signal.resample` on the host as the reference pipeline runs it (--stretch
+reference; torch.fft on the GPU where scipy is missing, said in the row), or none (--stretch none:
+diffusers' decoder alone).
+
 Usage: vae_peer.py --decoder wan22|oobleck|turbo [--precision fp32|bf16] [--tf32] [--frames 81
-                   --height 512 --width 896] [--seconds 10] [--iters 3] [--warmup 1] [--json F]
+                   --height 512 --width 896] [--seconds 10] [--stretch reference|none] [--iters 3]
+                   [--warmup 1] [--json F]
 wan22 and oobleck need diffusers (carried as a wheel: `pip install --no-deps --target /tmp/site
 .whl/*.whl`).
 """
@@ -32,6 +38,8 @@ def main():
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--stretch", default="reference", choices=["reference", "none"],
+                   help="oobleck: MAGI-2's 441/512 resample after the decode (the reference's scipy) or none")
     p.add_argument("--json")
     p.add_argument("--tf32", action="store_true",
                    help="let fp32 convolutions and matmuls round to TF32 (torch's cuDNN default); off: "
@@ -73,9 +81,25 @@ def main():
         latent = (1, 64, math.ceil(a.seconds * 44100 / 2048))
         clip = f"{a.seconds:g} s at 44100 Hz"
         params = sum(t.numel() for n, t in vae.named_parameters() if n.startswith("decoder."))
+    stretch = "none"
     if a.decoder != "turbo":
         vae = vae.to(dtype=dt).eval()
         decode = lambda z: vae.decode(z).sample  # noqa: E731
+    if a.decoder == "oobleck" and a.stretch == "reference":
+        plain = decode
+        try:
+            import scipy.signal
+
+            def decode(z):  # MAGI-2: audio to numpy [N, 2], scipy.signal.resample(a, int(N * 441 / 512))
+                w = plain(z)[0].float().T.cpu().numpy()
+                return torch.from_numpy(scipy.signal.resample(w, int(w.shape[0] * 441 / 512)).T.copy())
+            stretch = "scipy.signal.resample (host)"
+        except ImportError:
+            def decode(z):  # the same FFT resample (scipy's formula) on the GPU
+                w = plain(z)[0].float()
+                n, m = w.shape[-1], int(w.shape[-1] * 441 / 512)
+                return torch.fft.irfft(torch.fft.rfft(w, dim=-1)[..., : m // 2 + 1], n=m, dim=-1) * (m / n)
+            stretch = "torch.fft (GPU; no scipy here)"
     z = torch.randn(latent, device=dev, dtype=dt)
     times = []
     torch.cuda.reset_peak_memory_stats()
@@ -95,7 +119,7 @@ def main():
            "precision": a.precision + (" (TF32)" if a.tf32 and a.precision == "fp32" else ""), "clip": clip, "latent": list(latent), "output": list(out.shape),
            "s": round(s, 4), "frames_per_s": round(frames / s, 2) if frames else None,
            "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2), "decoder_params": params,
-           "finite": bool(torch.isfinite(out).all())}
+           "finite": bool(torch.isfinite(out).all()), "stretch": stretch}
     print("| " + " | ".join(str(v) for v in row.values()) + " |")
     if a.json:
         json.dump(row, open(a.json, "w"), indent=2)
