@@ -27,9 +27,9 @@
 //     the inputs' precision (with its sinks), not in FP8; the scales above still come from all rows.
 //     cuDNN 9.14's FP8 SDPA on the H200 gave different bytes on two calls with the same codes, and
 //     rows far from the definition, for 256- and 336-row documents of 56 heads (H3's padding
-//     document; tests/gpu/attention_cudnn_test.cpp), and none exists for a one-row one. A
-//     document's share of a call's FLOPs goes with its length squared, so this costs nothing
-//     measurable at video lengths.
+//     document) in every run, has no engine for a one-row one, and once did the same for a
+//     2,048-row document (an open defect: bench/notes/attention_fp8.md). A document's share of a
+//     call's FLOPs goes with its length squared, so this costs nothing measurable at video lengths.
 //   More than kFp8AttentionMaxDocuments documents of kFp8AttentionMinRows rows or more: the call
 //     runs as ops::attention (each such document is its own cuDNN graph).
 // The CPU takes the exact row max; the GPU's running max per key tile scales a tile's P by
