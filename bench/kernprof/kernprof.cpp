@@ -38,11 +38,19 @@ struct Stat {
   uint64_t calls = 0;
 };
 
+// One GPU activity's interval, for the idle-time section (where the GPU waits for the host).
+struct Span {
+  uint64_t start, end;
+  const std::string* name;  // the by_name key (unordered_map keys do not move)
+};
+constexpr size_t kMaxSpans = size_t{8} << 20;  // 8 M intervals, 192 MB at most
+
 // Process-wide by necessity: CUPTI's callbacks carry no user pointer, and the report runs from
 // atexit. Buffers complete on CUPTI's worker thread, hence the mutex.
 struct State {
   std::mutex mu;
   std::unordered_map<std::string, Stat> by_name;  // raw (mangled) name -> totals
+  std::vector<Span> spans;
   uint64_t dropped = 0;
   bool reported = false;
   pid_t pid = 0;  // a forked child inherits atexit; only the process that injected reports
@@ -92,9 +100,11 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
     } else {
       continue;
     }
-    Stat& s = g.by_name[name];
+    auto it = g.by_name.try_emplace(name).first;
+    Stat& s = it->second;
     s.total_ns += end > start ? end - start : 0;
     s.calls += 1;
+    if (g.spans.size() < kMaxSpans && end > start) g.spans.push_back({start, end, &it->first});
   }
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
@@ -108,6 +118,66 @@ std::string demangle(const std::string& raw) {
   std::string out = (status == 0 && d) ? d : raw;
   free(d);
   return out;
+}
+
+std::string short_name(const std::string& raw) {
+  std::string n = raw[0] == '[' ? raw : demangle(raw);
+  if (n.size() > 60) n = n.substr(0, 57) + "...";
+  std::string cell;
+  for (char c : n) c == '|' ? cell += "\\|" : cell += c;
+  return cell;
+}
+
+// Where the GPU had nothing to run between its first and last activity: the busy time (the union
+// of all intervals), the idle gaps by size, and the largest gaps with what ran before and after
+// (a gap between two kernels of one decode is host time per launch or a synchronisation).
+std::string idle_section(size_t top) {
+  if (g.spans.empty()) return "";
+  std::sort(g.spans.begin(), g.spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  const uint64_t first = g.spans.front().start;
+  uint64_t busy_end = g.spans.front().end, busy = 0, cur = first;
+  const std::string* last = g.spans.front().name;
+  struct Gap {
+    uint64_t ns;
+    const std::string *before, *after;
+    uint64_t at;
+  };
+  std::vector<Gap> gaps;
+  const uint64_t edges[] = {10'000, 100'000, 1'000'000, 10'000'000};  // 10 us, 100 us, 1 ms, 10 ms
+  uint64_t count[5] = {}, sum[5] = {};
+  for (const Span& sp : g.spans) {
+    if (sp.start > busy_end) {
+      busy += busy_end - cur;
+      const uint64_t gap = sp.start - busy_end;
+      int b = 0;
+      while (b < 4 && gap >= edges[b]) ++b;
+      count[b] += 1, sum[b] += gap;
+      gaps.push_back({gap, last, sp.name, busy_end - first});
+      cur = sp.start;
+    }
+    if (sp.end > busy_end) busy_end = sp.end, last = sp.name;
+  }
+  busy += busy_end - cur;
+  const uint64_t span = busy_end - first;
+  char line[512];
+  snprintf(line, sizeof line,
+           "\n## GPU idle between its first and last activity\n\n%.3f ms from first to last, busy %.3f ms, "
+           "idle %.3f ms in %zu gaps%s\n\n| gap | count | idle ms |\n| --- | ---: | ---: |\n",
+           span / 1e6, busy / 1e6, (span - busy) / 1e6, gaps.size(),
+           g.spans.size() == kMaxSpans ? " (interval store full: the rest uncounted)" : "");
+  std::string md = line;
+  const char* label[] = {"< 10 us", "10-100 us", "0.1-1 ms", "1-10 ms", ">= 10 ms"};
+  for (int b = 0; b < 5; ++b) {
+    snprintf(line, sizeof line, "| %s | %llu | %.3f |\n", label[b], (unsigned long long)count[b], sum[b] / 1e6);
+    md += line;
+  }
+  std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) { return a.ns > b.ns; });
+  md += "\n| gap ms | at ms | before | after |\n| ---: | ---: | --- | --- |\n";
+  for (size_t i = 0; i < gaps.size() && i < std::min<size_t>(top, 15); ++i) {
+    snprintf(line, sizeof line, "| %.3f | %.3f | ", gaps[i].ns / 1e6, gaps[i].at / 1e6);
+    md += line + short_name(*gaps[i].before) + " | " + short_name(*gaps[i].after) + " |\n";
+  }
+  return md;
 }
 
 // Writes PATH.tmp.PID, then renames: a reader never sees half a report.
@@ -167,6 +237,8 @@ void report() {
   if (rows.size() > top)
     md += "\n(" + std::to_string(rows.size() - top) +
           " more rows: raise KERNPROF_TOP or set KERNPROF_CSV)\n";
+
+  md += idle_section(top);
 
   const char* out = getenv("KERNPROF_OUT");
   if (out && *out)
