@@ -142,14 +142,12 @@ Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int war
   auto since = [](clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
-  for (int i = 0; i < warmup; ++i) {
-    if (frames) {
-      dec.decode_frames(z);
-      ctx.synchronize();
-    } else {
-      dec.decode(z);
-    }
-  }
+  auto to_frames = [&] {
+    Tensor f = dec.decode_frames(z);
+    ctx.synchronize();
+    return f;
+  };
+  for (int i = 0; i < warmup; ++i) frames ? (void)to_frames() : (void)dec.decode(z);
   std::vector<double> t, h;
   Measured m;
   reset_host_rss_peak();
@@ -162,8 +160,7 @@ Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int war
       m.out = out.shape();
       continue;
     }
-    const Tensor f = dec.decode_frames(z);
-    ctx.synchronize();
+    const Tensor f = to_frames();
     t.push_back(since(t0));
     t0 = clock::now();
     const Tensor out = models::vae::wan22::frames_to_video(ctx.download(f));

@@ -13,16 +13,12 @@ read from them, so the fixture's tiny weights and random production-size ones ru
 
 vae_peer.py calls `bench_setup(seconds, device, dtype)` for the timed, full-size runs.
 """
-import argparse
-import json
 import math
-import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-from h3_peer import read_safetensors  # the peers' one safetensors reader (torch only)
+from h3_peer import check_points, golden_main, open_golden  # the peers' shared pieces (torch only)
 
 # The release: metadata.json's widths (latent_dim 2048, decoder_dim 1024) and the BigVGAN schedule
 # dac_audio_vae.py hard-codes for 32 kHz (the release loader takes neither from config.json).
@@ -205,46 +201,19 @@ def bench_setup(seconds, device="cuda", dtype=torch.float32, seed=0):
 
 
 def check(golden, device):
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    gcfg = json.load(open(os.path.join(golden, "config.json")))
+    gcfg, sd, inp, want = open_golden(golden, device)
     cfg = dict(gcfg["bigvgan_conf_for_32000_hz (hard-coded in dac_audio_vae.py)"])
-    sd = {k: v.to(device) for k, v in read_safetensors(os.path.join(golden, "model.safetensors")).items()}
-    inp = read_safetensors(os.path.join(golden, "inputs.safetensors"))
-    want = read_safetensors(os.path.join(golden, "outputs.safetensors"))
-    worst = 0.0
     # The filters this file makes for random weights against the fixture's buffers.
     filt = [t for k, t in sd.items() if k.endswith(".filter")]
     ref = kaiser_sinc(filt[0].shape[-1]).to(device)
     e = max((t - ref).abs().max().item() for t in filt) / ref.abs().max().item()
     print(f"filters ({len(filt)}) vs kaiser_sinc: max |diff| / max = {e:.2e}")
-    worst = max(worst, e)
     w = fold(sd)
     points = {}
     with torch.no_grad():
-        decode(w, inp["latent"].to(device), inp["latents_mean"].to(device), inp["latents_std"].to(device), cfg, points)
-    for name in list(points) + [n for n in want if n not in points]:  # decode order
-        if name not in want:
-            continue
-        if name not in points:
-            print(f"{name}: not computed here")
-            worst = float("inf")
-            continue
-        got, ref = points[name].float().cpu(), want[name]
-        if got.shape != ref.shape:
-            print(f"{name}: shape {list(got.shape)} against {list(ref.shape)}")
-            worst = float("inf")
-            continue
-        e = ((got - ref).abs().max() / ref.abs().max()).item()
-        worst = max(worst, e)
-        print(f"{name}: max |peer - golden| / max |golden| = {e:.2e}")
-    print(f"worst {worst:.2e} (bar 1e-4)")
-    return 0 if worst <= 1e-4 else 1
+        decode(w, inp["latent"], inp["latents_mean"], inp["latents_std"], cfg, points)
+    return check_points(points, want, worst=e)
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--check", required=True, help="the vae-h3audio-tiny golden folder")
-    ap.add_argument("--device", default="cpu")
-    a = ap.parse_args()
-    sys.exit(check(a.check, a.device))
+    golden_main(check, "vae-h3audio-tiny")

@@ -52,6 +52,48 @@ def read_safetensors(path):
     return out
 
 
+def open_golden(golden, device):
+    """A decoder fixture for a peer's --check: (config.json, the model's tensors and the inputs on
+    device, the outputs on the host), with TF32 off so that fp32 is fp32."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cfg = json.load(open(os.path.join(golden, "config.json")))
+    sd = {k: v.to(device) for k, v in read_safetensors(os.path.join(golden, "model.safetensors")).items()}
+    inp = {k: v.to(device) for k, v in read_safetensors(os.path.join(golden, "inputs.safetensors")).items()}
+    return cfg, sd, inp, read_safetensors(os.path.join(golden, "outputs.safetensors"))
+
+
+def check_points(points, want, worst=0.0, skip_missing=False, bar=1e-4):
+    """Each fixture tensor against the peer's of the same name (the peer's order, then the rest):
+    max |peer - golden| / max |golden|, printed; returns the exit status, 0 when the worst (starting
+    at `worst`) is within bar. A fixture tensor the peer does not compute fails unless
+    skip_missing."""
+    for name in [n for n in points if n in want] + [n for n in want if n not in points]:
+        if name not in points:
+            print(f"{name}: not computed here")
+            worst = worst if skip_missing else float("inf")
+            continue
+        got, ref = points[name].float().cpu(), want[name]
+        if got.shape != ref.shape:
+            print(f"{name}: shape {list(got.shape)} against {list(ref.shape)}")
+            worst = float("inf")
+            continue
+        e = ((got - ref).abs().max() / ref.abs().max()).item()
+        worst = max(worst, e)
+        print(f"{name}: max |peer - golden| / max |golden| = {e:.2e}")
+    print(f"worst {worst:.2e} (bar {bar:g})")
+    return 0 if worst <= bar else 1
+
+
+def golden_main(check, fixture):
+    """The peers' command line: --check GOLDEN_DIR [--device cpu|cuda]."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", required=True, help=f"the {fixture} golden folder")
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    sys.exit(check(a.check, a.device))
+
+
 def rms(x, w, eps):
     return F.rms_norm(x, (x.shape[-1],), w, eps)
 

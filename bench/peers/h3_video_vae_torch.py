@@ -17,16 +17,12 @@ Precision: the reference runs its blocks under autocast, so with dtype bf16 the 
 and the attention run in bf16 while the residual stream, every norm, RoPE, x_embedder, norm_out and
 proj_out stay float32 (as avdit's bf16 path does); with float32 everything is float32.
 """
-import argparse
-import json
 import math
-import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-from h3_peer import read_safetensors  # the peers' one safetensors reader (torch only)
+from h3_peer import check_points, golden_main, open_golden  # the peers' shared pieces (torch only)
 
 # Production: FL2VA/video_vae/config.json (chunk/tile knobs; ../shared/reference-configs/h3) and
 # source/config.json's vit_decoder_kwargs (the fixture's `production_vit_decoder_kwargs`).
@@ -270,40 +266,16 @@ def golden_config(g):
 
 
 def check(golden, device):
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    g = json.load(open(os.path.join(golden, "config.json")))
+    g, sd, inp, want = open_golden(golden, device)
     cfg = golden_config(g)
-    sd = {k: v.to(device) for k, v in read_safetensors(os.path.join(golden, "model.safetensors")).items()}
-    inp = {k: v.to(device) for k, v in read_safetensors(os.path.join(golden, "inputs.safetensors")).items()}
-    want = read_safetensors(os.path.join(golden, "outputs.safetensors"))
     points = {}
     tv = g["tiled_variant"]
     with torch.no_grad():
         points["video"] = decode(sd, inp["latent"], inp["latents_mean"], inp["latents_std"], cfg, points=points)
         points["video_tiled"] = decode(sd, inp["latent"], inp["latents_mean"], inp["latents_std"], cfg,
                                        tv["decoder_tile_size"], tv["decoder_tile_overlap_min"])
-    worst = 0.0
-    for name in sorted(want):
-        if name not in points:
-            print(f"{name}: not computed")
-            worst = float("inf")
-            continue
-        got, ref = points[name].float().cpu(), want[name]
-        if got.shape != ref.shape:
-            print(f"{name}: shape {list(got.shape)} against {list(ref.shape)}")
-            worst = float("inf")
-            continue
-        e = ((got - ref).abs().max() / ref.abs().max()).item()
-        worst = max(worst, e)
-        print(f"{name}: max |peer - golden| / max |golden| = {e:.2e}")
-    print(f"worst {worst:.2e} (bar 1e-4)")
-    return 0 if worst <= 1e-4 else 1
+    return check_points(points, want)
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--check", required=True, help="the vae-h3video-tiny golden folder")
-    ap.add_argument("--device", default="cpu")
-    a = ap.parse_args()
-    sys.exit(check(a.check, a.device))
+    golden_main(check, "vae-h3video-tiny")

@@ -61,7 +61,7 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
   std::vector<float> inv_sum, lse;
   for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
     const int64_t b = cu[sg], n = cu[sg + 1] - b;
-    if (n <= 0 || n < kFp8AttentionMinRows) continue;  // short ones below
+    if (n < kFp8AttentionMinRows) continue;  // short (and empty) ones below
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t kh = h / group;
       for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
@@ -107,7 +107,7 @@ void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, f
   const size_t row_bytes = static_cast<size_t>(dtype_nbytes(od, hq * d));
   for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
     const int64_t b = cu[sg], n = cu[sg + 1] - b;
-    if (n <= 0 || n >= kFp8AttentionMinRows) continue;
+    if (n == 0 || n >= kFp8AttentionMinRows) continue;
     Segments s;
     s.cu = {0, n};
     s.causal = seg.causal;

@@ -147,7 +147,7 @@ void unary_into(cudaStream_t st, Unary op, const Tensor& x, Tensor& y) {
     done = n8 * 8;
   }
   if (done == n) return;
-  const int64_t xs = xt == Elt::F32 ? 4 : 2, ys = yt == Elt::F32 ? 4 : 2;
+  const int64_t xs = dtype_nbytes(x.dtype(), 1), ys = dtype_nbytes(y.dtype(), 1);
   unary_kernel<<<grid_for(n - done), kThreads, 0, st>>>(
       op, static_cast<const char*>(x.raw()) + done * xs, xt, static_cast<char*>(device_ptr(y)) + done * ys, yt,
       n - done);
