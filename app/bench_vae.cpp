@@ -60,7 +60,9 @@ struct Family {
   const char* name;  // --decoder
   models::vae::Family family;
   bool video;
-  bool frames;  // Decoder::decode_frames: the decode timed to frames on the device, as a peer's
+  // What the timed decode ends with: the output on the host (decode), frames on the device
+  // (decode_frames) or the output on the device (decode_on_device): the last two as a peer's.
+  enum class Out { Host, Frames, Device } out;
 };
 
 // Part of the default weights folder's name: bump it when a rule of random_decoder.cpp changes, so
@@ -69,11 +71,12 @@ constexpr int kWeightsVersion = 1;
 
 const Family& family_of(const std::string& name) {
   using F = models::vae::Family;
-  static const std::vector<Family> all = {{"wan22", F::Wan22, true, true},
-                                          {"turbo", F::TurboVaed, true, true},
-                                          {"oobleck", F::Oobleck, false, false},
-                                          {"h3video", F::H3Video, true, false},
-                                          {"h3audio", F::H3Audio, false, false}};
+  using O = Family::Out;
+  static const std::vector<Family> all = {{"wan22", F::Wan22, true, O::Frames},
+                                          {"turbo", F::TurboVaed, true, O::Frames},
+                                          {"oobleck", F::Oobleck, false, O::Host},
+                                          {"h3video", F::H3Video, true, O::Device},
+                                          {"h3audio", F::H3Audio, false, O::Host}};
   for (const Family& f : all)
     if (name == f.name) return f;
   throw BadInput(
@@ -129,21 +132,23 @@ Tensor random_latent(const Shape& s, uint64_t seed) {
 
 struct Measured {
   double seconds = 0;
-  double host_s = -1;  // with frames: bringing them to the host as [3, T, H, W] F32
+  double host_s = -1;  // output on the device: bringing it to the host as decode() returns it
   int64_t host_peak = 0, pool_peak = 0;
   Shape out;
 };
 
-// frames: time the decode to frames left on the decoder's device (the upload included, as a
-// library decoder's call that returns a device tensor), then their way to the host apart.
+// Frames / Device: time the decode to its output left on the decoder's device (the upload
+// included, as a library decoder's call that returns a device tensor), then its way to the host
+// (as decode() returns it) apart.
 Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int warmup, int iters,
-                 bool frames) {
+                 Family::Out out_at) {
+  const bool frames = out_at != Family::Out::Host;
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
   auto to_frames = [&] {
-    Tensor f = dec.decode_frames(z);
+    Tensor f = out_at == Family::Out::Frames ? dec.decode_frames(z) : dec.decode_on_device(z);
     ctx.synchronize();
     return f;
   };
@@ -163,7 +168,9 @@ Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int war
     const Tensor f = to_frames();
     t.push_back(since(t0));
     t0 = clock::now();
-    const Tensor out = models::vae::wan22::frames_to_video(ctx.download(f));
+    const Tensor out = out_at == Family::Out::Frames
+                           ? models::vae::wan22::frames_to_video(ctx.download(f))
+                           : ctx.download(f);
     h.push_back(since(t0));
     m.out = out.shape();
   }
@@ -214,7 +221,7 @@ int run(const VaeBenchOptions& o) {
   std::string mode = "full decode";
   double seconds = 0;
   if (!estimate) {
-    m = measure(*ctx, *dec, random_latent(clip.latent, o.seed), warmup, o.iters, f.frames);
+    m = measure(*ctx, *dec, random_latent(clip.latent, o.seed), warmup, o.iters, f.out);
     seconds = m.seconds;
   } else {
     int64_t lh = clip.lh, lw = clip.lw;
@@ -223,8 +230,8 @@ int run(const VaeBenchOptions& o) {
                   n2 = std::min(2 * clip.chunk, clip.latent_frames);
     Shape s1 = clip.latent, s2 = clip.latent;
     s1[2] = n1, s2[2] = n2, s1[3] = s2[3] = lh, s1[4] = s2[4] = lw;
-    const Measured a = measure(*ctx, *dec, random_latent(s1, o.seed), warmup, o.iters, f.frames);
-    m = n2 > n1 ? measure(*ctx, *dec, random_latent(s2, o.seed), 0, o.iters, f.frames) : a;
+    const Measured a = measure(*ctx, *dec, random_latent(s1, o.seed), warmup, o.iters, f.out);
+    m = n2 > n1 ? measure(*ctx, *dec, random_latent(s2, o.seed), 0, o.iters, f.out) : a;
     const double per_frame = n2 > n1 ? (m.seconds - a.seconds) / double(n2 - n1) : 0;
     seconds = (a.seconds + per_frame * double(clip.latent_frames - n1)) *
               (double(area) / double(lh * lw));
@@ -247,8 +254,8 @@ int run(const VaeBenchOptions& o) {
                              : fmt::format("{} s", o.seconds));
   report.set("latent", shape_str(clip.latent));
   report.set("mode", estimate ? std::string("estimate") : std::string("full"));
-  // s: the decode (video decoders with frames: to frames in device memory, as the peers time
-  // theirs); to host s: those frames brought to the host as [3, T, H, W] F32 (what decode() adds).
+  // s: the decode (the video decoders: to their output in device memory, as the peers time
+  // theirs); to host s: that output brought to the host as [3, T, H, W] F32 (what decode() adds).
   report.set("s", seconds, 3);
   if (m.host_s >= 0 && !estimate) report.set("to host s", m.host_s, 3);
   // Frames out: the decoder's own count in a full decode (the H3 ViT's token drop trims chunk

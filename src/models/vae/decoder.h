@@ -31,6 +31,10 @@ class Decoder {
   // returns, and all a caller that encodes frames or times the decode needs; decode() is these
   // brought to the host as [3, T, H, W] F32. BadInput from decoders without it (audio, H3 video).
   virtual Tensor decode_frames(const Tensor& latents) const;
+  // decode()'s tensor (same shape, dtype and values) left where the decoder runs: what a caller
+  // that keeps working on the device or times the decode against a library's needs. BadInput from
+  // decoders without it (all but the H3 video decoder, whose output space differs from frames').
+  virtual Tensor decode_on_device(const Tensor& latents) const;
 };
 
 }  // namespace avdit::models::vae

@@ -45,6 +45,10 @@ Tensor Decoder::decode_frames(const Tensor&) const {
                              describe()));
 }
 
+Tensor Decoder::decode_on_device(const Tensor&) const {
+  throw BadInput(fmt::format("{}: gives its output on the host only (decode)", describe()));
+}
+
 const char* family_name(Family f) {
   switch (f) {
     case Family::Wan22: return "Wan2.2 VAE";

@@ -143,6 +143,10 @@ Tensor H3VideoDecoder::decode_chunk(const Tensor& tokens, int64_t T, int64_t h, 
 }
 
 Tensor H3VideoDecoder::decode(const Tensor& latents) const {
+  return ctx_.download(decode_on_device(latents));
+}
+
+Tensor H3VideoDecoder::decode_on_device(const Tensor& latents) const {
   ops::Context& ctx = ctx_;
   const H3VideoConfig& c = config_;
   const Tensor z = checked_latents(ctx, c, latents);
@@ -192,7 +196,7 @@ Tensor H3VideoDecoder::decode(const Tensor& latents) const {
   if (pending.defined()) write(pending, 0, pending.size(1));
   AVDIT_CHECK(written == p.output_frames, "H3 video VAE: wrote {} of {} planned frames", written,
               p.output_frames);
-  return ctx.download(out);
+  return out;
 }
 
 Tensor imagenet_to_unit(const Tensor& video) {

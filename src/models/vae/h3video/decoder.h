@@ -48,6 +48,8 @@ class H3VideoDecoder final : public Decoder {
   // [t h w, Z], "vit.x_embedder.out" [t h w, D], "vit.block{}.out" [t h w + 5, D],
   // "vit.norm_out.out", "vit.decoded" [3, 4 t, 16 h, 16 w].
   Tensor decode(const Tensor& latents) const override;
+  // The same [3, frames, 16 h, 16 w] F32 left on the context (decode() downloads it).
+  Tensor decode_on_device(const Tensor& latents) const override;
 
   // Spatial tiles in pixels (the release: vae_tile_size 256, vae_tile_overlap_min 64); tile 0
   // decodes each chunk whole. BadInput for sizes that are not multiples of 16.
