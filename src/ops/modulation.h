@@ -61,7 +61,8 @@ inline void residual_norm_modulate(Context& ctx, Tensor& x, const ResidualNormMo
 // qkv [S, heads, 3, D] (the grouped projection's rows: q, k, v of each head side by side) ->
 // q = R(rope(R(rmsnorm(q) * q_norm))), k likewise, v copied; q, k, v [S, heads, D] preallocated in
 // qkv's dtype (R rounds to it). RoPE (when cos is given): split-half rotation of dims [0, 2 half)
-// with cos, sin F32 [S, half] (indexed by row). The GPU kernel needs D = 128.
+// with cos, sin F32 [S, half] (indexed by row). The GPU kernel takes D a multiple of 4 up to 128
+// (F16: D = 128).
 inline void qk_norm_rope_per_head(Context& ctx, const Tensor& qkv, const Tensor& q_norm,
                                   const Tensor& k_norm, float eps, const Tensor* cos,
                                   const Tensor* sin, Tensor& q, Tensor& k, Tensor& v) {

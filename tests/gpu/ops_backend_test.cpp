@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -329,9 +330,11 @@ TEST_F(BackendOps, ResidualNormModulate) {
 
 TEST_F(BackendOps, QkNormRopePerHead) {
   for (DType d : {DType::F32, DType::BF16}) {
-    for (auto [S, heads] : {std::pair{5, 1}, {77, 3}, {256, 56}}) {
-      const std::string tag = fmt::format("{} S {} heads {}", dtype_name(d), S, heads);
-      const int64_t D = 128, half = 48;
+    // D 128 (the DiTs), 64 and 16 (the H3 video VAE's release and tiny heads: lanes past D idle).
+    for (auto [S, heads, D, half] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{5, 1, 128, 48},
+                                     {77, 3, 128, 48}, {256, 56, 128, 48}, {261, 32, 64, 24},
+                                     {37, 2, 16, 6}}) {
+      const std::string tag = fmt::format("{} S {} heads {} D {}", dtype_name(d), S, heads, D);
       const Tensor qkv = random_tensor({S, heads, 3, D}, d, 26, 2.f);
       const Tensor qw = random_tensor({D}, d, 27, 0.1f, 1.f),
                    kw = random_tensor({D}, d, 28, 0.1f, 1.f);

@@ -194,31 +194,34 @@ bool resid_norm_vectorizable(const ResidNormArgs& a) {
 constexpr int kHeadDim = 128;
 constexpr int kQkWarps = 4;
 
-// One warp per (row, head); each lane owns dims 4 lane .. 4 lane + 3. The normalised head goes
-// through shared memory so that RoPE can read its partner dim (i +- half).
+// One warp per (row, head); each lane owns dims 4 lane .. 4 lane + 3 (heads of D <= 128 dims, D a
+// multiple of 4: lanes past D hold zeros). The normalised head goes through shared memory so that
+// RoPE can read its partner dim (i +- half).
 template <bool BF>
 __global__ void __launch_bounds__(kQkWarps * 32)
     qk_kernel(const void* qkv_, const void* qn_, const void* kn_, float eps, const float* cos, const float* sin,
-              int64_t half, bool rope, void* q_, void* k_, void* v_, int64_t S, int64_t heads) {
+              int64_t half, bool rope, void* q_, void* k_, void* v_, int64_t S, int64_t heads, int D) {
   using T = std::conditional_t<BF, bf16, float>;
   __shared__ float buf[kQkWarps][kHeadDim];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = blockIdx.x * int64_t{kQkWarps} + warp;
   if (item >= S * heads) return;  // whole warps: item is warp-uniform
   const int64_t s = item / heads;
-  const T* g = static_cast<const T*>(qkv_) + item * 3 * kHeadDim;  // [q | k | v] of this head
-  T* outs[3] = {static_cast<T*>(q_) + item * kHeadDim, static_cast<T*>(k_) + item * kHeadDim,
-                static_cast<T*>(v_) + item * kHeadDim};
+  const bool mine = lane * 4 < D;
+  const T* g = static_cast<const T*>(qkv_) + item * 3 * D;  // [q | k | v] of this head
+  T* outs[3] = {static_cast<T*>(q_) + item * D, static_cast<T*>(k_) + item * D, static_cast<T*>(v_) + item * D};
   const T* norms[2] = {static_cast<const T*>(qn_), static_cast<const T*>(kn_)};
   for (int which = 0; which < 2; ++which) {
-    float v[4], nw[4];
-    ld4(g + which * kHeadDim + lane * 4, v);
-    ld4(norms[which] + lane * 4, nw);
+    float v[4] = {0.f, 0.f, 0.f, 0.f}, nw[4] = {0.f, 0.f, 0.f, 0.f};
+    if (mine) {
+      ld4(g + which * D + lane * 4, v);
+      ld4(norms[which] + lane * 4, nw);
+    }
     float ss = 0.f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) ss += v[j] * v[j];
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = rsqrtf(ss / kHeadDim + eps);
+    const float inv = rsqrtf(ss / D + eps);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       v[j] = R<BF>(v[j] * inv * nw[j]);
@@ -238,12 +241,14 @@ __global__ void __launch_bounds__(kQkWarps * 32)
       }
       o4[j] = o;
     }
-    st4(outs[which] + lane * 4, o4);
+    if (mine) st4(outs[which] + lane * 4, o4);
     __syncwarp();  // buf is rewritten by the next operand
   }
-  float vv[4];
-  ld4(g + 2 * kHeadDim + lane * 4, vv);
-  st4(outs[2] + lane * 4, vv);
+  if (mine) {
+    float vv[4];
+    ld4(g + 2 * D + lane * 4, vv);
+    st4(outs[2] + lane * 4, vv);
+  }
 }
 
 // One block row per token row, two channels per thread.
@@ -325,14 +330,14 @@ void resid_norm_modulate(cudaStream_t st, bool bf16_mode, const ResidNormArgs& a
 void qk_norm_rope(cudaStream_t st, bool bf16_mode, const void* qkv, const void* q_norm, const void* k_norm,
                   float eps, const float* cos, const float* sin, int64_t half, bool rope, void* q, void* k,
                   void* v, int64_t S, int64_t heads, int64_t D) {
-  (void)D;  // the caller checks D == 128
   const int64_t items = S * heads;
   if (items == 0) return;
   const auto blocks = static_cast<unsigned>((items + kQkWarps - 1) / kQkWarps);
   if (bf16_mode)
-    qk_kernel<true><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads);
+    qk_kernel<true><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads, static_cast<int>(D));
   else
-    qk_kernel<false><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads);
+    qk_kernel<false><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads,
+                                                       static_cast<int>(D));
 }
 
 void swiglu(cudaStream_t st, bool bf16_mode, const void* u, void* out, int64_t S, int64_t F) {
@@ -424,10 +429,12 @@ void residual_norm_modulate(CudaContext& c, Tensor& x, const ResidualNormModulat
 void qk_norm_rope_per_head(CudaContext& c, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                            const Tensor* cos, const Tensor* sin, Tensor& q, Tensor& k, Tensor& v) {
   c.require_here(qkv, "qk_norm_rope qkv");
-  AVDIT_CHECK(qkv.ndim() == 4 && qkv.size(2) == 3 && qkv.size(3) == 128 && act_dtype(qkv.dtype()),
-              "qk_norm_rope: qkv {} {} (the kernel takes F32, BF16 or F16 [S, heads, 3, 128])", dtype_name(qkv.dtype()),
-              qkv.shape_str());
-  const int64_t S = qkv.size(0), heads = qkv.size(1), D = 128;
+  AVDIT_CHECK(qkv.ndim() == 4 && qkv.size(2) == 3 && qkv.size(3) % 4 == 0 && qkv.size(3) <= 128 &&
+                  (qkv.size(3) == 128 || qkv.dtype() != DType::F16) && act_dtype(qkv.dtype()),
+              "qk_norm_rope: qkv {} {} (the kernel takes F32 or BF16 [S, heads, 3, D] with D a multiple of 4 up "
+              "to 128, F16 with D = 128)",
+              dtype_name(qkv.dtype()), qkv.shape_str());
+  const int64_t S = qkv.size(0), heads = qkv.size(1), D = qkv.size(3);
   for (const Tensor* t : {&q_norm, &k_norm})
     AVDIT_CHECK(t->dtype() == qkv.dtype() && t->numel() == D, "qk_norm_rope: norm weight {} {}",
                 dtype_name(t->dtype()), t->shape_str());

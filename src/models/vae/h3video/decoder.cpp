@@ -72,6 +72,10 @@ H3VideoDecoder::H3VideoDecoder(ops::Context& ctx, const Checkpoint& ckpt,
   AVDIT_REQUIRE(act == DType::F32 || act == DType::BF16,
                 "H3 video VAE: activations in {} are not supported (F32 or BF16)", dtype_name(act));
   w_ = load_weights(ctx, ckpt, config_, act_, &weight_bytes_);
+  head_ones_ = ctx.upload(
+      Tensor::from_floats(std::vector<float>(static_cast<size_t>(config_.dim_head), 1.f),
+                          {config_.dim_head})
+          .to(act_));
 }
 
 std::string H3VideoDecoder::describe() const {

@@ -78,6 +78,7 @@ class H3VideoDecoder final : public Decoder {
   DType act_;
   mutable std::map<std::array<int64_t, 3>, TileTables> tables_;
   H3VideoWeights w_;
+  Tensor head_ones_;  // [dim_head] of ones in act: the per-head RMSNorm has no weight
   int64_t weight_bytes_ = 0;
 };
 

@@ -11,8 +11,8 @@
 namespace avdit::models::vae::h3video {
 
 RopeTable rope_table(const H3VideoConfig& c, int64_t t, int64_t h, int64_t w, int64_t suffix) {
-  const int64_t dr = c.rope_dim(), per_axis = dr / 6, half = dr / 2, dh = c.dim_head;
-  const int64_t heads = c.heads, cells = t * h * w, N = cells + suffix;
+  const int64_t dr = c.rope_dim(), per_axis = dr / 6, half = dr / 2;
+  const int64_t cells = t * h * w, N = cells + suffix;
   std::vector<float> inv(static_cast<size_t>(per_axis));
   for (int64_t j = 0; j < per_axis; ++j) {
     // torch.arange(0, 1, 6 / d_r) in float32, then 1 / theta ** e.
@@ -24,31 +24,19 @@ RopeTable rope_table(const H3VideoConfig& c, int64_t t, int64_t h, int64_t w, in
     return 2.0f * x - 1.0f;
   };
   const float scale = static_cast<float>(2.0 * std::numbers::pi);
-  std::vector<float> cs(static_cast<size_t>(N * heads * dh)), sn(cs.size());
-  std::vector<float> angle(static_cast<size_t>(half));
+  std::vector<float> cs(static_cast<size_t>(N * half)), sn(cs.size());
   for (int64_t n = 0; n < N; ++n) {
     float pos[3] = {0.f, 0.f, 0.f};
     if (n < cells)
       pos[0] = coord(n / (h * w), t), pos[1] = coord(n / w % h, h), pos[2] = coord(n % w, w);
     for (int64_t a = 0; a < 3; ++a)
-      for (int64_t j = 0; j < per_axis; ++j) angle[a * per_axis + j] = scale * pos[a] * inv[j];
-    for (int64_t hd = 0; hd < heads; ++hd) {
-      float* co = cs.data() + (n * heads + hd) * dh;
-      float* si = sn.data() + (n * heads + hd) * dh;
-      for (int64_t i = 0; i < dh; ++i) {
-        if (i >= dr) {
-          co[i] = 1.f, si[i] = 0.f;
-          continue;
-        }
-        const float a = angle[i % half];
-        co[i] = static_cast<float>(std::cos(static_cast<double>(a)));
-        const float s = static_cast<float>(std::sin(static_cast<double>(a)));
-        si[i] = i < half ? -s : s;
+      for (int64_t j = 0; j < per_axis; ++j) {
+        const float angle = scale * pos[a] * inv[j];
+        cs[n * half + a * per_axis + j] = static_cast<float>(std::cos(static_cast<double>(angle)));
+        sn[n * half + a * per_axis + j] = static_cast<float>(std::sin(static_cast<double>(angle)));
       }
-    }
   }
-  return {Tensor::from_floats(std::move(cs), {N * heads, dh}),
-          Tensor::from_floats(std::move(sn), {N * heads, dh})};
+  return {Tensor::from_floats(std::move(cs), {N, half}), Tensor::from_floats(std::move(sn), {N, half})};
 }
 
 Tensor unpatchify_index(const H3VideoConfig& c, int64_t t, int64_t h, int64_t w) {

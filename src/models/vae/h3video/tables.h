@@ -11,13 +11,11 @@ namespace avdit::models::vae::h3video {
 
 // RotaryEmbeddingND (3 axes, use_angle) over the N = t h w + suffix tokens of a tile: per axis the
 // length-normalised coordinate c_k = 2 (k + 0.5) / n - 1 (suffix tokens: 0), angle = 2 pi c
-// inv_freq_j with inv_freq_j = 1 / theta^(6 j / d_r), flattened axis-major and tiled twice. Laid
-// out per head as the forward applies it to rows [N * heads, dim_head]:
-//   rope(x) = x * cos + swapped(x) * sin
-// where swapped exchanges the halves of the first d_r dims (rotate_half's operands), sin carries
-// rotate_half's sign on the first half, and the dims past d_r get cos 1, sin 0 (they pass).
+// inv_freq_j with inv_freq_j = 1 / theta^(6 j / d_r), flattened axis-major: the d_r / 2 angles of
+// rotate-half RoPE on each head's first d_r dims (the reference tiles them twice; the dims past d_r
+// pass), as ops::qk_norm_rope_per_head takes them.
 struct RopeTable {
-  Tensor cos, sin;  // F32 [N * heads, dim_head] on the host
+  Tensor cos, sin;  // F32 [N, d_r / 2] on the host
 };
 RopeTable rope_table(const H3VideoConfig& c, int64_t t, int64_t h, int64_t w, int64_t suffix);
 

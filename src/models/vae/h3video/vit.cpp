@@ -10,6 +10,7 @@
 #include "ops/attention.h"
 #include "ops/context.h"
 #include "ops/layer_norm.h"
+#include "ops/modulation.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
 #include "ops/rows.h"
@@ -17,41 +18,24 @@
 namespace avdit::models::vae::h3video {
 namespace {
 
-// rope(x) = x * cos + swapped(x) * sin on heads x [N * heads, dim_head] (tables.h).
-Tensor apply_rope(ops::Context& ctx, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                  int64_t rope_dim) {
-  const int64_t D = x.size(-1), half = rope_dim / 2;
-  Tensor swapped = ctx.empty(x.shape(), x.dtype());
-  ops::copy_columns(ctx, x, half, swapped, 0, half);
-  ops::copy_columns(ctx, x, 0, swapped, half, half);
-  // The passing dims meet sin = 0; they are copied so that no uninitialised value (NaN) meets it.
-  if (D > rope_dim) ops::copy_columns(ctx, x, rope_dim, swapped, rope_dim, D - rope_dim);
-  // In float32 and rounded once to x's dtype: the reference's bf16 q times its float32 tables
-  // promotes to float32, and SDPA's autocast rounds the sum.
-  Tensor out = ops::mul(ctx, x, cos, DType::F32);
-  ops::add_(ctx, out, ops::mul(ctx, swapped, sin, DType::F32));
-  return ops::cast(ctx, out, x.dtype());
-}
-
 // One TransformerBlock on the residual x [N, D] (F32, updated in place). act: the dtype of the
 // block's linear outputs (the reference's autocast region; F32 for parity); the norms read the
 // float32 residual as the reference's MINIMAX_H3_VAE_DECODER_VIT_FP32_NORM does.
 void block(ops::Context& ctx, const H3VideoConfig& c, DType act, const BlockWeights& w,
-           const Tensor& cos, const Tensor& sin, const ops::Segments& all, Tensor& x) {
+           const Tensor& ones, const Tensor& cos, const Tensor& sin, const ops::Segments& all,
+           Tensor& x) {
   const int64_t N = x.size(0), H = c.heads, dh = c.dim_head;
   const float eps = static_cast<float>(c.eps);
   {
     const Tensor n1 = ops::rms_norm(ctx, x, w.norm1, eps, false, act);
-    // to_qkv viewed [N, heads, 3 dh]: each head's columns are [q_h | k_h | v_h].
-    const Tensor qkv = ops::linear(ctx, n1, w.to_qkv, &w.to_qkv_bias, act).reshape({N * H, 3 * dh});
-    const Tensor q_raw = ops::take_columns(ctx, qkv, 0, dh);
-    const Tensor k_raw = ops::take_columns(ctx, qkv, dh, 2 * dh);
-    const Tensor v = ops::take_columns(ctx, qkv, 2 * dh, 3 * dh).reshape({N, H, dh});
-    // Per-head RMSNorm without weight, then RoPE on the first rope_dim dims.
-    const Tensor q_n = ops::rms_norm(ctx, q_raw, ops::RmsNormWeight{}, eps);
-    const Tensor k_n = ops::rms_norm(ctx, k_raw, ops::RmsNormWeight{}, eps);
-    const Tensor q = apply_rope(ctx, q_n, cos, sin, c.rope_dim()).reshape({N, H, dh});
-    const Tensor k = apply_rope(ctx, k_n, cos, sin, c.rope_dim()).reshape({N, H, dh});
+    // to_qkv viewed [N, heads, 3, dh]: each head's columns are [q_h | k_h | v_h]. Per-head
+    // RMSNorm without weight (ones: the op's weight), then RoPE on the first rope_dim dims in
+    // float32, rounded once to act as the reference's bf16 q times its float32 tables and SDPA's
+    // autocast round it.
+    const Tensor qkv = ops::linear(ctx, n1, w.to_qkv, &w.to_qkv_bias, act).reshape({N, H, 3, dh});
+    Tensor q = ctx.empty({N, H, dh}, act), k = ctx.empty({N, H, dh}, act),
+           v = ctx.empty({N, H, dh}, act);
+    ops::qk_norm_rope_per_head(ctx, qkv, ones, ones, eps, &cos, &sin, q, k, v);
     const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
     const Tensor core = ops::attention(ctx, q, k, v, scale, all).reshape({N, H * dh});
     // x += to_out(core) * scale1 (scale1 folded into to_out), the residual added in the GEMM.
@@ -103,7 +87,7 @@ Tensor H3VideoDecoder::decode_tile(const Tensor& rows, int64_t t, int64_t h, int
   // One document, no mask (causal_decoder false).
   const ops::Segments all = ops::plan_segments(ctx, {0, N}, c.heads, c.dim_head, act_);
   for (size_t i = 0; i < w_.blocks.size(); ++i) {
-    block(ctx, c, act_, w_.blocks[i], tab.cos, tab.sin, all, x);
+    block(ctx, c, act_, w_.blocks[i], head_ones_, tab.cos, tab.sin, all, x);
     ops::observe(ctx, {"vit.block{}.out", static_cast<int64_t>(i), part}, x);
   }
   const Tensor y =
