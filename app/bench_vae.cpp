@@ -147,12 +147,12 @@ Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int war
   auto since = [](clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
-  auto to_frames = [&] {
+  auto to_device = [&] {
     Tensor f = out_at == Family::Out::Frames ? dec.decode_frames(z) : dec.decode_on_device(z);
     ctx.synchronize();
     return f;
   };
-  for (int i = 0; i < warmup; ++i) frames ? (void)to_frames() : (void)dec.decode(z);
+  for (int i = 0; i < warmup; ++i) frames ? (void)to_device() : (void)dec.decode(z);
   std::vector<double> t, h;
   Measured m;
   reset_host_rss_peak();
@@ -165,7 +165,7 @@ Measured measure(ops::Context& ctx, const Decoder& dec, const Tensor& z, int war
       m.out = out.shape();
       continue;
     }
-    const Tensor f = to_frames();
+    const Tensor f = to_device();
     t.push_back(since(t0));
     t0 = clock::now();
     const Tensor out = out_at == Family::Out::Frames

@@ -333,11 +333,11 @@ void qk_norm_rope(cudaStream_t st, bool bf16_mode, const void* qkv, const void* 
   const int64_t items = S * heads;
   if (items == 0) return;
   const auto blocks = static_cast<unsigned>((items + kQkWarps - 1) / kQkWarps);
+  const int d = static_cast<int>(D);
   if (bf16_mode)
-    qk_kernel<true><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads, static_cast<int>(D));
+    qk_kernel<true><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads, d);
   else
-    qk_kernel<false><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads,
-                                                       static_cast<int>(D));
+    qk_kernel<false><<<blocks, kQkWarps * 32, 0, st>>>(qkv, q_norm, k_norm, eps, cos, sin, half, rope, q, k, v, S, heads, d);
 }
 
 void swiglu(cudaStream_t st, bool bf16_mode, const void* u, void* out, int64_t S, int64_t F) {
