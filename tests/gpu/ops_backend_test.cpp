@@ -213,6 +213,8 @@ TEST_F(BackendOps, Attention) {
       {4, 2, 128, {0, 50, 50, 123}, true, true},     // GQA, an empty document, sinks and gate
       {3, 1, 128, {0, 300, 364}, true, false},       // H3-like: a live document and a pad one
       {24, 24, 128, {0, 1024, 2048}, true, true},    // MAGI-2 width, cond + uncond items
+      {4, 2, 128, {0, 257, 514, 771, 800}, true, true},  // three equal documents (one dense batch) + one
+      {2, 2, 64, {0, 129, 258, 387}, false, true},   // equal odd documents only
       {1, 1, 1024, {0, 96, 96, 179}, false, false},  // Wan2.2 VAE: one head of 1,024 (by GEMMs)
       {4, 2, 320, {0, 33, 70}, false, false},        // GQA beyond 256 (by GEMMs)
   };
