@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -31,7 +30,6 @@
 #include "backend/cuda/timer.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_cudnn.h"
-#include "ops/rows.h"
 #endif
 
 namespace avdit::app {
@@ -48,7 +46,6 @@ struct AttnOptions {
   std::string peer;
   std::string dump;
   int64_t dump_len = 600;
-  int64_t docs = 1;
 };
 
 #if AVDIT_HAVE_CUDA
@@ -148,60 +145,6 @@ void dump_case(cuda::Device& dev, const AttnOptions& o, const Shape3& sh, const 
                          {"dtype", dts},    {"scale", scale}, {"sinks_gate", sh.sinks_gate},
                          {"cu_seqlens", cu}};
   write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
-}
-
-// --docs N: N equal documents of L rows each (CFG's cond and uncond items packed in one call), the
-// cuDNN core (the sink token where the shape has sinks; no gate pass) three ways: one dense batch of
-// N (what the Split plan runs), the first document dense and the rest ragged (the Split plan before
-// equal documents were batched), all ragged (the Ragged plan). FLOPs: N x 4 L^2 Hq D.
-void documents_report(cuda::Device& dev, ops::CudaContext& ctx, const AttnOptions& o,
-                      const std::vector<std::string>& shapes, const std::vector<std::string>& dtypes) {
-  bench::Report rep(fmt::format("attention: {} equal documents of L rows, the cuDNN core three ways", o.docs));
-  for (const auto& name : shapes)
-    for (const auto& sh : kShapes) {
-      if (sh.name != name) continue;
-      for (const auto& dts : dtypes) {
-        const DType dt = parse_dtype(dts);
-        for (const auto& ls : split(o.lens)) {
-          const int64_t L = parse_int64(ls, "bench attention: --len"), N = o.docs, S = N * L;
-          const Tensor q = filled(dev, {S, sh.hq, sh.d}, dt, 1.f, 1), k = filled(dev, {S, sh.hkv, sh.d}, dt, 1.f, 2),
-                       v = filled(dev, {S, sh.hkv, sh.d}, dt, 1.f, 3);
-          const Tensor sinks = filled(dev, {sh.hq}, DType::F32, 2.f, 5);
-          const Tensor* sp = sh.sinks_gate && cuda::cudnn_version() >= 91300 ? &sinks : nullptr;
-          const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
-          std::vector<int64_t> all = {0}, rest = {0};
-          for (int64_t i = 0; i < N; ++i) all.push_back((i + 1) * L);
-          for (int64_t i = 1; i < N; ++i) rest.push_back(i * L);
-          const Tensor all_cu = ops::index_tensor(ctx, all), rest_cu = ops::index_tensor(ctx, rest);
-          cuda::SdpaOut buf{cuda::cuda_empty(dev, {S, sh.hq, sh.d}, dt), {}};
-          cuda::SdpaOut first{buf.o.slice_rows(0, L), {}}, tail{buf.o.slice_rows(L, S), {}};
-          auto batched = [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, {}, &buf, sp, false, 0, false, N); };
-          auto split_old = [&] {
-            cuda::cudnn_sdpa(dev, q.slice_rows(0, L), k.slice_rows(0, L), v.slice_rows(0, L), scale, {}, &first, sp,
-                             false);
-            cuda::cudnn_sdpa(dev, q.slice_rows(L, S), k.slice_rows(L, S), v.slice_rows(L, S), scale, rest_cu, &tail,
-                             sp, false, L);
-          };
-          auto ragged = [&] { cuda::cudnn_sdpa(dev, q, k, v, scale, all_cu, &buf, sp, false, L); };
-          const double flop = double(N) * 4.0 * double(L) * double(L) * double(sh.hq) * double(sh.d);
-          for (auto& [way, fn] : std::vector<std::pair<std::string, std::function<void()>>>{
-                   {"dense batch", batched}, {"first dense + ragged", split_old}, {"all ragged", ragged}}) {
-            fn();  // builds the graphs (untimed)
-            const bench::Timing t = cuda::time_on_stream(dev, fn, o.warmup, o.iters);
-            rep.row();
-            rep.set("shape", fmt::format("{} {}x{}", sh.name, sh.hq, sh.d));
-            rep.set("dtype", dts);
-            rep.set("docs x L", fmt::format("{} x {}", N, L));
-            rep.set("sink token", std::string(sp ? "yes" : "no"));
-            rep.set("way", way);
-            rep.set("ms", t.median(), 2);
-            rep.set("spread ms", t.max() - t.min(), 2);
-            rep.set("TFLOP/s", flop / (t.median() * 1e-3) / 1e12, 0);
-          }
-        }
-      }
-    }
-  rep.emit(o.json.empty() ? std::string() : o.json + ".docs.json");
 }
 
 int run_attention(const AttnOptions& o) {
@@ -317,7 +260,6 @@ int run_attention(const AttnOptions& o) {
     }
   }
   rep.emit(o.json);
-  if (o.docs > 1) documents_report(dev, ctx, o, shapes, dtypes);
   return 0;
 }
 
@@ -344,14 +286,9 @@ Run add_bench_attention(CLI::App& bench) {
                   "Write small deterministic inputs and avdit's outputs here (per shape and dtype) for the "
                   "peer's equality check");
   cmd->add_option("--dump-len", o->dump_len, "L of the --dump cases (two segments)")->capture_default_str();
-  cmd->add_option("--docs", o->docs,
-                  "Also time N equal documents of each L in one call (CFG's items): one dense batch, the first "
-                  "dense + the rest ragged, all ragged")
-      ->capture_default_str();
   return [o]() -> int {
 #if AVDIT_HAVE_CUDA
-    AVDIT_REQUIRE(o->iters >= 1 && o->warmup >= 0 && o->docs >= 1,
-                  "bench attention: --iters >= 1, --warmup >= 0, --docs >= 1");
+    AVDIT_REQUIRE(o->iters >= 1 && o->warmup >= 0, "bench attention: --iters >= 1, --warmup >= 0");
     return run_attention(*o);
 #else
     bench_needs_cuda("attention");

@@ -18,11 +18,10 @@ namespace avdit::ops {
 struct Segments {
   std::vector<int64_t> cu;  // host: 0 = cu[0] <= ... <= cu[n] = S
   Tensor cu_ctx;            // I32 [n + 1] on the context (GPU only)
-  // GPU core plan: rows [0, dense_rows) run as one dense graph (no mask, the fastest kernel) of
-  // dense_batch documents of equal length (the first document and those after it of its length:
-  // CFG's cond and uncond), the non-empty documents after them as one ragged call (tail_cu relative
-  // to dense_rows, sequence dimension tail_max). dense_rows 0: everything ragged.
-  int64_t dense_rows = 0, dense_batch = 1;
+  // GPU core plan: rows [0, dense_rows) run as one dense sequence (no mask, the fastest kernel),
+  // the non-empty documents after it as one ragged call (tail_cu relative to dense_rows, sequence
+  // dimension tail_max). dense_rows 0: everything ragged.
+  int64_t dense_rows = 0;
   Tensor tail_cu;
   int64_t tail_max = 0;
   // Causal (the text encoders' decoders): row i of a document attends to the document's rows <= i.
@@ -35,8 +34,7 @@ struct Segments {
   int64_t rows() const { return cu.empty() ? 0 : cu.back(); }
 };
 
-// How the GPU covers the documents: Split (the first document and the equal-length documents right
-// after it dense, the rest ragged) or Ragged
+// How the GPU covers the documents: Split (the first document dense, the rest ragged) or Ragged
 // (all ragged, sequence dimension = the longest document), both through cuDNN. Neither wins
 // everywhere (bench/notes/attention.md); a CUDA context with timing on
 // (CudaContext::set_timed_choices) times both once per layout and keeps the faster, otherwise

@@ -1,5 +1,5 @@
 // ops::attention on the device: cuDNN's flash SDPA on bf16/f16 over the planned segments (the first
-// document and the equal-length ones after it as one dense graph, the rest as one ragged graph), cuDNN's own sink token where it has
+// document as one dense graph, the rest as one ragged graph), cuDNN's own sink token where it has
 // one (>= 9.13) and the gate in one pass after it; the exact LSE correction where it has none; the
 // portable fp32 kernel for F32 and whatever cuDNN refuses. Both take a causal mask (per segment).
 // Head dims beyond both (> 256) go through GEMMs (attention_gemm.h). The Own plan runs the
@@ -29,13 +29,8 @@ Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan p
   s.cu_ctx = index_tensor(c, cu);
   size_t first = 0;  // documents [first, n) go to the ragged graph
   if (plan == SegmentPlan::Split || plan == SegmentPlan::Own) {  // Own falls back to Split
-    // The first document and the run of documents of its length after it: one dense batch (a
-    // ragged graph is slower: bench attention --docs compares the two).
-    const int64_t len = cu[1];
+    s.dense_rows = cu[1];
     first = 1;
-    while (len > 0 && first + 1 < cu.size() && cu[first + 1] - cu[first] == len) ++first;
-    s.dense_batch = static_cast<int64_t>(first);
-    s.dense_rows = len * s.dense_batch;
   }
   std::vector<int64_t> tail = {0};
   for (size_t i = first; i + 1 < cu.size(); ++i) {
@@ -117,7 +112,7 @@ void cudnn_core(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& 
     const int64_t n = seg.dense_rows;
     SdpaOut into{rows(o, 0, n), {}};
     cudnn_sdpa(c.dev(), rows(q, 0, n), rows(k, 0, n), rows(v, 0, n), scale, {}, &into, native_sinks,
-               false, 0, seg.causal, seg.dense_batch);
+               false, 0, seg.causal);
   }
   if (seg.tail_cu.defined()) {
     const int64_t r0 = seg.dense_rows, n = S - r0;

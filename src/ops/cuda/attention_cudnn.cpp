@@ -252,7 +252,7 @@ int64_t segment_count(const Tensor& cu_seqlens, int64_t S, int64_t row_elems, bo
 // cudnn_sdpa; when cuDNN refuses the configuration, sets *refused (if given) instead of throwing.
 SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                   const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
-                  bool* refused, int64_t max_seqlen, bool causal, int64_t batch) {
+                  bool* refused, int64_t max_seqlen, bool causal) {
   AVDIT_REQUIRE(cudnn_attention_available(dev, q, k, v),
                 "cudnn_sdpa: q {} {}, k {} {}, v {} {} not supported (BF16/F16 on the device, one dtype, D % 8 == 0)",
                 q.shape_str(), dtype_name(q.dtype()), k.shape_str(), dtype_name(k.dtype()), v.shape_str(),
@@ -280,14 +280,9 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
   }
   AVDIT_REQUIRE(max_seqlen >= 0 && max_seqlen <= S && (ragged || max_seqlen == 0 || max_seqlen == S),
                 "cudnn_sdpa: max_seqlen {} for {} rows ({})", max_seqlen, S, ragged ? "segments" : "one sequence");
-  AVDIT_REQUIRE(batch >= 1 && (batch == 1 || (!ragged && S % batch == 0)),
-                "cudnn_sdpa: batch {} for {} rows ({}): a batch is equal dense sequences", batch, S,
-                ragged ? "segments" : "one sequence");
-  // A dense batch: `batch` sequences of S / batch rows one after another, which is BSHD's layout
-  // with the batch stride of one sequence.
-  const int64_t s_max = max_seqlen > 0 ? max_seqlen : S / batch;
-  const GraphKey key{ragged ? B : batch, S, Hq, Hkv, D, s_max, q.dtype(), ragged, scale_bits, stats,
-                     native_sinks != nullptr, causal};
+  const int64_t s_max = max_seqlen > 0 ? max_seqlen : S;
+  const GraphKey key{B, S, Hq, Hkv, D, s_max, q.dtype(), ragged, scale_bits, stats, native_sinks != nullptr,
+                     causal};
 
   CudnnContext& ctx = context_for(dev.ordinal());
   std::lock_guard<std::mutex> lock(ctx.mu);
@@ -297,9 +292,6 @@ SdpaOut sdpa_impl(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v
     return {};
   }
   if (!e.graph) throw RuntimeFailure(fmt::format("cuDNN SDPA not available for this shape: {}", e.error));
-  // Stats in packed [B, H, S] order (cuDNN < 9.12) have no single per-head stride over a batch.
-  AVDIT_REQUIRE(!stats || batch == 1 || e.stats_token_major,
-                "cudnn_sdpa: the LSE of a dense batch needs cuDNN >= 9.12 (this is {})", cudnn_version());
 
   SdpaOut r;
   const Shape lse_shape = e.stats_token_major ? Shape{S, Hq} : Shape{Hq, S};
@@ -379,9 +371,8 @@ Entry build_fp8(cudnnHandle_t handle, const GraphKey& key, float scale) {
 
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                    const Tensor& cu_seqlens, const SdpaOut* into, const Tensor* native_sinks, bool stats,
-                   int64_t max_seqlen, bool causal, int64_t batch) {
-  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen, causal,
-                   batch);
+                   int64_t max_seqlen, bool causal) {
+  return sdpa_impl(dev, q, k, v, scale, cu_seqlens, into, native_sinks, stats, nullptr, max_seqlen, causal);
 }
 
 bool cudnn_fp8_attention_available(const Device& dev) {
@@ -462,7 +453,7 @@ int cudnn_version() { return 0; }
 bool cudnn_attention_available(const Device&, const Tensor&, const Tensor&, const Tensor&) { return false; }
 
 SdpaOut cudnn_sdpa(Device&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, const SdpaOut*, const Tensor*,
-                   bool, int64_t, bool, int64_t) {
+                   bool, int64_t, bool) {
   throw RuntimeFailure("cudnn_sdpa: this avdit was built without cuDNN");
 }
 

@@ -38,12 +38,10 @@ struct SdpaOut {
 // segments much shorter than S launches mostly-empty tiles; callers that know the longest segment
 // on the host (a packing plan) pass it here. It must be >= every segment's length (not checked:
 // that would need the lengths on the host). causal: query i of a segment sees the segment's keys
-// j <= i only (the diagonal at each segment's top left). batch (without cu_seqlens only): q's rows
-// are `batch` sequences of S / batch rows one after another, each attending to itself (one dense
-// graph, no mask: CFG's cond and uncond items of equal length).
+// j <= i only (the diagonal at each segment's top left).
 SdpaOut cudnn_sdpa(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                    const Tensor& cu_seqlens = {}, const SdpaOut* into = nullptr, const Tensor* native_sinks = nullptr,
-                   bool stats = true, int64_t max_seqlen = 0, bool causal = false, int64_t batch = 1);
+                   bool stats = true, int64_t max_seqlen = 0, bool causal = false);
 
 // ---- FP8 (ops/attention_fp8.h defines what it computes) -----------------------------------------
 
