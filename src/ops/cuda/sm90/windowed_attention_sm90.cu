@@ -1,6 +1,7 @@
 // Windowed attention on Hopper (see windowed_attention_tc.h) in FlashAttention-3's arrangement: a
 // block owns one 128-query tile of a plan segment for one query head and walks the segment's key
-// ranges in place, 128 keys at a time.
+// ranges in place, 176 keys at a time (FlashAttention-3's tile for head dim 128: the per-tile fixed
+// work of the softmax and the hand-overs spread over more keys than 128; bench/notes/attention.md).
 // - Warp group 0 is the producer (setmaxnreg 40): one thread issues TMA loads of the Q tile and of
 //   each key tile's K and V into a two-stage ring (mbarriers full / empty), and writes the tile's
 //   live key count beside it (a range's last tile is short; the keys past it are other keys' rows
@@ -31,16 +32,20 @@ using namespace sm90;
 
 constexpr int kD = 128;        // head dim
 constexpr int kBM = 128;       // query rows per block: two consumer warp groups of 64
-constexpr int kBN = 128;       // keys per tile
+constexpr int kBN = 176;       // keys per tile
+constexpr int kNS = kBN / 2;   // S accumulators a thread (m64 x kBN over a warp group)
+constexpr int kKS = kBN / 16;  // k-steps of O += P V
 constexpr int kBlockThreads = 384;  // producer warp group + two consumer warp groups
 constexpr int kStages = 2;
-constexpr int kTileBytes = 128 * kD * 2;  // one [128][128] bf16 tile = two 16 KB TMA boxes
+// A tile = two TMA boxes of 64 columns; both sizes multiples of the 1,024-byte swizzle atom.
+constexpr int kQBytes = kBM * kD * 2, kKVBytes = kBN * kD * 2;
+static_assert(kKVBytes / 2 % 1024 == 0, "a K / V box must start on a 1,024-byte atom");
 
 struct Bars {  // after the tiles: Q, K[kStages], V[kStages]
   uint64_t q_full, k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   int live[kStages];  // keys of the tile in each stage that belong to its range
 };
-constexpr size_t kSmemBytes = size_t{kTileBytes} * (1 + 2 * kStages) + sizeof(Bars) + 1024;
+constexpr size_t kSmemBytes = size_t{kQBytes} + size_t{kKVBytes} * 2 * kStages + sizeof(Bars) + 1024;
 
 static_assert(kBM == ops::kWindowTileRows, "the plan's tiles are the kernel's blocks");
 
@@ -48,10 +53,10 @@ __device__ __forceinline__ float round_to(Elt t, float v) {
   return t == Elt::BF16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
 
-// P (this thread's 64 probabilities) as the A fragments of the 8 k-steps of O += P V.
-__device__ __forceinline__ void pack_p(const float (&s)[64], unsigned (&pa)[8][4]) {
+// P (this thread's kNS probabilities) as the A fragments of the kKS k-steps of O += P V.
+__device__ __forceinline__ void pack_p(const float (&s)[kNS], unsigned (&pa)[kKS][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < kKS; ++kk) {
     pa[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
     pa[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
     pa[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
@@ -64,8 +69,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
                         const __grid_constant__ CUtensorMap tm_v, const WindowArgs a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (::avdit::cuda::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t Qs = base, Ks = base + kTileBytes, Vs = base + (1 + kStages) * kTileBytes;
-  const uint32_t bars = base + (1 + 2 * kStages) * kTileBytes;
+  const uint32_t Qs = base, Ks = base + kQBytes, Vs = Ks + kStages * kKVBytes;
+  const uint32_t bars = Vs + kStages * kKVBytes;
   Bars* bars_p = reinterpret_cast<Bars*>(smem_raw + (bars - ::avdit::cuda::smem_u32(smem_raw)));
   const uint32_t q_full = bars + offsetof(Bars, q_full);
   auto k_full = [&](int s) { return bars + uint32_t(offsetof(Bars, k_full) + 8 * s); };
@@ -93,9 +98,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   if (wg == 0) {
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0 && r_first < r_last) {
-      bar_expect(q_full, kTileBytes);
+      bar_expect(q_full, kQBytes);
       tma_load_3d(Qs, &tm_q, 0, h, q0, q_full);
-      tma_load_3d(Qs + kTileBytes / 2, &tm_q, 64, h, q0, q_full);
+      tma_load_3d(Qs + kQBytes / 2, &tm_q, 64, h, q0, q_full);
       int j = 0;
       for (int r = r_first; r < r_last; ++r) {
         const int ke = a.keys[2 * r + 1];
@@ -103,13 +108,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           const int s = j % kStages, u = j / kStages;
           if (u > 0) bar_wait(k_empty(s), (u - 1) & 1);
           bars_p->live[s] = min(kBN, ke - kb);  // published by the arrive below
-          bar_expect(k_full(s), kTileBytes);
-          tma_load_3d(Ks + s * kTileBytes, &tm_k, 0, kvh, kb, k_full(s));
-          tma_load_3d(Ks + s * kTileBytes + kTileBytes / 2, &tm_k, 64, kvh, kb, k_full(s));
+          bar_expect(k_full(s), kKVBytes);
+          tma_load_3d(Ks + s * kKVBytes, &tm_k, 0, kvh, kb, k_full(s));
+          tma_load_3d(Ks + s * kKVBytes + kKVBytes / 2, &tm_k, 64, kvh, kb, k_full(s));
           if (u > 0) bar_wait(v_empty(s), (u - 1) & 1);
-          bar_expect(v_full(s), kTileBytes);
-          tma_load_3d(Vs + s * kTileBytes, &tm_v, 0, kvh, kb, v_full(s));
-          tma_load_3d(Vs + s * kTileBytes + kTileBytes / 2, &tm_v, 64, kvh, kb, v_full(s));
+          bar_expect(v_full(s), kKVBytes);
+          tma_load_3d(Vs + s * kKVBytes, &tm_v, 0, kvh, kb, v_full(s));
+          tma_load_3d(Vs + s * kKVBytes + kKVBytes / 2, &tm_v, 64, kvh, kb, v_full(s));
         }
       }
     }
@@ -129,8 +134,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   // asynchronous (after the reduction alone it serialised them, C7520).
   n_tiles = __shfl_sync(0xffffffffu, n_tiles, 0);
 
-  float o[64], s[64];
-  unsigned pa[8][4];
+  float o[64], s[kNS];
+  unsigned pa[kKS][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const float sl2 = a.scale * 1.4426950408889634f;
 #pragma unroll
@@ -139,25 +144,25 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   auto issue_s = [&](int st) {
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk)
-      wgmma_m64n128k16_ss(s, desc_k_major<kBM>(Qs, c * 64, kk),
-                          desc_k_major<kBN>(Ks + st * kTileBytes, 0, kk), kk > 0);
+      wgmma_m64n176k16_ss(s, desc_k_major<kBM>(Qs, c * 64, kk),
+                          desc_k_major<kBN>(Ks + st * kKVBytes, 0, kk), kk > 0);
   };
   auto issue_pv = [&](int st) {
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk)
-      wgmma_m64n128k16_rs<1>(o, pa[kk], desc_v_mn_major<kBN>(Vs + st * kTileBytes, kk));
+    for (int kk = 0; kk < kKS; ++kk)
+      wgmma_m64n128k16_rs<1>(o, pa[kk], desc_v_mn_major<kBN>(Vs + st * kKVBytes, kk));
   };
   // Softmax of S_j (raw logits in s, `live` keys valid) into unnormalised P in s; the factors O
   // must be scaled by in corr.
   auto softmax = [&](int live, float (&corr)[2]) {
     if (live < kBN) {
 #pragma unroll
-      for (int i = 0; i < 64; ++i)
+      for (int i = 0; i < kNS; ++i)
         if (8 * (i >> 2) + 2 * t + (i & 1) >= live) s[i] = -INFINITY;
     }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < 64; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    for (int i = 0; i < kNS; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -172,7 +177,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       }
     }
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < kNS; ++i) {
       const int r = (i >> 1) & 1;
       s[i] = exp2f(fmaf(s[i], sl2, -m[r]));
       l[r] += s[i];
@@ -273,12 +278,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
 }
 
-// [rows, heads, 128] bf16 as TMA boxes of 64 dims x 1 head x 128 rows (rows past the tensor read
-// as zeros).
-CUtensorMap rows_map(const void* p, int64_t rows, int64_t heads, const char* what) {
+// [rows, heads, 128] bf16 as TMA boxes of 64 dims x 1 head x box_rows rows (rows past the tensor
+// read as zeros).
+CUtensorMap rows_map(const void* p, int64_t rows, int64_t heads, int box_rows, const char* what) {
   const cuuint64_t dims[3] = {kD, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[2] = {kD * 2, static_cast<cuuint64_t>(heads) * kD * 2};
-  const cuuint32_t box[3] = {64, 1, 128};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
   return make_tma_map_bf16(p, 3, dims, strides, box, what);
 }
 
@@ -301,9 +306,9 @@ void windowed_attention_tc(cudaStream_t st, const WindowArgs& a) {
                                           static_cast<int>(kSmemBytes)));
     configured = true;
   }
-  const CUtensorMap tq = rows_map(a.q, a.S, a.Hq, "windowed attention q");
-  const CUtensorMap tk = rows_map(a.k, a.Sk, a.Hkv, "windowed attention k");
-  const CUtensorMap tv = rows_map(a.v, a.Sk, a.Hkv, "windowed attention v");
+  const CUtensorMap tq = rows_map(a.q, a.S, a.Hq, kBM, "windowed attention q");
+  const CUtensorMap tk = rows_map(a.k, a.Sk, a.Hkv, kBN, "windowed attention k");
+  const CUtensorMap tv = rows_map(a.v, a.Sk, a.Hkv, kBN, "windowed attention v");
   const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.Hq));
   windowed_fa3_kernel<<<grid, kBlockThreads, kSmemBytes, st>>>(tq, tk, tv, a);
   AVDIT_CUDA_CHECK_LAUNCH();
