@@ -1,6 +1,7 @@
-// MAGI-2's mHC coefficient logits on the tensor cores, a candidate for ops::mhc_logits' CUDA kernel
-// (src/ops/cuda/mhc.cu: SIMT fp32, 4.04 ms per call at the preview step's 117,188 tokens against
-// 0.69 ms of traffic; bench/notes/step.md).
+// MAGI-2's mHC coefficient logits on the tensor cores: the study of ops::mhc_logits' CUDA kernel for
+// the preview's case, which now lives in src/ops/cuda/mhc_logits_tc.cu (the SIMT kernel in
+// src/ops/cuda/mhc.cu takes the other cases: 4.04 ms per call at the preview step's 117,188 tokens
+// against 0.69 ms of traffic; bench/notes/step.md).
 //
 //   h[l, c] = rsqrt(mean_k s[l, k]^2 + eps) * sum_k s[l, k] * g[grp(l), k] * phi[k, c]
 //

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "backend/cuda/context.h"
 #include "ops/attention_prologue.h"
+#include "ops/cuda/mhc_logits_tc.h"
 #include "ops/embedding.h"
 #include "ops/mhc.h"
 #include "ops/moe.h"
@@ -99,9 +101,11 @@ TEST_F(Magi2BackendOps, MhcCoefficientsAndMixing) {
   }
 }
 
-// The coefficient logits: the fused kernel (BF16 / F16 streams, K a multiple of 64, 2n + n^2 of 8,
-// 15 or 24) at the preview's real width and at small odd token counts, per weight dtype and with
-// per-modality weight rows; the CPU's two steps (norm, then product) for the other cases.
+// The coefficient logits: the fused kernels (BF16 / F16 streams, K a multiple of 64, 2n + n^2 of 8,
+// 15 or 24; BF16 with 24 on the tensor cores, MhcLogitsTensorCores below, F16 or more than 32
+// weight rows on the SIMT kernel) at the preview's real width and at small odd token counts, per
+// weight dtype and with per-modality weight rows; the CPU's two steps (norm, then product) for the
+// other cases.
 TEST_F(Magi2BackendOps, MhcLogits) {
   struct Case {
     int64_t L, hidden, n, groups;
@@ -113,8 +117,10 @@ TEST_F(Magi2BackendOps, MhcLogits) {
         Case{300, 3072, 4, 3, DType::BF16, DType::F32},
         Case{257, 3072, 4, 1, DType::BF16, DType::BF16}, Case{5, 64, 3, 2, DType::F16, DType::F32},
         Case{9, 16, 2, 1, DType::BF16, DType::F32, false},
-        Case{17, 65, 4, 3, DType::BF16, DType::F32},     // K not a multiple of 64
-        Case{11, 128, 4, 3, DType::F32, DType::F32}}) {  // fp32 streams
+        Case{17, 65, 4, 3, DType::BF16, DType::F32},       // K not a multiple of 64
+        Case{11, 128, 4, 3, DType::F32, DType::F32},       // fp32 streams
+        Case{29, 256, 4, 3, DType::F16, DType::BF16},      // SIMT: F16 streams, 24 logits
+        Case{45, 128, 4, 33, DType::BF16, DType::F32}}) {  // SIMT: 33 weight rows
     const int64_t K = cs.n * cs.hidden, C = 2 * cs.n + cs.n * cs.n;
     const Layout lay = layout(cs.L, cs.groups, 21);
     const Tensor s = random_tensor({cs.L, K}, cs.s, 22, 1.5f);
@@ -127,6 +133,92 @@ TEST_F(Magi2BackendOps, MhcLogits) {
              const RmsNormWeight nw{wd, true, cs.groups > 1 ? &grp : nullptr};
              return std::vector<Tensor>{mhc_logits(c, c.upload(s), nw, 1e-6f, c.upload(phi))};
            }});
+  }
+}
+
+// The tensor-core logits (ops/cuda/mhc_logits_tc.cu: BF16 streams, 24 logits) at odd token counts
+// (rows past L in the last 16-row tile), the preview's width K = 12,288 and a small K of three
+// 64-chunks, with weight rows chosen per row in sorted ranges (boundaries inside tiles) or
+// interleaved (every tile holds all three), BF16 and F32 weights, one_plus on and off, no weight, a
+// large eps. kF32 as for the SIMT kernel: the bf16 streams are exact as the A operand and the three
+// bf16 terms carry all 24 bits of each fp32 g * phi, so the products are exact and only the fp32
+// summation order differs from the CPU's.
+TEST_F(Magi2BackendOps, MhcLogitsTensorCores) {
+  struct Case {
+    int64_t L, K, groups;
+    bool interleaved;
+    DType w;
+    bool one_plus;
+    float eps = 1e-6f;
+    bool weight = true;
+  };
+  const auto groups_of = [](int64_t L, int64_t groups, bool interleaved) {
+    if (!interleaved) return layout(L, groups, 31).group;
+    std::vector<int64_t> g(L);
+    for (int64_t r = 0; r < L; ++r) g[r] = r % groups;
+    return indices(g);
+  };
+  constexpr int64_t C = 24;
+  const bool hopper = gpu().dev().props().major == 9;
+  for (const Case cs :
+       {Case{1, 12288, 3, false, DType::F32, true}, Case{77, 12288, 3, true, DType::BF16, true},
+        Case{1003, 12288, 3, false, DType::BF16, true},
+        Case{1003, 12288, 3, true, DType::F32, false}, Case{77, 192, 3, false, DType::F32, false},
+        Case{1005, 192, 3, true, DType::BF16, true, 0.5f},
+        Case{77, 192, 1, false, DType::F32, true, 1e-6f, false},  // no weight
+        Case{33, 192, 1, false, DType::BF16, false}}) {           // one row, no group ids
+    const Tensor s = random_tensor({cs.L, cs.K}, DType::BF16, 32, 1.5f);
+    const Tensor w = cs.weight ? random_tensor({cs.groups, cs.K}, cs.w, 33, 0.2f) : Tensor();
+    const Tensor phi = random_tensor({cs.K, C}, DType::F32, 34, 0.05f);
+    const Tensor group = groups_of(cs.L, cs.groups, cs.interleaved);
+    bool tc = false;
+    const std::string name =
+        fmt::format("mhc_logits tc L {} K {} groups {} {} w {} one_plus {} eps {}", cs.L, cs.K,
+                    cs.groups, cs.interleaved ? "interleaved" : "sorted",
+                    cs.weight ? dtype_name(cs.w) : "none", cs.one_plus, cs.eps);
+    check({name, kF32, [&](Context& c) {
+             const Tensor g = c.upload(group), sd = c.upload(s), pd = c.upload(phi);
+             const RmsNormWeight nw{w.defined() ? c.upload(w) : Tensor(), cs.one_plus,
+                                    cs.groups > 1 ? &g : nullptr};
+             if (c.is_cuda())
+               tc = cuda::mhc_logits_tc_takes(static_cast<CudaContext&>(c), sd, nw, pd);
+             return std::vector<Tensor>{mhc_logits(c, sd, nw, cs.eps, pd)};
+           }});
+    // The default build's portable architectures include sm_90a: there the tensor cores run it.
+    if (hopper) {
+      EXPECT_TRUE(tc) << name;
+    }
+  }
+  // A group index outside the weight gives a NaN row, as rms_norm does (the CPU rejects it): those
+  // rows all NaN, the others as the CPU computes them with every index in range.
+  for (int64_t K : {192, 12288}) {
+    const int64_t L = 77;
+    std::vector<int64_t> ok(L);
+    for (int64_t r = 0; r < L; ++r) ok[r] = (r / 5) % 3;
+    std::vector<int64_t> ids = ok;
+    const std::vector<std::pair<int64_t, int64_t>> bad = {
+        {0, 3}, {15, -1}, {16, 7}, {40, 3}, {76, -2}};
+    for (auto [r, id] : bad) ids[r] = id;
+    const Tensor s = random_tensor({L, K}, DType::BF16, 35, 1.5f);
+    const Tensor w = random_tensor({3, K}, DType::F32, 36, 0.2f);
+    const Tensor phi = random_tensor({K, C}, DType::F32, 37, 0.05f);
+    const Tensor ok_ids = indices(ok);
+    Tensor want = mhc_logits(cpu(), s, RmsNormWeight{w, true, &ok_ids}, 1e-6f, phi);
+    const Tensor bad_ids = gpu().upload(indices(ids));
+    Tensor got = gpu().download(mhc_logits(gpu(), gpu().upload(s),
+                                           RmsNormWeight{gpu().upload(w), true, &bad_ids}, 1e-6f,
+                                           gpu().upload(phi)));
+    for (auto [r, id] : bad) {
+      for (int64_t c = 0; c < C; ++c) {
+        EXPECT_TRUE(std::isnan(got.f32()[r * C + c]))
+            << "K " << K << " row " << r << " group " << id;
+        got.f32()[r * C + c] = want.f32()[r * C + c] = 0.f;
+      }
+    }
+    const double e = test_util::nmse(got, want);
+    std::printf("  %-58s NMSE %.2e (tol %.0e)\n",
+                fmt::format("mhc_logits bad groups L {} K {}", L, K).c_str(), e, kF32);
+    EXPECT_LE(e, kF32) << "K " << K;
   }
 }
 

@@ -1,12 +1,14 @@
-// mHC on the GPU (see ops/mhc.h): the logits (RMS norm and phi in one pass over the streams), the
-// coefficient epilogue (one thread per token, Sinkhorn in registers) and the stream mixing (eight
-// columns per thread with 16-byte accesses for 16-byte aligned rows; one column per thread
-// otherwise). The mixing and the epilogue are fp32 in the CPU reference's operation order with
-// explicitly rounded multiplies and adds, so that no FMA contraction separates them; no atomics.
+// mHC on the GPU (see ops/mhc.h): the logits (RMS norm and phi in one pass over the streams; the
+// preview's bf16 case on the tensor cores, mhc_logits_tc.cu), the coefficient epilogue (one thread
+// per token, Sinkhorn in registers) and the stream mixing (eight columns per thread with 16-byte
+// accesses for 16-byte aligned rows; one column per thread otherwise). The mixing and the epilogue
+// are fp32 in the CPU reference's operation order with explicitly rounded multiplies and adds, so
+// that no FMA contraction separates them; no atomics.
 #include <type_traits>
 
 #include "backend/cuda/context.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/mhc_logits_tc.h"
 #include "ops/cuda/vec8.cuh"
 #include "ops/linear.h"
 #include "ops/mhc.h"
@@ -295,6 +297,10 @@ void mhc_logits(CudaContext& c, const Tensor& s, const RmsNormWeight& w, float e
                          w.w.numel() % K == 0 && aligned16(w.w.raw()));
   const int64_t w_rows = w.w.defined() ? w.w.numel() / std::max<int64_t>(K, 1) : 1;
   AVDIT_CHECK(w_rows == 1 || w.group, "mhc_logits: {} weight rows need a group index", w_rows);
+  if (mhc_logits_tc_takes(c, s, w, phi)) {  // the MAGI-2 preview's case, on the tensor cores
+    mhc_logits_tc(c, s, w, eps, phi, out);
+    return;
+  }
   const bool fused = half_s && weight_ok && K % kLogitChunk == 0 && aligned16(s.raw()) &&
                      (C == 8 || C == 15 || C == 24);
   if (!fused) {  // the reference's two steps: the normed rows in fp32, then the product
