@@ -35,12 +35,13 @@ struct Segments {
 };
 
 // How the GPU covers the documents: Split (the first document dense, the rest ragged) or Ragged
-// (all ragged, sequence dimension = the longest document), both through cuDNN. Neither wins
-// everywhere (bench/notes/attention.md); a CUDA context with timing on
-// (CudaContext::set_timed_choices) times both once per layout and keeps the faster, otherwise
-// Split. Own: the project's Hopper kernel (FlashAttention-3's arrangement, every document in one
-// launch without padding, the sink and gate inside) where it applies (sm_90, bf16, head dim 128,
-// not causal), Split's cuDNN calls elsewhere; asked for by name (plan_segments_as), not timed.
+// (all ragged, sequence dimension = the longest document), both through cuDNN, or Own: the
+// project's Hopper kernel (FlashAttention-3's arrangement, every document in one launch without
+// padding, the sink and gate inside) where it applies (sm_90, bf16, head dim 128, not causal),
+// Split's cuDNN calls elsewhere. None wins everywhere (bench/notes/attention.md); a CUDA context
+// with timing on (CudaContext::set_timed_choices) times them once per layout and keeps the
+// fastest; otherwise Own where the longest document has 32,768 rows or more and is not a multiple
+// of 128 (where cuDNN slows down), Split elsewhere.
 enum class SegmentPlan { Split, Ragged, Own };
 
 namespace cpu {

@@ -258,6 +258,7 @@ TEST_F(BackendOps, AttentionOwnHopperKernel) {
       {3, 1, {0, 300, 364}, true, false},              // H3-like: a live document and a pad one
       {24, 24, {0, 1024, 2048}, true, true},           // MAGI-2 width, cond + uncond items
       {8, 2, {0, 1000, 2333, 2500}, false, true},      // documents ending inside query and key tiles
+      {2, 2, {0, 353, 529}, true, true},               // 2 key tiles + 1 key; exactly one tile
   };
   const int64_t D = 128;
   for (const Case& k : cases) {
@@ -287,6 +288,23 @@ TEST_F(BackendOps, AttentionOwnHopperKernel) {
           << tag << ": the Own plan gave cuDNN's bits; its kernel did not run";
     }
   }
+}
+
+// The untimed default plan (ops/attention.h): Own where the longest document has 32,768 rows or
+// more and is not a multiple of 128 (measured: cuDNN slows there), Split elsewhere; only where the
+// kernel serves (sm_90, bf16, head dim 128).
+TEST_F(BackendOps, DefaultPlanTakesOwnWhereCudnnSlows) {
+  const auto& props = gpu().dev().props();
+  if (props.major != 9 || props.minor != 0) GTEST_SKIP() << "the Own plan's kernel is sm_90 only";
+  auto own = [&](std::vector<int64_t> cu, int64_t d, DType dt) {
+    return plan_segments(gpu(), std::move(cu), 24, d, dt).own_table.defined();
+  };
+  EXPECT_TRUE(own({0, 58594, 117188}, 128, DType::BF16));  // MAGI-2's cond + uncond at 896x512, 10 s
+  EXPECT_TRUE(own({0, 40128, 40200}, 128, DType::BF16));   // a long live document + a pad one
+  EXPECT_FALSE(own({0, 65536}, 128, DType::BF16));         // a multiple of 128
+  EXPECT_FALSE(own({0, 16385}, 128, DType::BF16));         // short
+  EXPECT_FALSE(own({0, 58594}, 128, DType::F16));          // the kernel is bf16 only
+  EXPECT_FALSE(own({0, 58594}, 64, DType::BF16));          // and head dim 128 only
 }
 
 TEST_F(BackendOps, ResidualNormModulate) {

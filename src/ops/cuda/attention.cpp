@@ -4,6 +4,7 @@
 // portable fp32 kernel for F32 and whatever cuDNN refuses. Both take a causal mask (per segment).
 // Head dims beyond both (> 256) go through GEMMs (attention_gemm.h). The Own plan runs the
 // project's Hopper kernel (windowed_attention_tc.h) over the documents where it applies.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/context.h"
@@ -154,13 +155,33 @@ bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
   }
 }
 
+// Whether the Own plan's kernel can serve this attention (what windowed_attention_tc_takes asks
+// of the operands, known before they exist).
+bool own_serves(CudaContext& c, int64_t head_dim, DType dtype) {
+  const auto& p = c.dev().props();
+  return p.major == 9 && p.minor == 0 && dtype == DType::BF16 && head_dim == 128;
+}
+
+// The untimed default: Own where the longest document is long and not a multiple of 128 rows.
+// Measured on the H200 (bench/notes/attention.md, one call, 24 and 56 heads): cuDNN's SDPA falls
+// from ~610 TFLOP/s at 65,536 rows to ~565 at 40,128 and 58,594, where the Own kernel runs at
+// 603-611 (1.07-1.08x); at 65,536 the two tie or cuDNN leads by 3.5%, and at 16,384 cuDNN leads by
+// 11% (the Own kernel's fixed cost a block).
+constexpr int64_t kOwnMinRows = 32768;
+bool own_pays(const std::vector<int64_t>& cu) {
+  int64_t longest = 0;
+  for (size_t i = 0; i + 1 < cu.size(); ++i) longest = std::max(longest, cu[i + 1] - cu[i]);
+  return longest >= kOwnMinRows && longest % 128 != 0;
+}
+
 }  // namespace
 
 Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, int64_t head_dim,
                        DType dtype) {
   if (c.segment_plan()) return make_plan(c, cu, *c.segment_plan());
   const int64_t S = cu.back();
-  SegmentPlan plan = SegmentPlan::Split;
+  const bool own = own_serves(c, head_dim, dtype);
+  SegmentPlan plan = own && own_pays(cu) ? SegmentPlan::Own : SegmentPlan::Split;
   const bool timed = c.timed_segments() && !c.capturing() && heads > 0 && head_dim > 0 &&
                      dtype != DType::F32 && S >= 4096 && cu.size() > 2 && cu[1] > 0;
   if (timed) {
@@ -168,7 +189,7 @@ Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, i
     if (it != c.segment_choices().end()) {
       plan = it->second;
     } else {
-      // Time both plans once on random q, k, v of this shape, keep the faster.
+      // Time the plans once on random q, k, v of this shape (no sinks or gate), keep the fastest.
       Tensor q = c.empty({S, heads, head_dim}, dtype), k = c.empty({S, heads, head_dim}, dtype),
              v = c.empty({S, heads, head_dim}, dtype), o = c.empty({S, heads, head_dim}, dtype);
       fill_normal(c, q, 94, 0.f, 1.f);
@@ -179,12 +200,17 @@ Segments plan_segments(CudaContext& c, std::vector<int64_t> cu, int64_t heads, i
       AVDIT_CUDA_CHECK(cudaEventCreate(&e0));
       AVDIT_CUDA_CHECK(cudaEventCreate(&e1));
       float best_ms = -1;
-      for (SegmentPlan p : {SegmentPlan::Split, SegmentPlan::Ragged}) {
+      std::vector<SegmentPlan> plans = {SegmentPlan::Split, SegmentPlan::Ragged};
+      if (own) plans.push_back(SegmentPlan::Own);
+      for (SegmentPlan p : plans) {
         const Segments s = make_plan(c, cu, p);
-        if (!via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o))
-          break;  // builds the graphs (untimed)
+        auto run = [&] {
+          return p == SegmentPlan::Own ? via_own(c, q, k, v, scale, s, nullptr, nullptr, o)
+                                       : via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o);
+        };
+        if (!run()) continue;  // builds the graphs (untimed); a plan that cannot serve is skipped
         AVDIT_CUDA_CHECK(cudaEventRecord(e0, c.stream()));
-        for (int r = 0; r < 2; ++r) via_cudnn(c, q, k, v, scale, s, nullptr, nullptr, o);
+        for (int r = 0; r < 2; ++r) run();
         AVDIT_CUDA_CHECK(cudaEventRecord(e1, c.stream()));
         AVDIT_CUDA_CHECK(cudaEventSynchronize(e1));
         float ms = 0;
