@@ -134,6 +134,10 @@ __global__ void __launch_bounds__(kWarps * 32)
           ss_hi += sum_sq2(a[t][1]) + sum_sq2(a[t][3]);
         }
       }
+      // The chunk's products into fresh accumulators, added to the running sums by rounded fp32
+      // adds: the MMA's own accumulation truncates, and over K = 12,288 in one accumulator that
+      // cost NMSE 1.6e-9 against the float64 reference (measured on the H200).
+      float e[kTiles][4] = {};
 #pragma unroll
       for (int t = 0; t < kChunk / 16; ++t)
 #pragma unroll
@@ -142,9 +146,13 @@ __global__ void __launch_bounds__(kWarps * 32)
           for (int n = 0; n < kTiles; ++n) {
             // B fragment: column n * 8 + qr, k pairs qc and qc + 8 of the k16 step.
             const __nv_bfloat16* b = sb + (p * kC + n * 8 + qr) * kBStride + t * 16 + qc;
-            ::avdit::cuda::mma_bf16_16816(d[n], a[t], *reinterpret_cast<const unsigned*>(b),
+            ::avdit::cuda::mma_bf16_16816(e[n], a[t], *reinterpret_cast<const unsigned*>(b),
                                           *reinterpret_cast<const unsigned*>(b + 8));
           }
+#pragma unroll
+      for (int n = 0; n < kTiles; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) d[n][i] += e[n][i];
     }
     if (!mine) continue;
     first_pass = false;
