@@ -7,8 +7,9 @@
 //
 // s is bf16, so it is exact as the A operand of mma.m16n8k16. The per-group weight folds into phi
 // (v = g * phi, fp32), and v is split into three bf16 terms hi + mid + lo that carry its 24 bits;
-// the three products accumulate in fp32 on the tensor cores, so the result keeps fp32 accuracy
-// (checked against float64 below). A warp owns 16 rows and reads each row 128 bytes at a time
+// the three products accumulate in fp32 on the tensor cores (checked against float64 below: the
+// MMA's accumulation truncates, and over K = 12,288 in one accumulator the src op test measured
+// NMSE 1.6e-9 against the CPU; src adds each 64-k chunk's sums in rounded fp32, 3.7e-13). A warp owns 16 rows and reads each row 128 bytes at a time
 // (four k16 steps); a tile whose rows span two groups repeats the K loop per group present. The
 // sum of squares comes from the same A fragments.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a dev/cuda/mhc_logits_tc.cu -o /tmp/mhc

@@ -163,10 +163,9 @@ bool own_serves(CudaContext& c, int64_t head_dim, DType dtype) {
 }
 
 // The untimed default: Own where the longest document is long and not a multiple of 128 rows.
-// Measured on the H200 (bench/notes/attention.md, one call, 24 and 56 heads): cuDNN's SDPA falls
-// from ~610 TFLOP/s at 65,536 rows to ~565 at 40,128 and 58,594, where the Own kernel runs at
-// 603-611 (1.07-1.08x); at 65,536 the two tie or cuDNN leads by 3.5%, and at 16,384 cuDNN leads by
-// 11% (the Own kernel's fixed cost a block).
+// cuDNN's SDPA slows down at such lengths and the Own kernel does not; at multiples of 128 cuDNN
+// ties or leads, and on short documents the Own kernel's fixed cost a block loses
+// (bench/notes/attention.md has the measurements).
 constexpr int64_t kOwnMinRows = 32768;
 bool own_pays(const std::vector<int64_t>& cu) {
   int64_t longest = 0;

@@ -1,4 +1,5 @@
-// MAGI-2's mHC logits on the tensor cores (mma.sync m16n8k16 bf16, fp32 accumulation). The bf16
+// MAGI-2's mHC logits on the tensor cores (mma.sync m16n8k16 bf16; fp32 accumulation within a
+// 64-k chunk, the chunks added by rounded fp32 adds, since the MMA truncates as it sums). The bf16
 // streams are exact as the A operand; each weight row folds into phi (v = g * phi in fp32), split
 // into three bf16 terms hi + mid + lo that carry v's 24 bits, so the products move from fp32 FMAs
 // (the SIMT kernel in mhc.cu, kept for the other cases) to the tensor cores at fp32 accuracy.
@@ -135,8 +136,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
       }
       // The chunk's products into fresh accumulators, added to the running sums by rounded fp32
-      // adds: the MMA's own accumulation truncates, and over K = 12,288 in one accumulator that
-      // cost NMSE 1.6e-9 against the float64 reference (measured on the H200).
+      // adds: the MMA's own accumulation truncates, which over K = 12,288 in one accumulator lost
+      // more than the op test's fp32 bar allows.
       float e[kTiles][4] = {};
 #pragma unroll
       for (int t = 0; t < kChunk / 16; ++t)
