@@ -239,10 +239,7 @@ int run_h3(const H3BenchOptions& o) {
       for (size_t i = timed_before; i < ctx.segment_timings().size(); ++i) {
         const auto& t = ctx.segment_timings()[i];
         fmt::print("attention plan {} at {} rows: {:.3f} ms per core\n",
-                   t.plan == ops::SegmentPlan::Split   ? "split"
-                   : t.plan == ops::SegmentPlan::Ragged ? "ragged"
-                                                        : "own",
-                   t.rows, t.ms);
+                   ops::segment_plan_name(t.plan), t.rows, t.ms);
       }
       const int64_t before = ctx.pool_in_use();
       ctx.reset_pool_peak();
@@ -275,9 +272,7 @@ int run_h3(const H3BenchOptions& o) {
       rep.set("rows", l.seq_len);
       rep.set("live", l.used_len);
       rep.set("precision", act == DType::F16 ? precision + " (" + models::fp16_fixes_str(fixes) + ")" : precision);
-      rep.set("layout", std::string(plan.segments.own_table.defined() ? "own"
-                                    : plan.segments.dense_rows > 0   ? "split"
-                                                                     : "ragged"));
+      rep.set("layout", std::string(ops::segment_plan_name(plan.segments.plan)));
       rep.set("gemm cands", static_cast<int64_t>(o.gemm_candidates));
       rep.set("forward s", s, 3);
       rep.set("spread ms", fwd.max() - fwd.min(), 1);

@@ -15,6 +15,8 @@ namespace avdit::ops {
 
 // The documents of a packed sequence of S rows: rows [cu[i], cu[i+1]) attend to each other only.
 // Planned once per layout (plan_segments), so the forward never waits for the host.
+enum class SegmentPlan;  // below
+
 struct Segments {
   std::vector<int64_t> cu;  // host: 0 = cu[0] <= ... <= cu[n] = S
   Tensor cu_ctx;            // I32 [n + 1] on the context (GPU only)
@@ -31,6 +33,7 @@ struct Segments {
   // the context; undefined for the other plans.
   Tensor own_table;
   int64_t own_docs = 0, own_tiles = 0;
+  SegmentPlan plan{};  // the plan this was made for (GPU)
   int64_t rows() const { return cu.empty() ? 0 : cu.back(); }
 };
 
@@ -43,6 +46,9 @@ struct Segments {
 // fastest; otherwise Own where the longest document has 32,768 rows or more and is not a multiple
 // of 128 (where cuDNN slows down), Split elsewhere.
 enum class SegmentPlan { Split, Ragged, Own };
+inline const char* segment_plan_name(SegmentPlan p) {
+  return p == SegmentPlan::Split ? "split" : p == SegmentPlan::Ragged ? "ragged" : "own";
+}
 
 namespace cpu {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Segments& seg,

@@ -26,6 +26,7 @@ using ::avdit::cuda::SdpaOut;
 
 Segments make_plan(CudaContext& c, const std::vector<int64_t>& cu, SegmentPlan plan) {
   Segments s;
+  s.plan = plan;
   s.cu = cu;
   s.cu_ctx = index_tensor(c, cu);
   size_t first = 0;  // documents [first, n) go to the ragged graph
@@ -158,8 +159,8 @@ bool via_cudnn(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v
 // Whether the Own plan's kernel can serve this attention (what windowed_attention_tc_takes asks
 // of the operands, known before they exist).
 bool own_serves(CudaContext& c, int64_t head_dim, DType dtype) {
-  const auto& p = c.dev().props();
-  return p.major == 9 && p.minor == 0 && dtype == DType::BF16 && head_dim == 128;
+  return ::avdit::cuda::windowed_attention_tc_device(c.dev().props()) && dtype == DType::BF16 &&
+         head_dim == ::avdit::cuda::kWindowTcHeadDim;
 }
 
 // The untimed default: Own where the longest document is long and not a multiple of 128 rows.

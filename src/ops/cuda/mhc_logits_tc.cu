@@ -3,7 +3,9 @@
 // streams are exact as the A operand; each weight row folds into phi (v = g * phi in fp32), split
 // into three bf16 terms hi + mid + lo that carry v's 24 bits, so the products move from fp32 FMAs
 // (the SIMT kernel in mhc.cu, kept for the other cases) to the tensor cores at fp32 accuracy.
+#include <atomic>
 #include <climits>
+#include <cstdint>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/mhc_logits_tc.h"
@@ -190,11 +192,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // An sm_80+ GPU running device code built for sm_80+ (a build for sm_75 alone would run that code,
-// where the kernel is a trap).
+// where the kernel is a trap). Asked once per compute capability: the op runs 80 times a step.
 bool tensor_cores_here(const cudaDeviceProp& props) {
   if (props.major < 8) return false;
+  static std::atomic<int8_t> known[16][16];  // 0 unknown, 1 yes, -1 no
+  std::atomic<int8_t>& k = known[props.major & 15][props.minor & 15];
+  if (const int8_t v = k.load(std::memory_order_relaxed)) return v > 0;
   cudaFuncAttributes attr{};
   AVDIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, mhc_logits_tc_kernel));
+  k.store(attr.ptxVersion >= 80 ? 1 : -1, std::memory_order_relaxed);
   return attr.ptxVersion >= 80;
 }
 

@@ -17,6 +17,11 @@ namespace avdit::cuda {
 
 inline constexpr int64_t kWindowTcHeadDim = 128;
 
+// The device the Hopper kernel is built for (sm_90a: Hopper only, not its successors).
+inline bool windowed_attention_tc_device(const cudaDeviceProp& props) {
+  return props.major == 9 && props.minor == 0;
+}
+
 // What both windowed kernels read: q, k, v [S, Hq, D], [Sk, Hkv, D]; the gate [S, Hq] or null;
 // the plan's table (ops/windowed_attention.h); y [S, Hq, D]; lse F32 [S, Hq] or null.
 struct WindowArgs {

@@ -291,7 +291,7 @@ CUtensorMap rows_map(const void* p, int64_t rows, int64_t heads, int box_rows, c
 
 bool windowed_attention_tc_takes(const WindowArgs& a, const cudaDeviceProp& props) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return props.major == 9 && props.minor == 0 && a.D == kD && a.qt == Elt::BF16 &&
+  return windowed_attention_tc_device(props) && a.D == kD && a.qt == Elt::BF16 &&
          a.kt == Elt::BF16 && a.vt == Elt::BF16 && (a.yt == Elt::BF16 || a.yt == Elt::F32) &&
          aligned(a.q) && aligned(a.k) && aligned(a.v) && a.S <= 0x7fffffff && a.Sk <= 0x7fffffff &&
          a.n_tiles <= 0x7fffffff && a.Hq <= 65535;
