@@ -30,6 +30,14 @@ __device__ __forceinline__ uint64_t desc_v_mn_major(uint32_t tile, int ks) {
   return desc_sw128(tile + ks * 16 * 128, kKeys * 128, 1024);
 }
 
+// 2^x flushing subnormal results to zero (one MUFU.EX2). exp2f keeps results under 2^-126 subnormal,
+// which costs a compare and two predicated multiplies per call; a softmax probability that small
+// beside its row's max changes nothing a bf16 or fp32 output shows. exp2_ftz(-inf) = 0.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");

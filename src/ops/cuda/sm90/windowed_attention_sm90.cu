@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       mx[r] *= sl2;  // finite: every tile has a live key
       if (mx[r] > m[r] + 8.f) {
-        corr[r] = exp2f(m[r] - mx[r]);  // 0 on the first tile (m = -inf)
+        corr[r] = exp2_ftz(m[r] - mx[r]);  // 0 on the first tile (m = -inf)
         m[r] = mx[r];
         l[r] *= corr[r];
       } else {
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #pragma unroll
     for (int i = 0; i < kNS; ++i) {
       const int r = (i >> 1) & 1;
-      s[i] = exp2f(fmaf(s[i], sl2, -m[r]));
+      s[i] = exp2_ftz(fmaf(s[i], sl2, -m[r]));
       l[r] += s[i];
     }
   };
