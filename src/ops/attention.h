@@ -44,7 +44,7 @@ struct Segments {
 // Split's cuDNN calls elsewhere. None wins everywhere (bench/notes/attention.md); a CUDA context
 // with timing on (CudaContext::set_timed_choices) times them once per layout and keeps the
 // fastest; otherwise Own where the longest document has 32,768 rows or more and is not a multiple
-// of 128 (where cuDNN slows down), Split elsewhere.
+// of 128 (where cuDNN slows down) or has 65,536 rows or more, Split elsewhere.
 enum class SegmentPlan { Split, Ragged, Own };
 inline const char* segment_plan_name(SegmentPlan p) {
   return p == SegmentPlan::Split ? "split" : p == SegmentPlan::Ragged ? "ragged" : "own";

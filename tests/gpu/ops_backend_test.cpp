@@ -291,7 +291,7 @@ TEST_F(BackendOps, AttentionOwnHopperKernel) {
 }
 
 // The untimed default plan (ops/attention.h): Own where the longest document has 32,768 rows or
-// more and is not a multiple of 128 (measured: cuDNN slows there), Split elsewhere; only where the
+// more and is not a multiple of 128 (measured: cuDNN slows there) or 65,536 or more, Split elsewhere; only where the
 // kernel serves (sm_90, bf16, head dim 128).
 TEST_F(BackendOps, DefaultPlanTakesOwnWhereCudnnSlows) {
   const auto& props = gpu().dev().props();
@@ -301,7 +301,9 @@ TEST_F(BackendOps, DefaultPlanTakesOwnWhereCudnnSlows) {
   };
   EXPECT_TRUE(own({0, 58594, 117188}, 128, DType::BF16));  // MAGI-2's cond + uncond at 896x512, 10 s
   EXPECT_TRUE(own({0, 40128, 40200}, 128, DType::BF16));   // a long live document + a pad one
-  EXPECT_FALSE(own({0, 65536}, 128, DType::BF16));         // a multiple of 128
+  EXPECT_FALSE(own({0, 32768}, 128, DType::BF16));         // a multiple of 128 under 65,536
+  EXPECT_TRUE(own({0, 65536}, 128, DType::BF16));          // from 65,536 the Own kernel leads anyway
+  EXPECT_TRUE(own({0, 131072}, 128, DType::BF16));
   EXPECT_FALSE(own({0, 16385}, 128, DType::BF16));         // short
   EXPECT_FALSE(own({0, 58594}, 128, DType::F16));          // the kernel is bf16 only
   EXPECT_FALSE(own({0, 58594}, 64, DType::BF16));          // and head dim 128 only

@@ -163,15 +163,15 @@ bool own_serves(CudaContext& c, int64_t head_dim, DType dtype) {
          head_dim == ::avdit::cuda::kWindowTcHeadDim;
 }
 
-// The untimed default: Own where the longest document is long and not a multiple of 128 rows.
-// cuDNN's SDPA slows down at such lengths and the Own kernel does not; at multiples of 128 cuDNN
-// ties or leads, and on short documents the Own kernel's fixed cost a block loses
-// (bench/notes/attention.md has the measurements).
-constexpr int64_t kOwnMinRows = 32768;
+// The untimed default: Own where the longest document is long. cuDNN's SDPA slows down at lengths
+// that are not a multiple of 128 rows and the Own kernel does not, so it leads from 32,768 rows
+// there; at multiples of 128 it leads from 65,536 (1.02-1.03x cuDNN at 65,536 and 131,072); on
+// short documents its fixed cost a block loses (bench/notes/attention.md has the measurements).
+constexpr int64_t kOwnMinRows = 32768, kOwnMinRowsAligned = 65536;
 bool own_pays(const std::vector<int64_t>& cu) {
   int64_t longest = 0;
   for (size_t i = 0; i + 1 < cu.size(); ++i) longest = std::max(longest, cu[i + 1] - cu[i]);
-  return longest >= kOwnMinRows && longest % 128 != 0;
+  return longest >= (longest % 128 != 0 ? kOwnMinRows : kOwnMinRowsAligned);
 }
 
 }  // namespace
