@@ -2,7 +2,8 @@
 // cuDNN SDPA (the core), the sink + gate pass over O, both together, ops::attention (what the
 // models call) and the project's own Hopper kernel (ops::attention's Own plan: FlashAttention-3's
 // arrangement with the sink and gate inside, where it applies) — in TFLOP/s against the
-// dense-GEMM ceiling and, given the peer's JSON (bench/peers/attention_peer.py), against torch SDPA.
+// dense-GEMM ceiling and, given the peer's JSON (bench/peers/attention_peer.py), against torch SDPA
+// and, where the peer ran with --fa4-site, FlashAttention-4.
 // FLOP convention: non-causal full attention, 4 L^2 Hq D (QK^T and PV, 2 flops per multiply-add).
 #include <fmt/format.h>
 
@@ -232,6 +233,8 @@ int run_attention(const AttnOptions& o) {
         const double tf_core = flop / (core.median() * 1e-3) / 1e12;
         const double peer_cudnn = peer_tflops(peer, sh->name, dts, L, "cudnn");
         const double peer_flash = peer_tflops(peer, sh->name, dts, L, "flash");
+        // FlashAttention-4 (the peer's --fa4-site): with its learnable sink where the shape has sinks.
+        const double peer_fa4 = peer_tflops(peer, sh->name, dts, L, sh->sinks_gate ? "fa4+sink" : "fa4");
         rep.row();
         rep.set("shape", fmt::format("{} {}{}x{}", sh->name, sh->hq, sh->hkv != sh->hq ? fmt::format("/{}", sh->hkv) : "",
                                      sh->d));
@@ -256,6 +259,7 @@ int run_attention(const AttnOptions& o) {
         rep.set("own TFLOP/s", tf_own, 0);
         rep.set("own vs path", own_applies ? path.median() / own.median() : 0.0, 3);
         rep.set("own vs torch cuDNN", own_applies && peer_cudnn > 0 ? tf_own / peer_cudnn : 0.0, 3);
+        rep.set("own vs FA4", own_applies && peer_fa4 > 0 ? tf_own / peer_fa4 : 0.0, 3);
       }
     }
   }

@@ -13,8 +13,13 @@ with a float64 torch implementation of the same semantics (softmax with the sink
 denominator, per segment; then the sigmoid gate), and prints the torch bf16/fp16 path's own error
 beside it.
 
+--fa4-site DIR: also times FlashAttention-4's forward (flash_attn.cute.flash_attn_func, the sm90
+kernel on Hopper) from the packages installed with `pip install --target DIR` (the wheels of
+flash-attn-4 and nvidia-cutlass-dsl[cu13]; scripts/fa4_site.sh makes DIR). Rows "fa4" (plain) and,
+for shapes with sinks, "fa4+sink" (its per-head learnable sink; it has no gate). Layout [1, L, H, D].
+
 Usage: attention_peer.py [--len 16384,65536] [--dtype bf16,fp16] [--shapes preview,h3,refiner]
-                         [--iters 10] [--json FILE] [--check DIR]
+                         [--iters 10] [--json FILE] [--check DIR] [--fa4-site DIR]
 """
 import argparse
 import json
@@ -59,9 +64,24 @@ def sinks_gate_torch(q, k, v, scale, sinks, gate):
     return (o.float() * c.unsqueeze(-1)).to(o.dtype)
 
 
+def load_fa4(site_dir):
+    # FlashAttention-4 from a `pip install --target` folder; None (and why, on stderr) when it fails.
+    if not site_dir:
+        return None
+    import site
+    site.addsitedir(site_dir)
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as e:  # an import error deep in the DSL's libraries is still "no FA4 here"
+        print(f"# --fa4-site {site_dir}: flash_attn.cute did not import: {e}".splitlines()[0], file=sys.stderr)
+        return None
+    return flash_attn_func
+
+
 def bench(args):
     rows = []
     dev = torch.device("cuda")
+    fa4 = load_fa4(args.fa4_site)
     for name in args.shapes.split(","):
         hq, hkv, d, sg = SHAPES[name]
         for dts in args.dtype.split(","):
@@ -71,6 +91,7 @@ def bench(args):
                 q = torch.randn(1, L, hq, d, device=dev, dtype=dt, generator=g).transpose(1, 2)
                 k = torch.randn(1, L, hkv, d, device=dev, dtype=dt, generator=g).transpose(1, 2)
                 v = torch.randn(1, L, hkv, d, device=dev, dtype=dt, generator=g).transpose(1, 2)
+                k_kv, v_kv = k, v  # FA4 takes GQA as it is
                 if hkv != hq:
                     k = k.repeat_interleave(hq // hkv, dim=1)
                     v = v.repeat_interleave(hq // hkv, dim=1)
@@ -88,6 +109,22 @@ def bench(args):
                     med = statistics.median(ms)
                     rows.append(dict(shape=name, dtype=dts, L=L, backend=backend, ms=med,
                                      spread=max(ms) - min(ms), tflops=flop / (med * 1e-3) / 1e12))
+                if fa4 is not None:
+                    # FA4 takes [B, L, H, D]: q, k, v above are views of exactly that memory.
+                    q4, k4, v4 = (t.transpose(1, 2) for t in (q, k_kv, v_kv))
+                    sink4 = torch.randn(hq, device=dev, generator=g) * 2 + math.log(L)
+                    fa4_cases = [("fa4", None)] + ([("fa4+sink", sink4)] if sg else [])
+                    for backend, sk in fa4_cases:
+                        try:
+                            with torch.inference_mode():
+                                ms = time_ms(lambda: fa4(q4, k4, v4, softmax_scale=scale, learnable_sink=sk),
+                                             args.warmup, args.iters)
+                        except Exception as e:
+                            print(f"# {name} {dts} L={L} {backend}: {e}".splitlines()[0], file=sys.stderr)
+                            continue
+                        med = statistics.median(ms)
+                        rows.append(dict(shape=name, dtype=dts, L=L, backend=backend, ms=med,
+                                         spread=max(ms) - min(ms), tflops=flop / (med * 1e-3) / 1e12))
                 if sg:
                     sinks = torch.randn(hq, device=dev, generator=g) * 2
                     gate = (torch.randn(1, L, hq, device=dev, generator=g) * 2).to(dt).transpose(1, 2)
@@ -98,7 +135,7 @@ def bench(args):
                                          spread=max(ms) - min(ms), tflops=flop / (med * 1e-3) / 1e12))
                     except RuntimeError as e:
                         print(f"# {name} {dts} L={L} sinks+gate: {e}".splitlines()[0], file=sys.stderr)
-                del q, k, v
+                del q, k, v, k_kv, v_kv
                 torch.cuda.empty_cache()
     print(f"### torch {torch.__version__} SDPA peer on {torch.cuda.get_device_name()} "
           f"(cuDNN {torch.backends.cudnn.version()}), median of {args.iters}\n")
@@ -185,6 +222,7 @@ def main():
     ap.add_argument("--shapes", default="preview,h3,refiner")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--fa4-site", default="", help="pip --target folder holding flash-attn-4 (optional)")
     ap.add_argument("--json", default="")
     ap.add_argument("--check", default="")
     args = ap.parse_args()

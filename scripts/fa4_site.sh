@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# FlashAttention-4 for bench/peers/attention_peer.py --fa4-site, on a GPU machine with no network.
+# The cu13 library wheel of nvidia-cutlass-dsl (~92 MB) is larger than one carry (64 MiB), so it
+# travels in parts, each stashed on the warm machine, then joined, checked and installed:
+#   here:     scripts/fa4_site.sh fetch [.whl/fa4]        wheels + libs_cu13.part.* + .sha256
+#   device:   scripts/fa4_site.sh stash [.whl/fa4]        copy what this call carried to the stash
+#             scripts/fa4_site.sh install DIR [.whl/fa4]  join, check sha256, pip install --target DIR
+# One call may carry several parts; `install` takes the carried folder and the stash together.
+set -euo pipefail
+stash=${FA4_STASH:-/tmp/fa4_stash}
+cmd=${1:-}
+case "$cmd" in
+  fetch)
+    dir=${2:-.whl/fa4}
+    mkdir -p "$dir"
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    # The device's python3 is 3.12 (KINDS.md); no dependencies beyond what the torch image has.
+    pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d "$tmp" \
+      flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
+      nvidia-cutlass-dsl-libs-cu13==4.8.1 "quack-kernels>=0.5.3" "apache-tvm-ffi>=0.1.11,<0.2" \
+      torch-c-dlpack-ext einops
+    big=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
+    (cd "$tmp" && sha256sum "$(basename "$big")") > "$dir/libs_cu13.sha256"
+    split -b 46m "$big" "$dir/libs_cu13.part."
+    rm "$big"
+    mv "$tmp"/*.whl "$dir"/
+    ls -la "$dir"
+    ;;
+  stash)
+    dir=${2:-.whl/fa4}
+    mkdir -p "$stash"
+    [ -d "$dir" ] || { echo "fa4_site.sh stash: no $dir in this call's tree (carry it)" >&2; exit 2; }
+    cp -n "$dir"/* "$stash"/ 2>/dev/null || true
+    ls -la "$stash"
+    ;;
+  install)
+    target=${2:?usage: fa4_site.sh install DIR [carried folder]}
+    dir=${3:-.whl/fa4}
+    mkdir -p "$stash"
+    [ -d "$dir" ] && cp -n "$dir"/* "$stash"/ 2>/dev/null || true
+    cd "$stash"
+    [ -f libs_cu13.sha256 ] || { echo "fa4_site.sh install: libs_cu13.sha256 missing from $stash: stash the small files first" >&2; exit 2; }
+    whl=$(awk '{print $2}' libs_cu13.sha256)
+    cat libs_cu13.part.* > "$whl.tmp" && mv "$whl.tmp" "$whl"
+    sha256sum -c libs_cu13.sha256 || { echo "fa4_site.sh install: $whl does not match its sha256; a part is missing or cut short ($(ls libs_cu13.part.* | tr '\n' ' '))" >&2; exit 2; }
+    python3 -m pip install --no-deps --no-index --target "$target" ./*.whl
+    ;;
+  *)
+    echo "usage: fa4_site.sh fetch [DIR] | stash [DIR] | install TARGET [DIR]" >&2
+    exit 2
+    ;;
+esac
