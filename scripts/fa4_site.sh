@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # FlashAttention-4 for bench/peers/attention_peer.py --fa4-site, on a GPU machine with no network.
-# The cu13 library wheel of nvidia-cutlass-dsl (~92 MB) is larger than one carry (64 MiB), so it
-# travels in parts, each stashed on the warm machine, then joined, checked and installed:
-#   here:     scripts/fa4_site.sh fetch [.whl/fa4]        wheels + libs_cu13.part.* + .sha256
-#   device:   scripts/fa4_site.sh stash [.whl/fa4]        copy what this call carried to the stash
-#             scripts/fa4_site.sh install DIR [.whl/fa4]  join, check sha256, pip install --target DIR
-# One call may carry several parts; `install` takes the carried folder and the stash together.
+# The cu13 library wheel of nvidia-cutlass-dsl (~92 MB) is larger than one carry (64 MiB), so the
+# wheels travel as two folders, each one carry, stashed on the warm machine, then joined, checked
+# and installed:
+#   here:     scripts/fa4_site.sh fetch              .whl/fa4a (part 1, the sha256, the small wheels)
+#                                                    and .whl/fa4b (part 2)
+#   device:   scripts/fa4_site.sh stash .whl/fa4a    (a call carrying .whl/fa4a)
+#             scripts/fa4_site.sh install DIR .whl/fa4b
+#                                                    (the next call, carrying .whl/fa4b, while the
+#                                                    machine is still warm): join, check the sha256,
+#                                                    pip install --no-deps --target DIR
 set -euo pipefail
 stash=${FA4_STASH:-/tmp/fa4_stash}
 cmd=${1:-}
 case "$cmd" in
   fetch)
-    dir=${2:-.whl/fa4}
-    mkdir -p "$dir"
+    dir=.whl/fa4a
+    mkdir -p "$dir" .whl/fa4b
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     # The device's python3 is 3.12 (KINDS.md); no dependencies beyond what the torch image has.
@@ -24,21 +28,22 @@ case "$cmd" in
     (cd "$tmp" && sha256sum "$(basename "$big")") > "$dir/libs_cu13.sha256"
     split -b 46m "$big" "$dir/libs_cu13.part."
     rm "$big"
+    mv "$dir"/libs_cu13.part.ab .whl/fa4b/
     mv "$tmp"/*.whl "$dir"/
-    ls -la "$dir"
+    du -sh "$dir" .whl/fa4b
     ;;
   stash)
-    dir=${2:-.whl/fa4}
+    dir=${2:?usage: fa4_site.sh stash CARRIED_DIR}
     mkdir -p "$stash"
     [ -d "$dir" ] || { echo "fa4_site.sh stash: no $dir in this call's tree (carry it)" >&2; exit 2; }
     cp -n "$dir"/* "$stash"/ 2>/dev/null || true
     ls -la "$stash"
     ;;
   install)
-    target=${2:?usage: fa4_site.sh install DIR [carried folder]}
-    dir=${3:-.whl/fa4}
+    target=${2:?usage: fa4_site.sh install DIR [CARRIED_DIR]}
+    dir=${3:-}
     mkdir -p "$stash"
-    [ -d "$dir" ] && cp -n "$dir"/* "$stash"/ 2>/dev/null || true
+    if [ -n "$dir" ]; then cp -n "$dir"/* "$stash"/ 2>/dev/null || true; fi
     cd "$stash"
     [ -f libs_cu13.sha256 ] || { echo "fa4_site.sh install: libs_cu13.sha256 missing from $stash: stash the small files first" >&2; exit 2; }
     whl=$(awk '{print $2}' libs_cu13.sha256)
@@ -47,7 +52,7 @@ case "$cmd" in
     python3 -m pip install --no-deps --no-index --target "$target" ./*.whl
     ;;
   *)
-    echo "usage: fa4_site.sh fetch [DIR] | stash [DIR] | install TARGET [DIR]" >&2
+    echo "usage: fa4_site.sh fetch | stash CARRIED_DIR | install TARGET [CARRIED_DIR]" >&2
     exit 2
     ;;
 esac
