@@ -12,37 +12,18 @@
 //   gate scale the output in the epilogue. 128-key tiles (V^T's 128-byte rows).
 // Single document (as attention_fa3.cu), bf16 in and out. Compile-checked only when written: its
 // first device call establishes whether the fragment mapping is right (the check below says).
-//   nvcc -O3 -std=c++17 -Isrc -gencode=arch=compute_90a,code=sm_90a dev/cuda/attention_fa3_fp8.cu -o /tmp/fa3fp8 -lcuda
+//   nvcc -O3 -std=c++17 -Isrc -Idev/cuda -gencode=arch=compute_90a,code=sm_90a dev/cuda/attention_fa3_fp8.cu -o /tmp/fa3fp8
 //   /tmp/fa3fp8 [S] [heads] [kv heads]    (default 16384 24 24); ITERS=N (10), SAMPLES=N rows (16)
 // Prints the error against float64 over the bf16 inputs (FP8's cost) and TFLOP/s over 4 S^2 H D.
-#include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <cudaTypedefs.h>
-
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <random>
-#include <vector>
-
+#include "attention_study.cuh"
 #include "ops/cuda/mma_sm80.cuh"
 #include "ops/cuda/sm90/wgmma_attention.cuh"
 
 namespace {
 
-using namespace avdit::cuda;
-using namespace avdit::cuda::sm90;
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e = (x);                                                                     \
-    if (e != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+using namespace avdit::cuda;        // smem_u32
+using namespace avdit::cuda::sm90;  // wgmma fences and waits, descriptors, exp2_ftz
+using namespace study;              // the mbarrier and TMA pieces
 
 constexpr int kD = 128, kBM = 128, kBN = 128, kThreads = 384, kStages = 2;
 constexpr int kTile = 128 * 128;  // bytes of a Q, K or V^T tile: 128 rows of 128 one-byte values
@@ -52,34 +33,6 @@ struct Smem {
   uint64_t q_full, k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
 };
 constexpr size_t kSmemBytes = size_t(kTile) * (1 + 2 * kStages) + sizeof(Smem) + 1024;
-
-__device__ __forceinline__ void bar_init(unsigned b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
-}
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra "
-      "WAIT;\n}\n" ::"r"(b),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void bar_arrive_if(unsigned b, bool pred) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(b),
-      "r"(unsigned(pred))
-      : "memory");
-}
-__device__ __forceinline__ void bar_expect(unsigned b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void tma_load_3d(unsigned dst, const CUtensorMap* map, int c0, int c1, int c2,
-                                            unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
-      "%4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
 
 // d (+)= A B, m64n128k32, e4m3 in, f32 out, both from shared memory (K-major: FP8 has no other).
 __device__ __forceinline__ void wgmma_e4m3_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
@@ -108,12 +61,6 @@ __device__ __forceinline__ unsigned char to_e4m3(float x) {
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(v) : "f"(0.f), "f"(x));
   return static_cast<unsigned char>(v & 0xff);
 }
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // The key at logical position p of a 32-key group of V^T (see the header).
 __host__ __device__ __forceinline__ int vt_key(int p) {
   const int j = p & 3, t = (p >> 2) & 3;
@@ -373,32 +320,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !f) {
-    std::fprintf(stderr, "no cuTensorMapEncodeTiled\n");
-    std::exit(1);
-  }
-  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-}
-
-// A 3-d byte tensor {inner, mid, outer} read as boxes {128, 1 or 128, 1 or 128}, 128-byte swizzle.
+// A 3-d byte tensor {inner, mid, outer} read as boxes {128, box_mid, box_outer}, 128-byte swizzle.
 CUtensorMap byte_map(const void* ptr, cuuint64_t inner, cuuint64_t mid, cuuint64_t outer, cuuint32_t box_mid,
                      cuuint32_t box_outer) {
-  CUtensorMap m;
-  const cuuint64_t dims[3] = {inner, mid, outer};
-  const cuuint64_t strides[2] = {inner, inner * mid};
-  const cuuint32_t box[3] = {128, box_mid, box_outer}, elem[3] = {1, 1, 1};
-  const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(ptr), dims, strides,
-                                    box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", int(r));
-    std::exit(1);
-  }
-  return m;
+  return map_3d(CU_TENSOR_MAP_DATA_TYPE_UINT8, ptr, {inner, mid, outer}, {inner, inner * mid},
+                {128, box_mid, box_outer});
 }
 
 }  // namespace
@@ -416,16 +342,8 @@ int main(int argc, char** argv) {
   std::vector<float> hsink(H);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<__nv_bfloat16> pool(1 << 20);
-  for (auto& x : pool) x = __float2bfloat16(nd(rng));
-  uint64_t hs = 0x9e3779b97f4a7c15ull;
-  auto fill = [&](std::vector<__nv_bfloat16>& v) {
-    for (auto& x : v) {
-      hs ^= hs << 13, hs ^= hs >> 7, hs ^= hs << 17;
-      x = pool[hs >> 44];
-    }
-  };
-  fill(hq), fill(hk), fill(hv), fill(hgate);
+  PooledNormal pooled(rng);
+  pooled.fill(hq), pooled.fill(hk), pooled.fill(hv), pooled.fill(hgate);
   for (auto& x : hsink) x = std::log(float(S)) + 2.f * nd(rng);
   __nv_bfloat16 *q, *k, *v, *o, *gate;
   unsigned char *q8, *k8, *vt8;
@@ -490,28 +408,15 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(ho.data(), o, nq * 2, cudaMemcpyDeviceToHost));
     double worst = 0, ref_max = 0, se = 0, sr = 0;
     for (int sample = 0; sample < samples; ++sample) {
-      const int64_t r = sample == samples - 1 ? S - 1 : (int64_t(sample) * 7919 + 13) % S, hh = (sample * 5) % H,
-                    kh = hh / (H / Hkv);
-      std::vector<double> lg(S);
-      double mx = extras ? double(hsink[hh]) : -1e300;
-      for (int64_t j = 0; j < S; ++j) {
-        double dot = 0;
-        for (int d = 0; d < kD; ++d)
-          dot += double(__bfloat162float(hq[(r * H + hh) * kD + d])) * __bfloat162float(hk[(j * Hkv + kh) * kD + d]);
-        lg[j] = dot * scale;
-        mx = std::max(mx, lg[j]);
-      }
-      double den = extras ? std::exp(double(hsink[hh]) - mx) : 0.0;
-      for (double& x : lg) den += (x = std::exp(x - mx));
-      const double gv = extras ? 1.0 / (1.0 + std::exp(-double(__bfloat162float(hgate[r * H + hh])))) : 1.0;
+      const int64_t r = sample == samples - 1 ? S - 1 : (int64_t(sample) * 7919 + 13) % S, hh = (sample * 5) % H;
+      double ref[kD];
+      reference_row(hq, hk, hv, S, H, Hkv, r, hh, scale, extras ? &hsink[hh] : nullptr,
+                    extras ? &hgate[r * H + hh] : nullptr, ref);
       for (int d = 0; d < kD; ++d) {
-        double acc = 0;
-        for (int64_t j = 0; j < S; ++j) acc += lg[j] * __bfloat162float(hv[(j * Hkv + kh) * kD + d]);
-        acc *= gv / den;
         const double got = __bfloat162float(ho[(r * H + hh) * kD + d]);
-        worst = std::max(worst, std::fabs(acc - got));
-        ref_max = std::max(ref_max, std::fabs(acc));
-        se += (acc - got) * (acc - got), sr += acc * acc;
+        worst = std::max(worst, std::fabs(ref[d] - got));
+        ref_max = std::max(ref_max, std::fabs(ref[d]));
+        se += (ref[d] - got) * (ref[d] - got), sr += ref[d] * ref[d];
       }
     }
     CHECK(cudaEventRecord(e0));

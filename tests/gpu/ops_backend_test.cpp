@@ -291,8 +291,8 @@ TEST_F(BackendOps, AttentionOwnHopperKernel) {
 }
 
 // The untimed default plan (ops/attention.h): Own where the longest document has 32,768 rows or
-// more and is not a multiple of 128 (measured: cuDNN slows there) or 65,536 or more, Split elsewhere; only where the
-// kernel serves (sm_90, bf16, head dim 128).
+// more and is not a multiple of 128 (measured: cuDNN slows there) or has 65,536 or more, Split
+// elsewhere; only where the kernel serves (sm_90, bf16, head dim 128).
 TEST_F(BackendOps, DefaultPlanTakesOwnWhereCudnnSlows) {
   const auto& props = gpu().dev().props();
   if (props.major != 9 || props.minor != 0) GTEST_SKIP() << "the Own plan's kernel is sm_90 only";
