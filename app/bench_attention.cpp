@@ -30,6 +30,8 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/timer.h"
 #include "ops/attention.h"
+#include "ops/attention_fp8.h"
+#include "ops/linear_fp8.h"
 #include "ops/cuda/attention_cudnn.h"
 #endif
 
@@ -224,6 +226,40 @@ int run_attention(const AttnOptions& o) {
           own = cuda::time_on_stream(
               dev, [&] { ops::attention_into(ctx, q, k, v, scale, own_seg, sp, gp, op_out); }, o.warmup, o.iters);
         }
+        // The FP8 option (ops::attention_fp8: its quantize pass included; sinks, no gate), where the
+        // project's Hopper FP8 kernel runs it.
+        const bool fp8_applies = own_applies;
+        bench::Timing fp8;
+        if (fp8_applies)
+          fp8 = cuda::time_on_stream(
+              dev, [&] { ops::attention_fp8_into(ctx, q, k, v, scale, seg, op_out, sp); }, o.warmup, o.iters);
+        // cuDNN's FP8 SDPA (per-tensor scales, e4m3 output) on codes made beforehand: its core alone,
+        // so the FP8 column above (quantize pass included) is the conservative side of the ratio.
+        bench::Timing cudnn_fp8;
+        if (fp8_applies && cuda::cudnn_fp8_attention_available(dev)) {
+          auto codes = [&](const Tensor& x) {
+            return ops::quantize_fp8(ctx, x.reshape({x.size(0) * x.size(1), x.size(2)}), ops::Fp8Scaling::Tensor);
+          };
+          const ops::Fp8Weight wq = codes(q), wk = codes(k), wv = codes(v);
+          cuda::SdpaFp8In in;
+          in.q = wq.codes.reshape(q.shape());
+          in.k = wk.codes.reshape(k.shape());
+          in.v = wv.codes.reshape(v.shape());
+          in.descale_q = wq.dequant;
+          in.descale_k = wk.dequant;
+          in.descale_v = wv.dequant;
+          // P's codes at 448 (P <= 1); O's at v's scale.
+          Tensor host_p = Tensor::zeros({8}, DType::F32);
+          host_p.f32()[0] = 1.f / 448.f;  // 16-byte slots: cuDNN's alignment
+          host_p.f32()[4] = 448.f;
+          const Tensor p_scales = cuda::to_device(dev, host_p);
+          in.descale_s = p_scales.slice_rows(0, 1);
+          in.scale_s = p_scales.slice_rows(4, 5);
+          in.scale_o = wv.scales;
+          Tensor o8 = ctx.empty(q.shape(), DType::F8_E4M3);
+          if (cuda::cudnn_sdpa_fp8(dev, in, scale, o8))
+            cudnn_fp8 = cuda::time_on_stream(dev, [&] { cuda::cudnn_sdpa_fp8(dev, in, scale, o8); }, o.warmup, o.iters);
+        }
         const double flop = 4.0 * double(L) * double(L) * double(sh->hq) * double(sh->d);
         // The headline is the path cuda::attention takes: cuDNN's sink token + the gate pass when
         // cuDNN has it (>= 9.13), the LSE correction pass otherwise; without sinks, the no-LSE core.
@@ -260,6 +296,13 @@ int run_attention(const AttnOptions& o) {
         rep.set("own vs path", own_applies ? path.median() / own.median() : 0.0, 3);
         rep.set("own vs torch cuDNN", own_applies && peer_cudnn > 0 ? tf_own / peer_cudnn : 0.0, 3);
         rep.set("own vs FA4", own_applies && peer_fa4 > 0 ? tf_own / peer_fa4 : 0.0, 3);
+        const double tf_fp8 = fp8_applies ? flop / (fp8.median() * 1e-3) / 1e12 : 0.0;
+        rep.set("fp8 ms", fp8_applies ? fp8.median() : 0.0, 2);
+        rep.set("fp8 TFLOP/s", tf_fp8, 0);
+        rep.set("fp8 vs own", fp8_applies ? own.median() / fp8.median() : 0.0, 3);
+        rep.set("fp8 vs torch cuDNN", fp8_applies && peer_cudnn > 0 ? tf_fp8 / peer_cudnn : 0.0, 3);
+        rep.set("cuDNN fp8 core ms", cudnn_fp8.ms.empty() ? 0.0 : cudnn_fp8.median(), 2);
+        rep.set("fp8 vs cuDNN fp8", cudnn_fp8.ms.empty() ? 0.0 : cudnn_fp8.median() / fp8.median(), 3);
       }
     }
   }

@@ -22,7 +22,7 @@ case "$cmd" in
     # The device's python3 is 3.12 (KINDS.md); no dependencies beyond what the torch image has.
     pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d "$tmp" \
       flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
-      nvidia-cutlass-dsl-libs-cu13==4.8.1 "quack-kernels>=0.5.3" "apache-tvm-ffi>=0.1.11,<0.2" \
+      nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 "quack-kernels>=0.5.3" "apache-tvm-ffi>=0.1.11,<0.2" \
       torch-c-dlpack-ext einops
     big=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
     (cd "$tmp" && sha256sum "$(basename "$big")") > "$dir/libs_cu13.sha256"

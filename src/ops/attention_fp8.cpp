@@ -22,13 +22,16 @@ void check_attention_fp8(const Tensor& q, const Tensor& k, const Tensor& v, cons
         "FP8 attention: operands in F32, BF16 or F16 (it quantizes them itself), found {}",
         dtype_name(t->dtype()));
   AVDIT_REQUIRE(D % kFp8AttentionHeadDimStep == 0 && D <= kFp8AttentionMaxHeadDim,
-                "FP8 attention: head dim {} is not a multiple of {} up to {} (cuDNN's FP8 SDPA on "
-                "Hopper); run this model's attention in bf16 (leave FP8 attention off)",
+                "FP8 attention: head dim {} is not a multiple of {} up to {}; run this model's "
+                "attention in bf16 (leave FP8 attention off)",
                 D, kFp8AttentionHeadDimStep, kFp8AttentionMaxHeadDim);
   AVDIT_REQUIRE(out.numel() == q.numel(), "FP8 attention: output {} for q {}", out.shape_str(),
                 q.shape_str());
   AVDIT_REQUIRE(seg.cu.empty() || seg.rows() == S, "FP8 attention: segments of {} rows for {} rows",
                 seg.rows(), S);
+  AVDIT_REQUIRE(!seg.causal,
+                "FP8 attention is bidirectional; a causal attention (the text encoders') runs in "
+                "bf16 (leave FP8 attention off for it)");
   if (sinks)
     AVDIT_REQUIRE(sinks->dtype() == DType::F32 && sinks->numel() == Hq,
                   "FP8 attention: sinks {} {} must be F32 with one per query head ({})",

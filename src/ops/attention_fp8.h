@@ -1,40 +1,27 @@
-// FP8 (e4m3) attention: issue 39's option for the attention core, softmax(scale q k^T) v over a
-// packed sequence of documents with q, k, v, the probabilities P and the output O in e4m3, as
-// cuDNN's FP8 SDPA runs it on Hopper tensor cores. A separate op beside ops::attention (as
-// linear_fp8 beside linear) because its contract is narrower: no gate, head dims that cuDNN's FP8
-// kernels take, and sinks applied after the FP8 output (below). The CPU emulates the GPU's computation from the same codes, so that a
-// score measured on the CPU is the cost of what the GPU runs.
+// FP8 (e4m3) attention, issue 41's option of the project's Hopper attention kernel: softmax(scale
+// q k^T) v over a packed sequence of documents with q, k, v and the probabilities P in e4m3 under
+// per-block scales, the products summed in fp32, MAGI-2's per-head sink in the denominator. A
+// separate op beside ops::attention (as linear_fp8 beside linear): bidirectional, no gate. The CPU
+// emulates the GPU's computation from the same codes, so a score measured on the CPU is the cost of
+// what the GPU runs. Off by default (the models' fp8_attention knob).
 //
-// The definition (one set of scales per call, all documents together):
-//   q, k, v: per-tensor scales s = 448 / amax over the finite values (1 where all are zero), codes
-//     e4m3(x * s) rounded to nearest even and saturating: the FP8 linear's per-tensor quantization
-//     (ops/linear_fp8.h), same bits.
-//   logits: the codes' dot products in fp32, times scale / (s_q s_k).
-//   P: exp(logit - row max), in (0, 1] (a flash kernel's unnormalized probabilities), codes
-//     e4m3(448 P): P <= 1 needs no measured scale, and e4m3 being floating point, P keeps its 3
-//     mantissa bits down to 2^-6 / 448 (3.5e-5) of the row's largest, where terms stop mattering.
-//   O: sum_j P_j v_j from the codes in fp32, times 1 / (448 s_v), divided by the fp32 sum of the
-//     unrounded P; then rounded to e4m3 at scale s_o = s_v, because on Hopper cuDNN writes O in
-//     FP8 only. Each row of O is a convex combination of rows of v, so |O| <= amax(v) and s_v
-//     never overflows (P's rounding may push a value a hair past; the conversion saturates);
-//     finally O = code / s_o in the caller's dtype.
-//   Sinks (F32 [Hq], MAGI-2's): after O's decode into the caller's dtype, each row is multiplied by
-//     1 / (1 + exp(sink_h - lse)), lse = row max + log of the fp32 sum of the unrounded P (the
-//     keys' log-sum-exp, natural log), and rounded again: the sink joins the denominator exactly,
-//     outside the FP8 rounding (on the GPU: cuDNN's stats output and the sink pass of the bf16
-//     LSE path, ops/cuda/attention_sink_gate.h).
-//   Short documents: one of fewer than kFp8AttentionMinRows rows attends as ops::attention does, in
-//     the inputs' precision (with its sinks), not in FP8; the scales above still come from all rows.
-//     cuDNN 9.14's FP8 SDPA on the H200 gave different bytes on two calls with the same codes, and
-//     rows far from the definition, for 256- and 336-row documents of 56 heads (H3's padding
-//     document) in every run, has no engine for a one-row one, and once did the same for a
-//     2,048-row document (an open defect: bench/notes/attention_fp8.md). A document's share of a
-//     call's FLOPs goes with its length squared, so this costs nothing measurable at video lengths.
-//   More than kFp8AttentionMaxDocuments documents of kFp8AttentionMinRows rows or more: the call
-//     runs as ops::attention (each such document is its own cuDNN graph).
-// The CPU takes the exact row max; the GPU's running max per key tile scales a tile's P by
-// exp(max - tile max) before rounding, so single P codes round differently (same relative error):
-// the two agree to the bar of tests/gpu/attention_cudnn_test.cpp, not bit for bit.
+// The definition, per document (any length, any number of them), query head h and its kv head:
+//   Blocks: the document's rows cut into kFp8AttentionBlock-row blocks from its first row (the last
+//     one may be shorter).
+//   Scales: q per (block, query head), k per (block, kv head), v per kv head over all S rows:
+//     a = max(amax of the values, 2^-60), s = a / 448 (fp32), codes e4m3(x * (1 / s)), 1 / s one
+//     fp32 division, the product rounded to nearest even and saturating (the FP8 linear's e4m3).
+//   Logits, base 2: y_ij = dot(q codes_i, k codes_j) (fp32 sums of exact products) times
+//     f = ((scale * log2(e)) * s_q(block of i)) * s_k(block of j), log2(e) = 1.4426950408889634f.
+//   P_ij = 2^(y_ij - m_i + 8) in (0, 256], m_i the row's max of y over the document's keys;
+//     l_i = sum_j P_ij in fp32 (unrounded); e4m3(P_ij) enters the product with v.
+//   O_i = s_v * sum_j e4m3(P_ij) * (v codes_j) / (l_i + 256 * 2^(sink_h * log2(e) - m_i)) (no sink:
+//     / l_i), rounded once to the output's dtype.
+// The GPU's running max m moves per key tile, so a key seen before its row's max has P relative to
+// the max so far: P's codes round differently (the same relative error), and the two sides agree to
+// the bar of tests/gpu/attention_fp8_test.cpp, not bit for bit. Head dim 128 on sm_90 runs the
+// Hopper kernel (ops/cuda/sm90/attention_fp8_sm90.cu); other head dims and GPUs a portable kernel
+// of the same definition.
 #pragma once
 
 #include <optional>
@@ -44,13 +31,10 @@
 
 namespace avdit::ops {
 
-// cuDNN's FP8 SDPA limits, checked the same on every context: head dims multiple of 16 up to 256.
+// Head dims the op takes (multiples of 16 up to 256, as the e4m3 GEMMs), and the scale blocks.
 inline constexpr int64_t kFp8AttentionMaxHeadDim = 256;
 inline constexpr int64_t kFp8AttentionHeadDimStep = 16;
-// Documents shorter than this attend outside FP8, and a call with more FP8 documents than the
-// second runs in the inputs' precision (the definition above).
-inline constexpr int64_t kFp8AttentionMinRows = 1024;
-inline constexpr int64_t kFp8AttentionMaxDocuments = 8;
+inline constexpr int64_t kFp8AttentionBlock = 128;
 
 // BadInput naming the limit when q [S, Hq, D], k, v [S, Hkv, D] (float dtypes), seg, sinks (F32
 // [Hq] or null) or out do not fit this op; the same check on the CPU and the GPU.
@@ -67,7 +51,7 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
 }
 
 // out [S, Hq, D] (any float dtype, preallocated) = the FP8 attention of q, k, v over seg's
-// documents (GQA as ops::attention; causal when seg is; sinks: F32 [Hq] on ctx, or null).
+// documents (GQA as ops::attention; bidirectional; sinks: F32 [Hq] on ctx, or null).
 inline void attention_fp8_into(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                                float scale, const Segments& seg, Tensor& out,
                                const Tensor* sinks = nullptr) {

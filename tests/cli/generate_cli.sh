@@ -94,14 +94,17 @@ m8=$(sha)
 [ "$m8" != "$m32" ] || { echo "FAIL MAGI-2 --fp8-gemm gave the fp32 run's bits"; fail=1; }
 check magi2-fp8-again 0 "${M8[@]}" --fp8-gemm tensor
 [ "$m8" = "$(sha)" ] || { echo "FAIL MAGI-2 --fp8-gemm rerun differs"; fail=1; }
-# Documents shorter than 1,024 rows attend outside FP8 (ops/attention_fp8.h), as every one of this
-# tiny latent's does: the fp32 run's bits (FP8 with MAGI-2's sinks: the op tests).
+# FP8 attention with MAGI-2's sinks (ops/attention_fp8.h, the CPU emulation): runs, repeats its
+# bits, differs from fp32.
 check magi2-fp8-attn 0 "${M8[@]}" --fp8-attention
-[ "$m32" = "$(sha)" ] || { echo "FAIL MAGI-2 --fp8-attention on short documents differs from fp32"; fail=1; }
+ma=$(sha)
+[ "$m32" != "$ma" ] || { echo "FAIL MAGI-2 --fp8-attention gave the fp32 run's bits"; fail=1; }
+check magi2-fp8-attn-again 0 "${M8[@]}" --fp8-attention
+[ "$ma" = "$(sha)" ] || { echo "FAIL MAGI-2 --fp8-attention rerun differs"; fail=1; }
 check fp8-fp16 2 "${F8[@]}" --fp8-gemm tensor --precision fp16
 check fp8-bad-scaling 2 "${F8[@]}" --fp8-gemm block
-# FP8 attention (H3, CPU emulation) on a latent whose document passes 1,024 rows: runs and
-# differs from the fp32 run.
+# FP8 attention (H3, CPU emulation) on a latent of several 128-row scale blocks: runs and differs
+# from the fp32 run.
 FA=("$AVDIT" generate --model "$H3" --text "$H3/inputs.safetensors" --latent-shape 2,32,64,9 --steps 2 --seed 3 --json)
 check h3-fp32-long 0 "${FA[@]}"
 fa32=$(sha)

@@ -124,10 +124,9 @@ TEST_P(H3Cuda, Bf16AgainstGoldenAndCpuBf16) {
   }
 }
 
-// --fp8-attention (ops/attention_fp8.h) through the one H3Model on the tiny fixture, whose documents
-// are all shorter than kFp8AttentionMinRows rows: they attend as ops::attention (the definition), so
-// the GPU gives its bf16 run's bytes and the CPU's emulation agrees within the bf16 bound. FP8 on
-// long documents: tests/gpu/attention_cudnn_test.cpp.
+// --fp8-attention (ops/attention_fp8.h) through the one H3Model on the tiny fixture (head dim 128:
+// the Hopper kernel on sm_90): the GPU's FP8 and the CPU's emulation agree within the bf16 mode's
+// bound, and FP8 ran (the bf16 run's bytes differ). The op itself: tests/gpu/attention_fp8_test.cpp.
 TEST_P(H3Cuda, Fp8AttentionAgainstCpuEmulation) {
   const Checkpoint ckpt = Checkpoint::open(kFixture);
   ops::CpuContext cpu_ctx;
@@ -144,7 +143,7 @@ TEST_P(H3Cuda, Fp8AttentionAgainstCpuEmulation) {
     std::printf("  %-10s gpu-fp8 vs cpu-fp8 %.3e | gpu-fp8 vs gpu-bf16 %.3e\n", name, c.rel(),
                 b.rel());
     EXPECT_LE(c.rel(), kBf16Tolerance) << name;
-    EXPECT_EQ(b.rel(), 0.0) << name << ": short documents must attend as ops::attention";
+    EXPECT_GT(b.rel(), 0.0) << name << ": FP8 attention gave the bf16 run's bytes";
   }
 }
 

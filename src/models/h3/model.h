@@ -105,8 +105,8 @@ class H3Model {
   std::optional<ops::Fp8Scaling> fp8_gemm() const {
     return fp8_ ? std::optional{fp8_->scaling()} : std::nullopt;
   }
-  // FP8 (ops/attention_fp8.h: cuDNN's FP8 SDPA on the GPU, its emulation on the CPU) for every
-  // attention core of the DiT and the text refiner: issue 39's other option, off by default.
+  // FP8 (ops/attention_fp8.h: the project's FP8 kernel on the GPU, its emulation on the CPU) for
+  // every attention core of the DiT and the text refiner: issue 39's other option, off by default.
   void set_fp8_attention(bool on) { fp8_attention_ = on; }
   bool fp8_attention() const { return fp8_attention_; }
   int64_t weight_bytes() const { return weight_bytes_; }

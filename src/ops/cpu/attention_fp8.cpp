@@ -1,14 +1,14 @@
-// FP8 attention on the CPU (ops/attention_fp8.h): the GPU's computation step by step from the same
-// e4m3 codes. Codes are decoded to fp32 for sgemm_fixed (the product of two e4m3 values is exact in
-// fp32, the sums are fp32 as on the tensor cores); documents, heads and query blocks as
-// ops::cpu::attention.
+// FP8 attention on the CPU (ops/attention_fp8.h): the definition in the GPU's fp32 order from the
+// same e4m3 codes and scales. Codes are decoded to fp32 for sgemm_fixed (the product of two e4m3
+// values is exact in fp32, the sums are fp32 as on the tensor cores); documents, heads and query
+// blocks as ops::cpu::attention.
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/attention.h"
 #include "ops/attention_fp8.h"
 #include "ops/cpu/common.h"
 #include "ops/cpu/gemm_fixed.h"
@@ -17,18 +17,46 @@
 namespace avdit::ops::cpu {
 namespace {
 
-// The decoded e4m3 codes of x at scale s: e4m3(x * s), nearest even, saturating.
-std::vector<float> decoded_codes(const Tensor& x_in, float s) {
-  const Tensor x = f32(x_in);
-  std::vector<float> c(static_cast<size_t>(x.numel()));
-  const float* p = x.f32();
-  for (size_t i = 0; i < c.size(); ++i) c[i] = e4m3_to_f32(f32_to_e4m3(p[i] * s));
-  return c;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// s = max(amax, 2^-60) / 448: the floor keeps an all-zero block's codes zero, not NaN.
+float scale_of(float amax) { return std::fmax(amax, 0x1p-60f) / kE4m3Max; }
+
+// e4m3_to_f32(f32_to_e4m3(p)) for p in [0, 256], the same bits without the scalar conversion's
+// general path, which would take half the op's time at one call per logit: 3 mantissa bits, nearest
+// even, from 2^-6 up; multiples of 2^-9 (the subnormals) below.
+float e4m3_round_p(float p) {
+  if (p < 0x1p-6f) return std::nearbyint(p * 512.f) * 0x1p-9f;
+  const uint32_t u = std::bit_cast<uint32_t>(p);
+  return std::bit_cast<float>((u + 0x7ffffu + ((u >> 20) & 1u)) & ~0xfffffu);
 }
 
-float tensor_scale(const Tensor& x_in) {
-  const Tensor x = f32(x_in);
-  return fp8_scale(x.f32(), x.numel());
+// x [S, heads, d] quantized in place to its decoded codes e4m3(x * (1 / s)) over rows [r0, r1) of
+// one head, at that range's scale, which it returns.
+float quantize_rows(float* x, int64_t heads, int64_t d, int64_t h, int64_t r0, int64_t r1) {
+  float a = 0.f;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t e = 0; e < d; ++e) a = std::fmax(a, std::fabs(x[(r * heads + h) * d + e]));
+  const float s = scale_of(a), inv = 1.f / s;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t e = 0; e < d; ++e) {
+      float& v = x[(r * heads + h) * d + e];
+      v = e4m3_to_f32(f32_to_e4m3(v * inv));
+    }
+  return s;
+}
+
+// Per-block quantization of q or k: scales [blocks, heads], blocks numbered through the documents
+// in order, each document's from its first row.
+std::vector<float> quantize_blocks(float* x, int64_t heads, int64_t d,
+                                   const std::vector<int64_t>& cu) {
+  std::vector<float> scales;
+  for (size_t g = 0; g + 1 < cu.size(); ++g)
+    for (int64_t r0 = cu[g]; r0 < cu[g + 1]; r0 += kFp8AttentionBlock) {
+      const int64_t r1 = std::min(r0 + kFp8AttentionBlock, cu[g + 1]);
+      for (int64_t h = 0; h < heads; ++h) scales.push_back(quantize_rows(x, heads, d, h, r0, r1));
+    }
+  return scales;
 }
 
 }  // namespace
@@ -36,87 +64,71 @@ float tensor_scale(const Tensor& x_in) {
 void attention_fp8(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale,
                    const Segments& seg, const Tensor* sinks_in, Tensor& out_t) {
   check_attention_fp8(q_in, k_in, v_in, seg, sinks_in, out_t);
-  const Tensor sinks = sinks_in ? f32(*sinks_in) : Tensor();
-  const DType od = out_t.dtype();
   const int64_t S = q_in.size(0), hq = q_in.size(1), d = q_in.size(2), hkv = k_in.size(1);
+  if (S == 0) return;
+  const Tensor sinks = sinks_in ? f32(*sinks_in) : Tensor();
   const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, S} : seg.cu;
-  int64_t long_docs = 0;
-  for (size_t i = 0; i + 1 < cu.size(); ++i) long_docs += cu[i + 1] - cu[i] >= kFp8AttentionMinRows;
-  if (long_docs > kFp8AttentionMaxDocuments) {  // the definition: the call as ops::attention
-    Segments s;
-    s.cu = cu;
-    s.causal = seg.causal;
-    attention(q_in, k_in, v_in, scale, s, sinks_in, nullptr, out_t);
-    return;
-  }
-  const float sq = tensor_scale(q_in), sk = tensor_scale(k_in), sv = tensor_scale(v_in);
-  // The inverse scales as the GPU holds them (one fp32 division each).
-  const float dq = 1.f / sq, dk = 1.f / sk, dv = 1.f / sv, ds = 1.f / kE4m3Max;
-  const std::vector<float> qc = decoded_codes(q_in, sq), kc = decoded_codes(k_in, sk),
-                           vc = decoded_codes(v_in, sv);
+  // Own F32 copies (f32() returns an F32 input itself): the codes replace the values.
+  auto copy = [](const Tensor& x) { return x.dtype() == DType::F32 ? f32(x).clone() : f32(x); };
+  Tensor q = copy(q_in), k = copy(k_in), v = copy(v_in);
+  const std::vector<float> qs = quantize_blocks(q.f32(), hq, d, cu),
+                           ks = quantize_blocks(k.f32(), hkv, d, cu);
+  std::vector<float> vs(static_cast<size_t>(hkv));
+  for (int64_t h = 0; h < hkv; ++h) vs[h] = quantize_rows(v.f32(), hkv, d, h, 0, S);
+  const float *qc = q.f32(), *kc = k.f32(), *vc = v.f32();
+
   std::vector<float> out(static_cast<size_t>(S * hq * d), 0.f);
   const int64_t group = hq / hkv;
-  constexpr int64_t kQueryBlock = 1024;
-  std::vector<float> p;
-  std::vector<float> inv_sum, lse;
-  for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
-    const int64_t b = cu[sg], n = cu[sg + 1] - b;
-    if (n < kFp8AttentionMinRows) continue;  // short (and empty) ones below
+  const float scale_log2 = scale * kLog2e;
+  // Query blocks of whole scale blocks: row q0 + i lies in the document's block (q0 + i) / 128.
+  constexpr int64_t kQueryBlock = 8 * kFp8AttentionBlock;
+  std::vector<float> p, f, inv;
+  int64_t block0 = 0;  // the document's first scale block
+  for (size_t g = 0; g + 1 < cu.size(); ++g) {
+    const int64_t b = cu[g], n = cu[g + 1] - b,
+                  nb = (n + kFp8AttentionBlock - 1) / kFp8AttentionBlock;
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t kh = h / group;
+      const float sink_l2 = sinks_in ? sinks.f32()[h] * kLog2e : -INFINITY;
       for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
         const int64_t m = std::min(kQueryBlock, n - q0);
         p.resize(static_cast<size_t>(m * n));
-        inv_sum.resize(static_cast<size_t>(m));
-        lse.resize(static_cast<size_t>(m));
-        // Logits: the codes' dot products times scale / (s_q s_k).
-        sgemm_fixed(true, m, n, d, scale * dq * dk, qc.data() + ((b + q0) * hq + h) * d, hq * d,
-                    kc.data() + (b * hkv + kh) * d, hkv * d, 0.f, p.data(), n);
-        for (int64_t i = 0; i < m; ++i) {
-          float* row = p.data() + i * n;
-          const int64_t keys = seg.causal ? q0 + i + 1 : n;
-          const float mx = *std::max_element(row, row + keys);
-          float sum = 0.f;
-          for (int64_t j = 0; j < keys; ++j) {
-            const float e = std::exp(row[j] - mx);  // in (0, 1]
-            sum += e;
-            row[j] = e4m3_to_f32(f32_to_e4m3(e * kE4m3Max));
-          }
-          std::fill(row + keys, row + n, 0.f);
-          inv_sum[i] = 1.f / sum;
-          lse[i] = mx + std::log(sum);
-        }
+        f.resize(static_cast<size_t>(nb));
+        inv.resize(static_cast<size_t>(m));
+        sgemm_fixed(true, m, n, d, 1.f, qc + ((b + q0) * hq + h) * d, hq * d,
+                    kc + (b * hkv + kh) * d, hkv * d, 0.f, p.data(), n);
         float* o = out.data() + ((b + q0) * hq + h) * d;
-        sgemm_fixed(false, m, d, n, 1.f, p.data(), n, vc.data() + (b * hkv + kh) * d, hkv * d, 0.f,
-                    o, hq * d);
-        // O = acc / (448 s_v) / sum, rounded to e4m3 at s_o = s_v, decoded; with a sink, the
-        // decoded value in the output's dtype times 1 / (1 + exp(sink - lse)).
         for (int64_t i = 0; i < m; ++i) {
-          const float c = sinks_in ? 1.f / (1.f + std::exp(sinks.f32()[h] - lse[i])) : 1.f;
-          for (int64_t e = 0; e < d; ++e) {
-            float& x = o[i * hq * d + e];
-            x = e4m3_to_f32(f32_to_e4m3(x * ds * dv * inv_sum[i] * sv)) * dv;
-            if (sinks_in) x = round_to(od, x) * c;
+          if (i % kFp8AttentionBlock == 0) {  // f = ((scale log2(e)) s_q) s_k per key block
+            const float fq = scale_log2 * qs[(block0 + (q0 + i) / kFp8AttentionBlock) * hq + h];
+            for (int64_t jb = 0; jb < nb; ++jb) f[jb] = fq * ks[(block0 + jb) * hkv + kh];
           }
+          float* row = p.data() + i * n;
+          for (int64_t jb = 0; jb < nb; ++jb)
+            for (int64_t j = jb * kFp8AttentionBlock;
+                 j < std::min(n, (jb + 1) * kFp8AttentionBlock); ++j)
+              row[j] *= f[jb];
+          const float mx = *std::max_element(row, row + n);
+          float l = 0.f;
+          for (int64_t j = 0; j < n; ++j) {
+            const float e = std::exp2(row[j] - mx + 8.f);  // in (0, 256]
+            l += e;
+            row[j] = e4m3_round_p(e);
+          }
+          // s_v / (l + 256 2^(sink_l2 - m)) with the larger exponent factored out, so that a sink
+          // far above the row's logits neither overflows nor zeroes the row.
+          const float mf = std::max(mx, sink_l2), e = std::exp2(mx - mf);
+          inv[i] = vs[kh] * e / (l * e + 256.f * std::exp2(sink_l2 - mf));
         }
+        sgemm_fixed(false, m, d, n, 1.f, p.data(), n, vc + (b * hkv + kh) * d, hkv * d, 0.f, o,
+                    hq * d);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t e = 0; e < d; ++e) o[i * hq * d + e] *= inv[i];
       }
     }
+    block0 += nb;
   }
   store(out_t, out.data());
-  // Short documents as ops::attention, in place of their rows.
-  const size_t row_bytes = static_cast<size_t>(dtype_nbytes(od, hq * d));
-  for (size_t sg = 0; sg + 1 < cu.size(); ++sg) {
-    const int64_t b = cu[sg], n = cu[sg + 1] - b;
-    if (n == 0 || n >= kFp8AttentionMinRows) continue;
-    Segments s;
-    s.cu = {0, n};
-    s.causal = seg.causal;
-    Tensor o = Tensor::empty({n, hq, d}, od);
-    attention(q_in.slice_rows(b, b + n), k_in.slice_rows(b, b + n), v_in.slice_rows(b, b + n), scale, s,
-              sinks_in, nullptr, o);
-    std::memcpy(static_cast<char*>(out_t.mutable_raw()) + static_cast<size_t>(b) * row_bytes, o.raw(),
-                static_cast<size_t>(n) * row_bytes);
-  }
 }
 
 }  // namespace avdit::ops::cpu

@@ -1,88 +1,196 @@
-// ops::attention_fp8 on the device (ops/attention_fp8.h): q, k, v quantized per tensor by the FP8
-// linear's kernels (cuda::quantize_fp8: amax by an atomic max, then the codes), cuDNN's FP8 SDPA
-// with every scale a device scalar (attention_cudnn.h), O decoded to the caller's dtype in one
-// pass (then, with sinks, the bf16 LSE path's sink pass from cuDNN's stats); nothing waits for the
-// host, so a CUDA graph captures it. Documents: each one of kFp8AttentionMinRows rows or more a
-// dense FP8 graph (at most kFp8AttentionMaxDocuments of them; H3's layouts have one, MAGI-2's two),
-// shorter ones as ops::attention, as the definition says. Where cuDNN refuses an FP8 graph the call
-// runs ops::attention in bf16 instead, saying so once on stderr.
+// ops::attention_fp8 on the device (ops/attention_fp8.h): the block table of the documents, the
+// quantize pass into the padded layout (ops/cuda/attention_fp8_layout.h), then the Hopper kernel
+// (sm_90, head dim 128) or the portable one. Nothing waits for the host (the table is built on the
+// device from the planned boundaries), so a CUDA graph captures the call; no atomics but v's amax
+// (a max, the same whatever the order), so the bytes repeat.
 #include <cuda_fp8.h>
 
-#include <cstdio>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "ops/attention_fp8.h"
-#include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/attention_fp8_layout.h"
 #include "ops/cuda/common.cuh"
-#include "ops/linear_fp8.h"
+#include "ops/cuda/windowed_attention_tc.h"
 
 namespace avdit::ops::cuda {
 namespace {
 
 using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
-using ::avdit::cuda::SdpaFp8In;
+using ::avdit::cuda::Fp8AttentionArgs;
+using ::avdit::cuda::Fp8Block;
+using ::avdit::cuda::kFp8Block;
 
-// P's scales, fixed (P in (0, 1]): descale_s at p[0], scale_s at p[4] (16-byte slots, cuDNN's
-// alignment).
-__global__ void p_scales_kernel(float* p) {
-  p[0] = 1.f / 448.f;
-  p[4] = 448.f;
-}
+constexpr float kE4m3Max = 448.f;
+constexpr int kThreads = 128;
 
-// out[i] = e4m3 code[i] * descale, in out's dtype.
-__global__ void decode_kernel(const uint8_t* codes, const float* descale, void* out, Elt t,
-                              int64_t n) {
-  const float d = *descale;
-  for (int64_t i = ::avdit::cuda::first_of(); i < n; i += ::avdit::cuda::stride_of())
-    ::avdit::cuda::store_elt(
-        out, t, i, __half2float(__half(__nv_cvt_fp8_to_halfraw(codes[i], __NV_E4M3))) * d);
-}
-
-// in's rows [r0, r0 + n) (the scales shared).
-SdpaFp8In rows(const SdpaFp8In& in, int64_t r0, int64_t n) {
-  SdpaFp8In r = in;
-  r.q = in.q.slice_rows(r0, r0 + n);
-  r.k = in.k.slice_rows(r0, r0 + n);
-  r.v = in.v.slice_rows(r0, r0 + n);
-  return r;
-}
-
-using Documents = std::vector<std::pair<int64_t, int64_t>>;  // first row, rows
-
-// The FP8 core: each document a dense graph into o8's rows; false as soon as cuDNN refuses one.
-// lse (F32 [S, Hq], or undefined): the keys' log-sum-exp of each row, for the sinks.
-bool fp8_core(CudaContext& c, const SdpaFp8In& in, float scale, const Documents& docs, bool causal,
-              Tensor& o8, const Tensor& lse) {
-  for (const auto& [r0, n] : docs) {
-    Tensor o = o8.slice_rows(r0, r0 + n);
-    if (!::avdit::cuda::cudnn_sdpa_fp8(c.dev(), rows(in, r0, n), scale, o, {}, 0, causal,
-                                       lse.defined() ? lse.slice_rows(r0, r0 + n) : Tensor()))
-      return false;
+// The table of 128-row blocks from the document boundaries cu [n_docs + 1] (one thread: a few
+// thousand blocks at most, once per call).
+__global__ void block_table_kernel(const int32_t* cu, int n_docs, Fp8Block* blocks) {
+  int b = 0;
+  for (int d = 0; d < n_docs; ++d) {
+    const int r0 = cu[d], n = cu[d + 1] - r0, nb = (n + kFp8Block - 1) / kFp8Block;
+    for (int j = 0; j < nb; ++j, ++b)
+      blocks[b] = {r0 + j * kFp8Block, min(kFp8Block, n - j * kFp8Block), b - j, nb};
   }
-  return true;
 }
 
-__global__ void one_document_kernel(int32_t* cu, int32_t n) {
-  cu[0] = 0;
-  cu[1] = n;
+__device__ float block_max(float a) {  // kThreads threads
+  __shared__ float red[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = a;
+  __syncthreads();
+  a = red[0];
+  for (int w = 1; w < kThreads / 32; ++w) a = fmaxf(a, red[w]);
+  __syncthreads();
+  return a;
 }
 
-// A short document as ops::attention runs it, into out's rows; its boundaries written on the
-// device, so a CUDA graph captures the call.
-void short_document(CudaContext& c, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                    bool causal, const Tensor* sinks, int64_t r0, int64_t n, Tensor& out) {
-  Segments one;
-  one.cu = {0, n};
-  one.cu_ctx = c.empty({2}, DType::I32);
-  one.dense_rows = n;
-  one.causal = causal;
-  one_document_kernel<<<1, 1, 0, c.stream()>>>(static_cast<int32_t*>(device_ptr(one.cu_ctx)),
-                                               static_cast<int32_t>(n));
-  AVDIT_CUDA_CHECK_LAUNCH();
-  Tensor o = out.slice_rows(r0, r0 + n);
-  attention(c, q.slice_rows(r0, r0 + n), k.slice_rows(r0, r0 + n), v.slice_rows(r0, r0 + n),
-            scale, one, sinks, nullptr, o);
+// s = max(amax, 2^-60) / 448 (the definition).
+__device__ __forceinline__ float scale_of(float amax) { return fmaxf(amax, 0x1p-60f) / kE4m3Max; }
+
+__device__ __forceinline__ uint8_t to_e4m3(float x) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
+__device__ __forceinline__ float from_e4m3(uint8_t c) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(c, __NV_E4M3)));
+}
+
+// q or k [S, heads, D] -> codes [Lp, heads, D] with one scale per (block, head): grid (blocks,
+// heads). Padding rows get zero codes.
+__global__ void quantize_blocks_kernel(const void* x, Elt xt, const Fp8Block* blocks, int64_t heads,
+                                       int D, uint8_t* codes, float* scales, int64_t n_blocks) {
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const Fp8Block blk = blocks[b];
+  const int n = blk.live * D;
+  float a = 0.f;
+  for (int e = threadIdx.x; e < n; e += kThreads)
+    a = fmaxf(a, fabsf(load_elt(x, xt, (int64_t{blk.row0 + e / D} * heads + h) * D + e % D)));
+  const float s = scale_of(block_max(a)), inv = 1.f / s;
+  if (threadIdx.x == 0) scales[h * n_blocks + b] = s;
+  for (int e = threadIdx.x; e < kFp8Block * D; e += kThreads) {
+    const int r = e / D, d = e % D;
+    const float v = r < blk.live ? load_elt(x, xt, (int64_t{blk.row0 + r} * heads + h) * D + d) : 0.f;
+    codes[((b * kFp8Block + r) * heads + h) * D + d] = to_e4m3(v * inv);
+  }
+}
+
+// v's amax per kv head over all rows, as float bits (non-negative floats order as unsigned ints):
+// grid (ceil(S / 128), heads).
+__global__ void v_amax_kernel(const void* v, Elt vt, int64_t S, int64_t heads, int D, unsigned* amax) {
+  const int64_t r0 = int64_t{blockIdx.x} * kFp8Block, h = blockIdx.y;
+  const int n = static_cast<int>(min(int64_t{kFp8Block}, S - r0)) * D;
+  float a = 0.f;
+  for (int e = threadIdx.x; e < n; e += kThreads)
+    a = fmaxf(a, fabsf(load_elt(v, vt, ((r0 + e / D) * heads + h) * D + e % D)));
+  a = block_max(a);
+  if (threadIdx.x == 0) atomicMax(amax + h, __float_as_uint(a));
+}
+
+__global__ void v_scales_kernel(const unsigned* amax, int64_t heads, float* scales) {
+  for (int h = threadIdx.x; h < heads; h += blockDim.x) scales[h] = scale_of(__uint_as_float(amax[h]));
+}
+
+// v -> codes [Lp, heads, D] at its head's scale (the portable kernel's layout): grid (blocks, heads).
+__global__ void quantize_v_kernel(const void* v, Elt vt, const Fp8Block* blocks, int64_t heads, int D,
+                                  const float* scales, uint8_t* codes) {
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const Fp8Block blk = blocks[b];
+  const float inv = 1.f / scales[h];
+  for (int e = threadIdx.x; e < kFp8Block * D; e += kThreads) {
+    const int r = e / D, d = e % D;
+    const float x = r < blk.live ? load_elt(v, vt, (int64_t{blk.row0 + r} * heads + h) * D + d) : 0.f;
+    codes[((b * kFp8Block + r) * heads + h) * D + d] = to_e4m3(x * inv);
+  }
+}
+
+// v -> v^T [heads, 128, Lp] with each 32-key group permuted (the Hopper kernel's layout, D = 128):
+// grid (Lp / 32, heads), thread = dim, 32 bytes written each.
+__global__ void quantize_vt_kernel(const void* v, Elt vt, const Fp8Block* blocks, int64_t heads,
+                                   int64_t Lp, const float* scales, uint8_t* out) {
+  const int64_t grp = blockIdx.x, h = blockIdx.y;
+  const int d = threadIdx.x;
+  const Fp8Block blk = blocks[grp * 32 / kFp8Block];
+  const int first = static_cast<int>(grp * 32 % kFp8Block);  // the group's first key in its block
+  const float inv = 1.f / scales[h];
+  unsigned w[8];
+  for (int q = 0; q < 8; ++q) {
+    unsigned word = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int key = first + ::avdit::cuda::fp8_vt_key(4 * q + j);
+      const float x = key < blk.live ? load_elt(v, vt, (int64_t{blk.row0 + key} * heads + h) * 128 + d) * inv : 0.f;
+      word |= unsigned(to_e4m3(x)) << (8 * j);
+    }
+    w[q] = word;
+  }
+  uint4* dst = reinterpret_cast<uint4*>(out + (h * 128 + d) * Lp + grp * 32);
+  dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+// The definition with the exact row max, for any head dim and GPU: one block of kThreads per
+// (query row of the padded layout, head). Keys go in chunks of kThreads: each thread one key's
+// logit and P (into shared memory), then each thread a dim's share of P v.
+__global__ void attention_fp8_portable_kernel(Fp8AttentionArgs a) {
+  extern __shared__ float sh[];  // q's decoded row [D], then P's chunk [kThreads]
+  float* qrow = sh;
+  float* pc = sh + a.D;
+  const int64_t i = blockIdx.x, h = blockIdx.y, kvh = h / (a.Hq / a.Hkv);
+  const int D = static_cast<int>(a.D), nb = static_cast<int>(a.n_blocks);
+  const int b = static_cast<int>(i / kFp8Block), r = static_cast<int>(i % kFp8Block);
+  const Fp8Block blk = a.blocks[b];
+  if (r >= blk.live) return;
+  for (int d = threadIdx.x; d < D; d += kThreads) qrow[d] = from_e4m3(a.q8[(i * a.Hq + h) * D + d]);
+  __syncthreads();
+  const float fq = a.scale_log2 * a.qs[h * nb + b];
+  const int k0 = blk.doc_block0 * kFp8Block;
+  const int n_keys = (blk.doc_blocks - 1) * kFp8Block + a.blocks[blk.doc_block0 + blk.doc_blocks - 1].live;
+  auto logit = [&](int j) {  // key j of the document, base 2
+    const uint8_t* kr = a.k8 + ((int64_t{k0 + j}) * a.Hkv + kvh) * D;
+    float dot = 0.f;
+    for (int d = 0; d < D; ++d) dot += qrow[d] * from_e4m3(kr[d]);
+    return dot * (fq * a.ks[kvh * nb + blk.doc_block0 + j / kFp8Block]);
+  };
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < n_keys; j += kThreads) m = fmaxf(m, logit(j));
+  m = block_max(m);
+  float l = 0.f, acc[2] = {0.f, 0.f};  // dims threadIdx.x and threadIdx.x + kThreads (D <= 256)
+  for (int j0 = 0; j0 < n_keys; j0 += kThreads) {
+    const int j = j0 + threadIdx.x;
+    float p = 0.f;
+    if (j < n_keys) {
+      p = exp2f(logit(j) - m + 8.f);
+      l += p;
+    }
+    pc[threadIdx.x] = from_e4m3(to_e4m3(p));
+    __syncthreads();
+    const int n = min(kThreads, n_keys - j0);
+    for (int u = 0; u < 2; ++u) {
+      const int d = threadIdx.x + u * kThreads;
+      if (d >= D) break;
+      const uint8_t* vc = a.v8 + (int64_t{k0 + j0} * a.Hkv + kvh) * D + d;
+      float s = 0.f;
+      for (int jj = 0; jj < n; ++jj) s += pc[jj] * from_e4m3(vc[int64_t{jj} * a.Hkv * D]);
+      acc[u] += s;
+    }
+    __syncthreads();
+  }
+  // l over the block (the same reduction as block_max, with sums).
+  __shared__ float red[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = l;
+  __syncthreads();
+  l = 0.f;
+  for (int w = 0; w < kThreads / 32; ++w) l += red[w];
+  const float sink_l2 = a.sinks ? a.sinks[h] * 1.4426950408889634f : -INFINITY;
+  const float mf = fmaxf(m, sink_l2), e = exp2f(m - mf);
+  const float inv = a.vs[kvh] * e / (l * e + 256.f * exp2f(sink_l2 - mf));
+  const int64_t out0 = (int64_t{blk.row0 + r} * a.Hq + h) * D;
+  for (int u = 0; u < 2; ++u) {
+    const int d = threadIdx.x + u * kThreads;
+    if (d < D) store_elt(a.y, a.yt, out0 + d, acc[u] * inv);
+  }
 }
 
 }  // namespace
@@ -93,77 +201,75 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
   for (const Tensor* t : {&q, &k, &v}) c.require_here(*t, "FP8 attention q/k/v");
   if (sinks) c.require_here(*sinks, "FP8 attention sinks");
   c.require_here(out, "FP8 attention output");
-  AVDIT_REQUIRE(seg.cu_ctx.defined(), "FP8 attention: segments not planned on this CUDA context");
-  const auto& props = c.dev().props();
-  AVDIT_REQUIRE(
-      ::avdit::cuda::cudnn_fp8_attention_available(c.dev()),
-      "FP8 attention runs cuDNN's FP8 SDPA: sm_90 or newer with cuDNN >= 9.1 in the build; "
-      "this is sm_{}{} with cuDNN {}: leave FP8 attention off here",
-      props.major, props.minor, ::avdit::cuda::cudnn_version());
-  const int64_t S = q.size(0), D = q.size(2);
+  const int64_t S = q.size(0), Hq = q.size(1), Hkv = k.size(1), D = q.size(2);
   if (S == 0) return;
-  // The definition's split (ops/attention_fp8.h): long documents in FP8, short ones as
-  // ops::attention; too many long ones, the whole call as ops::attention.
+  AVDIT_REQUIRE(seg.cu_ctx.defined(), "FP8 attention: segments not planned on this CUDA context");
   const std::vector<int64_t> cu = seg.cu.empty() ? std::vector<int64_t>{0, S} : seg.cu;
-  Documents fp8_docs, short_docs;
-  for (size_t i = 0; i + 1 < cu.size(); ++i) {
-    const int64_t n = cu[i + 1] - cu[i];
-    if (n > 0) (n >= kFp8AttentionMinRows ? fp8_docs : short_docs).emplace_back(cu[i], n);
-  }
-  if (fp8_docs.size() > static_cast<size_t>(kFp8AttentionMaxDocuments)) {
-    attention(c, q, k, v, scale, seg, sinks, nullptr, out);
-    return;
-  }
-  auto shorts = [&] {
-    for (const auto& [r0, n] : short_docs)
-      short_document(c, q, k, v, scale, seg.causal, sinks, r0, n, out);
-  };
-  if (fp8_docs.empty()) {
-    shorts();
-    return;
-  }
-  auto quantized = [&](const Tensor& x) {
-    return quantize_fp8(c, x.reshape({x.size(0) * x.size(1), D}), Fp8Scaling::Tensor);
-  };
-  const Fp8Weight qq = quantized(q), kq = quantized(k), vq = quantized(v);
-  Tensor p = c.empty({8}, DType::F32);
-  p_scales_kernel<<<1, 1, 0, c.stream()>>>(static_cast<float*>(device_ptr(p)));
+  int64_t n_blocks = 0;
+  for (size_t d = 0; d + 1 < cu.size(); ++d) n_blocks += (cu[d + 1] - cu[d] + kFp8Block - 1) / kFp8Block;
+  AVDIT_REQUIRE(S <= 0x7fffffff - kFp8Block && n_blocks <= 0x7fffffff / kFp8Block && Hq <= 65535,
+                "FP8 attention: {} rows, {} heads exceed the kernels' int indices", S, Hq);
+  const int64_t Lp = n_blocks * kFp8Block;
+  const cudaStream_t st = c.stream();
+  Tensor table = c.empty({n_blocks * static_cast<int64_t>(sizeof(Fp8Block))}, DType::U8);
+  auto* blocks = static_cast<Fp8Block*>(device_ptr(table));
+  block_table_kernel<<<1, 1, 0, st>>>(static_cast<const int32_t*>(seg.cu_ctx.raw()),
+                                      static_cast<int>(cu.size() - 1), blocks);
   AVDIT_CUDA_CHECK_LAUNCH();
-  // O's scale is v's: each row of O is a convex combination of v's rows (ops/attention_fp8.h).
-  SdpaFp8In in;
-  in.q = qq.codes.reshape(q.shape());
-  in.k = kq.codes.reshape(k.shape());
-  in.v = vq.codes.reshape(v.shape());
-  in.descale_q = qq.dequant;
-  in.descale_k = kq.dequant;
-  in.descale_v = vq.dequant;
-  in.descale_s = p.slice_rows(0, 1);
-  in.scale_s = p.slice_rows(4, 5);
-  in.scale_o = vq.scales;
-  Tensor o8 = c.empty(q.shape(), DType::F8_E4M3);
-  const Tensor lse = sinks ? c.empty({S, q.size(1)}, DType::F32) : Tensor();
-  if (!fp8_core(c, in, scale, fp8_docs, seg.causal, o8, lse)) {
-    static bool said = false;
-    if (!said) {
-      said = true;
-      fmt::print(
-          stderr,
-          "FP8 attention: cuDNN has no FP8 SDPA for [{}, {}, {}] over {} documents here (see "
-          "the warning above); these attentions run in bf16\n",
-          S, q.size(1), D, cu.size() - 1);
-    }
-    attention(c, q, k, v, scale, seg, sinks, nullptr, out);
-    return;
-  }
-  // The whole tensor in one pass (short documents' rows are written again below).
-  const int64_t n = out.numel();
-  decode_kernel<<<::avdit::cuda::grid_for(n), ::avdit::cuda::kThreads, 0, c.stream()>>>(
-      static_cast<const uint8_t*>(o8.raw()), static_cast<const float*>(vq.dequant.raw()),
-      device_ptr(out), ::avdit::cuda::elt_of(out, "FP8 attention output"), n);
+
+  const bool hopper = ::avdit::cuda::windowed_attention_tc_device(c.dev().props()) && D == 128;
+  Tensor q8 = c.empty({Lp, Hq, D}, DType::U8), k8 = c.empty({Lp, Hkv, D}, DType::U8),
+         v8 = c.empty({Lp * Hkv * D}, DType::U8);
+  Tensor scales = c.empty({(Hq + Hkv) * n_blocks + 2 * Hkv}, DType::F32);
+  float* qs = static_cast<float*>(device_ptr(scales));
+  float* ks = qs + Hq * n_blocks;
+  float* vs = ks + Hkv * n_blocks;
+  auto* vamax = reinterpret_cast<unsigned*>(vs + Hkv);
+  const Elt qt = ::avdit::cuda::elt_of(q, "FP8 attention q"), kt = ::avdit::cuda::elt_of(k, "FP8 attention k"),
+            vt = ::avdit::cuda::elt_of(v, "FP8 attention v");
+  const int d = static_cast<int>(D);
+  quantize_blocks_kernel<<<dim3(unsigned(n_blocks), unsigned(Hq)), kThreads, 0, st>>>(
+      q.raw(), qt, blocks, Hq, d, static_cast<uint8_t*>(device_ptr(q8)), qs, n_blocks);
   AVDIT_CUDA_CHECK_LAUNCH();
-  // The sinks join the denominator exactly, in place: o * 1 / (1 + exp(sink_h - lse)).
-  if (sinks) ::avdit::cuda::sink_gate(c.dev(), out, {lse, q.size(1), 1}, sinks, nullptr);
-  shorts();
+  quantize_blocks_kernel<<<dim3(unsigned(n_blocks), unsigned(Hkv)), kThreads, 0, st>>>(
+      k.raw(), kt, blocks, Hkv, d, static_cast<uint8_t*>(device_ptr(k8)), ks, n_blocks);
+  AVDIT_CUDA_CHECK_LAUNCH();
+  AVDIT_CUDA_CHECK(cudaMemsetAsync(vamax, 0, sizeof(unsigned) * Hkv, st));
+  v_amax_kernel<<<dim3(unsigned((S + kFp8Block - 1) / kFp8Block), unsigned(Hkv)), kThreads, 0, st>>>(
+      v.raw(), vt, S, Hkv, d, vamax);
+  AVDIT_CUDA_CHECK_LAUNCH();
+  v_scales_kernel<<<1, 32, 0, st>>>(vamax, Hkv, vs);
+  AVDIT_CUDA_CHECK_LAUNCH();
+  uint8_t* v8p = static_cast<uint8_t*>(device_ptr(v8));
+  if (hopper)
+    quantize_vt_kernel<<<dim3(unsigned(Lp / 32), unsigned(Hkv)), 128, 0, st>>>(v.raw(), vt, blocks, Hkv, Lp, vs, v8p);
+  else
+    quantize_v_kernel<<<dim3(unsigned(n_blocks), unsigned(Hkv)), kThreads, 0, st>>>(v.raw(), vt, blocks, Hkv, d, vs, v8p);
+  AVDIT_CUDA_CHECK_LAUNCH();
+
+  Fp8AttentionArgs a{};
+  a.q8 = static_cast<const uint8_t*>(device_ptr(q8));
+  a.k8 = static_cast<const uint8_t*>(device_ptr(k8));
+  a.v8 = v8p;
+  a.blocks = blocks;
+  a.qs = qs;
+  a.ks = ks;
+  a.vs = vs;
+  a.sinks = sinks ? static_cast<const float*>(sinks->raw()) : nullptr;
+  a.n_blocks = n_blocks;
+  a.Hq = Hq;
+  a.Hkv = Hkv;
+  a.D = D;
+  a.scale_log2 = scale * 1.4426950408889634f;
+  a.y = device_ptr(out);
+  a.yt = ::avdit::cuda::elt_of(out, "FP8 attention output");
+  if (hopper) {
+    ::avdit::cuda::attention_fp8_tc(st, a);
+  } else {
+    const size_t smem = sizeof(float) * static_cast<size_t>(D + kThreads);
+    attention_fp8_portable_kernel<<<dim3(unsigned(Lp), unsigned(Hq)), kThreads, smem, st>>>(a);
+    AVDIT_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace avdit::ops::cuda

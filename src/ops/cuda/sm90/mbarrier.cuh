@@ -85,20 +85,25 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
-// A bf16 tensor map with the 128-byte swizzle (what GMMA::Layout_K_SW128_Atom reads), zero fill
-// outside the tensor. dims innermost first; strides (bytes) of dims 1..rank-1; `what` names the
-// operand in the error.
-inline CUtensorMap make_tma_map_bf16(const void* base, int rank, const cuuint64_t* dims,
-                                     const cuuint64_t* strides, const cuuint32_t* box,
-                                     const char* what) {
+// A tensor map of `type` elements with the 128-byte swizzle (what GMMA::Layout_K_SW128_Atom reads),
+// zero fill outside the tensor. dims innermost first; strides (bytes) of dims 1..rank-1; `what`
+// names the operand in the error.
+inline CUtensorMap make_tma_map(CUtensorMapDataType type, const void* base, int rank,
+                                const cuuint64_t* dims, const cuuint64_t* strides,
+                                const cuuint32_t* box, const char* what) {
   CUtensorMap m;
   const cuuint32_t elem[5] = {1, 1, 1, 1, 1};
   const CUresult r = encode_tiled()(
-      &m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void*>(base),
-      dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      &m, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, elem,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   AVDIT_REQUIRE(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed ({}) for {}", int(r), what);
   return m;
+}
+inline CUtensorMap make_tma_map_bf16(const void* base, int rank, const cuuint64_t* dims,
+                                     const cuuint64_t* strides, const cuuint32_t* box,
+                                     const char* what) {
+  return make_tma_map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, rank, dims, strides, box, what);
 }
 
 }  // namespace avdit::cuda::sm90
