@@ -57,22 +57,56 @@ __device__ __forceinline__ float from_e4m3(uint8_t c) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(c, __NV_E4M3)));
 }
 
+// 8 consecutive values of x (16-byte aligned for bf16 / f16, 32 for f32: the caller checks) as floats.
+__device__ __forceinline__ void load8(const void* x, Elt t, int64_t i, float (&v)[8]) {
+  if (t == Elt::F32) {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    return;
+  }
+  const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i);
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+  for (int j = 0; j < 4; ++j) {
+    if (t == Elt::BF16) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    } else {
+      v[2 * j] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[j] & 0xffff)));
+      v[2 * j + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[j] >> 16)));
+    }
+  }
+}
+
+// The codes of 8 values (x * inv), byte 0 the first.
+__device__ __forceinline__ uint2 codes8(const float (&v)[8], float inv) {
+  unsigned w[2] = {0, 0};
+  for (int j = 0; j < 8; ++j) w[j / 4] |= unsigned(to_e4m3(v[j] * inv)) << (8 * (j % 4));
+  return make_uint2(w[0], w[1]);
+}
+
 // q or k [S, heads, D] -> codes [Lp, heads, D] with one scale per (block, head): grid (blocks,
-// heads). Padding rows get zero codes.
+// heads); each thread takes 8 consecutive values at a time. Padding rows get zero codes.
 __global__ void quantize_blocks_kernel(const void* x, Elt xt, const Fp8Block* blocks, int64_t heads,
                                        int D, uint8_t* codes, float* scales, int64_t n_blocks) {
   const int64_t b = blockIdx.x, h = blockIdx.y;
   const Fp8Block blk = blocks[b];
-  const int n = blk.live * D;
-  float a = 0.f;
-  for (int e = threadIdx.x; e < n; e += kThreads)
-    a = fmaxf(a, fabsf(load_elt(x, xt, (int64_t{blk.row0 + e / D} * heads + h) * D + e % D)));
+  const int per_row = D / 8, n = blk.live * per_row;
+  float a = 0.f, v[8];
+  for (int e = threadIdx.x; e < n; e += kThreads) {
+    const int r = e / per_row, c = e % per_row;
+    load8(x, xt, (int64_t{blk.row0 + r} * heads + h) * D + 8 * c, v);
+    for (int j = 0; j < 8; ++j) a = fmaxf(a, fabsf(v[j]));
+  }
   const float s = scale_of(block_max(a)), inv = 1.f / s;
   if (threadIdx.x == 0) scales[h * n_blocks + b] = s;
-  for (int e = threadIdx.x; e < kFp8Block * D; e += kThreads) {
-    const int r = e / D, d = e % D;
-    const float v = r < blk.live ? load_elt(x, xt, (int64_t{blk.row0 + r} * heads + h) * D + d) : 0.f;
-    codes[((b * kFp8Block + r) * heads + h) * D + d] = to_e4m3(v * inv);
+  for (int e = threadIdx.x; e < kFp8Block * per_row; e += kThreads) {
+    const int r = e / per_row, c = e % per_row;
+    if (r < blk.live)
+      load8(x, xt, (int64_t{blk.row0 + r} * heads + h) * D + 8 * c, v);
+    else
+      for (int j = 0; j < 8; ++j) v[j] = 0.f;
+    *reinterpret_cast<uint2*>(codes + ((b * kFp8Block + r) * heads + h) * D + 8 * c) = codes8(v, inv);
   }
 }
 
@@ -80,10 +114,12 @@ __global__ void quantize_blocks_kernel(const void* x, Elt xt, const Fp8Block* bl
 // grid (ceil(S / 128), heads).
 __global__ void v_amax_kernel(const void* v, Elt vt, int64_t S, int64_t heads, int D, unsigned* amax) {
   const int64_t r0 = int64_t{blockIdx.x} * kFp8Block, h = blockIdx.y;
-  const int n = static_cast<int>(min(int64_t{kFp8Block}, S - r0)) * D;
-  float a = 0.f;
-  for (int e = threadIdx.x; e < n; e += kThreads)
-    a = fmaxf(a, fabsf(load_elt(v, vt, ((r0 + e / D) * heads + h) * D + e % D)));
+  const int per_row = D / 8, n = static_cast<int>(min(int64_t{kFp8Block}, S - r0)) * per_row;
+  float a = 0.f, x[8];
+  for (int e = threadIdx.x; e < n; e += kThreads) {
+    load8(v, vt, ((r0 + e / per_row) * heads + h) * D + 8 * (e % per_row), x);
+    for (int j = 0; j < 8; ++j) a = fmaxf(a, fabsf(x[j]));
+  }
   a = block_max(a);
   if (threadIdx.x == 0) atomicMax(amax + h, __float_as_uint(a));
 }
@@ -98,35 +134,51 @@ __global__ void quantize_v_kernel(const void* v, Elt vt, const Fp8Block* blocks,
   const int64_t b = blockIdx.x, h = blockIdx.y;
   const Fp8Block blk = blocks[b];
   const float inv = 1.f / scales[h];
-  for (int e = threadIdx.x; e < kFp8Block * D; e += kThreads) {
-    const int r = e / D, d = e % D;
-    const float x = r < blk.live ? load_elt(v, vt, (int64_t{blk.row0 + r} * heads + h) * D + d) : 0.f;
-    codes[((b * kFp8Block + r) * heads + h) * D + d] = to_e4m3(x * inv);
+  const int per_row = D / 8;
+  float x[8];
+  for (int e = threadIdx.x; e < kFp8Block * per_row; e += kThreads) {
+    const int r = e / per_row, c = e % per_row;
+    if (r < blk.live)
+      load8(v, vt, (int64_t{blk.row0 + r} * heads + h) * D + 8 * c, x);
+    else
+      for (int j = 0; j < 8; ++j) x[j] = 0.f;
+    *reinterpret_cast<uint2*>(codes + ((b * kFp8Block + r) * heads + h) * D + 8 * c) = codes8(x, inv);
   }
 }
 
 // v -> v^T [heads, 128, Lp] with each 32-key group permuted (the Hopper kernel's layout, D = 128):
-// grid (Lp / 32, heads), thread = dim, 32 bytes written each.
-__global__ void quantize_vt_kernel(const void* v, Elt vt, const Fp8Block* blocks, int64_t heads,
-                                   int64_t Lp, const float* scales, uint8_t* out) {
-  const int64_t grp = blockIdx.x, h = blockIdx.y;
-  const int d = threadIdx.x;
-  const Fp8Block blk = blocks[grp * 32 / kFp8Block];
-  const int first = static_cast<int>(grp * 32 % kFp8Block);  // the group's first key in its block
+// grid (blocks, heads), 256 threads. The block's 128 keys x 128 dims go through shared memory as
+// codes [key][dim] (read 8 values a thread, coalesced), then each thread writes 16 positions of a
+// dim's row.
+__global__ void __launch_bounds__(256) quantize_vt_kernel(const void* v, Elt vt, const Fp8Block* blocks,
+                                                          int64_t heads, int64_t Lp, const float* scales,
+                                                          uint8_t* out) {
+  __shared__ __align__(16) uint8_t tile[kFp8Block][128 + 16];  // padded rows
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const Fp8Block blk = blocks[b];
   const float inv = 1.f / scales[h];
-  unsigned w[8];
-  for (int q = 0; q < 8; ++q) {
-    unsigned word = 0;
-    for (int j = 0; j < 4; ++j) {
-      const int key = first + ::avdit::cuda::fp8_vt_key(4 * q + j);
-      const float x = key < blk.live ? load_elt(v, vt, (int64_t{blk.row0 + key} * heads + h) * 128 + d) * inv : 0.f;
-      word |= unsigned(to_e4m3(x)) << (8 * j);
-    }
-    w[q] = word;
+  float x[8];
+  for (int e = threadIdx.x; e < kFp8Block * 16; e += 256) {
+    const int r = e / 16, c = e % 16;
+    if (r < blk.live)
+      load8(v, vt, (int64_t{blk.row0 + r} * heads + h) * 128 + 8 * c, x);
+    else
+      for (int j = 0; j < 8; ++j) x[j] = 0.f;
+    *reinterpret_cast<uint2*>(&tile[r][8 * c]) = codes8(x, inv);
   }
-  uint4* dst = reinterpret_cast<uint4*>(out + (h * 128 + d) * Lp + grp * 32);
-  dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+  __syncthreads();
+  // Thread: dim d = threadIdx.x % 128, positions 64 (threadIdx.x / 128) .. + 63 of the row.
+  const int d = threadIdx.x % 128, p0 = 64 * (threadIdx.x / 128);
+  uint8_t* row = out + (h * 128 + d) * Lp + b * kFp8Block;
+  for (int q = 0; q < 4; ++q) {
+    unsigned w[4] = {0, 0, 0, 0};
+    for (int j = 0; j < 16; ++j) {
+      const int p = p0 + 16 * q + j;
+      const int key = 32 * (p / 32) + ::avdit::cuda::fp8_vt_key(p % 32);
+      w[j / 4] |= unsigned(tile[key][d]) << (8 * (j % 4));
+    }
+    *reinterpret_cast<uint4*>(row + p0 + 16 * q) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
 }
 
 // The definition with the exact row max, for any head dim and GPU: one block of kThreads per
@@ -225,6 +277,10 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
   float* ks = qs + Hq * n_blocks;
   float* vs = ks + Hkv * n_blocks;
   auto* vamax = reinterpret_cast<unsigned*>(vs + Hkv);
+  // The quantize pass reads 8 values at a time: rows start 16-byte aligned (D a multiple of 16).
+  for (const Tensor* t : {&q, &k, &v})
+    AVDIT_REQUIRE(reinterpret_cast<uintptr_t>(t->raw()) % 16 == 0,
+                  "FP8 attention: q, k, v must start 16-byte aligned (a fresh or row-sliced tensor is)");
   const Elt qt = ::avdit::cuda::elt_of(q, "FP8 attention q"), kt = ::avdit::cuda::elt_of(k, "FP8 attention k"),
             vt = ::avdit::cuda::elt_of(v, "FP8 attention v");
   const int d = static_cast<int>(D);
@@ -242,7 +298,7 @@ void attention_fp8(CudaContext& c, const Tensor& q, const Tensor& k, const Tenso
   AVDIT_CUDA_CHECK_LAUNCH();
   uint8_t* v8p = static_cast<uint8_t*>(device_ptr(v8));
   if (hopper)
-    quantize_vt_kernel<<<dim3(unsigned(Lp / 32), unsigned(Hkv)), 128, 0, st>>>(v.raw(), vt, blocks, Hkv, Lp, vs, v8p);
+    quantize_vt_kernel<<<dim3(unsigned(n_blocks), unsigned(Hkv)), 256, 0, st>>>(v.raw(), vt, blocks, Hkv, Lp, vs, v8p);
   else
     quantize_v_kernel<<<dim3(unsigned(n_blocks), unsigned(Hkv)), kThreads, 0, st>>>(v.raw(), vt, blocks, Hkv, d, vs, v8p);
   AVDIT_CUDA_CHECK_LAUNCH();
