@@ -57,7 +57,7 @@ __device__ __forceinline__ float from_e4m3(uint8_t c) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(c, __NV_E4M3)));
 }
 
-// 8 consecutive values of x (16-byte aligned for bf16 / f16, 32 for f32: the caller checks) as floats.
+// 8 consecutive values of x (16-byte aligned: the caller checks) as floats.
 __device__ __forceinline__ void load8(const void* x, Elt t, int64_t i, float (&v)[8]) {
   if (t == Elt::F32) {
     const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
