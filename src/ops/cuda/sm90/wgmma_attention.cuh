@@ -1,8 +1,9 @@
-// The wgmma pieces of our FlashAttention-3-style kernels (windowed_attention_sm90.cu; the dense
-// study in dev/cuda/attention_fa3.cu): m64n128k16 bf16 products with fp32 accumulators, S = Q K^T
-// with both operands in shared memory and O += P V with P from registers, the shared-memory
-// descriptors of the tiles TMA writes with the 128-byte swizzle, and the warp-group controls
-// (fences, register reallocation, the named barriers of the ping-pong). sm_90a only.
+// The wgmma pieces of our FlashAttention-3-style kernels (windowed_attention_sm90.cu and the FP8
+// attention_fp8_sm90.cu; the studies in dev/cuda): m64n128k16 bf16 and m64n128k32 e4m3 products with
+// fp32 accumulators, S = Q K^T with both operands in shared memory and O += P V with P from
+// registers, the shared-memory descriptors of the tiles TMA writes with the 128-byte swizzle, and the
+// warp-group controls (fences, register reallocation, the named barriers of the ping-pong). sm_90a
+// only.
 #pragma once
 
 #include <cstdint>
@@ -117,9 +118,35 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const unsign
                : AVDIT_WGMMA_D64
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kTransB));
 }
+// e4m3 (the FP8 attention kernel, ops/cuda/sm90/attention_fp8_sm90.cu, and its dev study):
+// d (+)= A B, m64n128k32, e4m3 in, f32 out, both from shared memory (K-major: FP8 has no other).
+__device__ __forceinline__ void wgmma_e4m3_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " AVDIT_WGMMA_REGS64
+               ", %64, %65, p, 1, 1;\n}\n"
+               : AVDIT_WGMMA_D64
+               : "l"(da), "l"(db), "r"(accumulate));
+}
+// d += A B with A from registers: the warp's 16 rows x 32 k as the m16n8k32 8-bit A fragment
+// (a0: row g, k 4t..4t+3; a1: row g + 8; a2, a3: k + 16), byte 0 the lowest k.
+__device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[64], const unsigned (&a)[4], uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " AVDIT_WGMMA_REGS64
+               ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+               : AVDIT_WGMMA_D64
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
 #undef AVDIT_WGMMA_D64
 #undef AVDIT_WGMMA_D88
 #undef AVDIT_WGMMA_REGS88
 #undef AVDIT_WGMMA_REGS64
+
+// Four floats to four e4m3 bytes (nearest even, saturating), x0 in the lowest.
+__device__ __forceinline__ unsigned pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
+  return unsigned(lo) | (unsigned(hi) << 16);
+}
 
 }  // namespace avdit::cuda::sm90
