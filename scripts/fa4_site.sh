@@ -6,12 +6,13 @@
 #   here:     scripts/fa4_site.sh fetch              .whl/fa4a (part 1, the sha256, the small wheels)
 #                                                    and .whl/fa4b (part 2)
 #   device:   scripts/fa4_site.sh stash .whl/fa4a    (a call carrying .whl/fa4a)
-#             scripts/fa4_site.sh install DIR .whl/fa4b
+#             scripts/fa4_site.sh install build-fa4/site .whl/fa4b
 #                                                    (the next call, carrying .whl/fa4b, while the
 #                                                    machine is still warm): join, check the sha256,
 #                                                    pip install --no-deps --target DIR
 set -euo pipefail
-stash=${FA4_STASH:-/tmp/fa4_stash}
+# build-fa4/ is ignored by git and so kept by the device between calls (its README); /tmp may not be.
+stash=${FA4_STASH:-$PWD/build-fa4/stash}
 cmd=${1:-}
 case "$cmd" in
   fetch)
@@ -40,7 +41,7 @@ case "$cmd" in
     ls -la "$stash"
     ;;
   install)
-    target=${2:?usage: fa4_site.sh install DIR [CARRIED_DIR]}
+    target=$(realpath -m "${2:?usage: fa4_site.sh install DIR [CARRIED_DIR]}")  # the cd below
     dir=${3:-}
     mkdir -p "$stash"
     if [ -n "$dir" ]; then cp -n "$dir"/* "$stash"/ 2>/dev/null || true; fi

@@ -1,8 +1,8 @@
-// What the Hopper attention studies in dev/cuda share (attention_fa3.cu, attention_fa3_fp8.cu): the
-// mbarrier and TMA pieces on shared-memory addresses, the driver's tensor-map encoder, the pooled
-// random inputs and the float64 reference of one output row. The library's own versions
-// (src/ops/cuda/sm90/mbarrier.cuh) report through the library's errors, which these self-contained
-// programs do not link.
+// What the Hopper attention studies in dev/cuda share: CHECK (every one of them), and for
+// attention_fa3.cu the mbarrier and TMA pieces on shared-memory addresses, the driver's tensor-map
+// encoder, the pooled random inputs and the float64 reference of one output row. The library's own
+// versions (src/ops/cuda/sm90/mbarrier.cuh) report through the library's errors, which these
+// self-contained programs do not link.
 #pragma once
 
 #include <cuda.h>

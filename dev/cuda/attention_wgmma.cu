@@ -20,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_study.cuh"  // CHECK
 #include "ops/cuda/mma_sm80.cuh"
 #include "ops/cuda/sm90/wgmma_attention.cuh"
 
@@ -27,15 +28,6 @@ namespace {
 
 using namespace avdit::cuda;        // smem_u32, cp.async, pack_bf16x2
 using namespace avdit::cuda::sm90;  // the wgmma pieces
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e = (x);                                                                     \
-    if (e != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 constexpr int kD = 128;        // head dim
 constexpr int kBM = 128;       // query rows per block: two warp groups of 64

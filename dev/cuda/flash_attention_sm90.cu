@@ -24,6 +24,8 @@
 #include <random>
 #include <vector>
 
+#include "attention_study.cuh"  // CHECK
+
 namespace flash {
 namespace {
 
@@ -274,15 +276,6 @@ void flash_attention_bf16(cudaStream_t st, const void* q, const void* k, const v
 }
 
 }  // namespace flash
-
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e = (x);                                                                   \
-    if (e != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 int main(int argc, char** argv) {
   const int64_t S = argc > 1 ? std::atoll(argv[1]) : 19456, H = argc > 2 ? std::atoll(argv[2]) : 56, D = 128;

@@ -23,6 +23,7 @@
 #include "ops/cuda/attention_sink_gate.h"
 #include "ops/linear_fp8.h"
 #include "ops/rows.h"
+#include "testing/fp8_attention_inputs.h"
 
 namespace avdit::cuda {
 namespace {
@@ -343,25 +344,6 @@ struct Fp8Case {
   bool causal, anchored;
 };
 
-// q, k, v of c on the host, F32 holding bf16 values. Anchored: q's first component 1 and the rest
-// N(0, 0.25) (logits about N(0, 0.25)), anchor keys b e_0 with scale b = 3.5 (7 sigma above).
-std::vector<Tensor> fp8_inputs(Rng& rng, const Fp8Case& c) {
-  Tensor q = rng.host({c.S, c.Hq, c.D}, DType::F32, c.anchored ? 0.5f : 1.f),
-         k = rng.host({c.S, c.Hkv, c.D}), v = rng.host({c.S, c.Hkv, c.D});
-  if (c.anchored) {
-    for (int64_t i = 0; i < c.S * c.Hq; ++i) q.f32()[i * c.D] = 1.f;
-    const float b = 3.5f * std::sqrt(float(c.D));
-    for (size_t g = 0; g + 1 < c.cu.size(); ++g)
-      for (int64_t j = c.cu[g]; j < c.cu[g + 1]; j += 16)
-        for (int64_t h = 0; h < c.Hkv; ++h) {
-          float* row = k.f32() + (j * c.Hkv + h) * c.D;
-          std::fill(row, row + c.D, 0.f);
-          row[0] = b;
-        }
-  }
-  return {q.to(DType::BF16).to_f32(), k.to(DType::BF16).to_f32(), v.to(DType::BF16).to_f32()};
-}
-
 // Documents shorter than this gave cuDNN 9.14's FP8 graphs trouble (differing bytes).
 constexpr int64_t kShortDocument = 1024;
 
@@ -372,7 +354,7 @@ constexpr int64_t kShortDocument = 1024;
 TEST_F(CudnnAttentionFp8, DenseDocumentSameBytesInPlaceAndAlone) {
   Rng rng(204);
   const Fp8Case c{1536, 56, 56, 128, {0, 1200, 1536}, false, true};
-  const std::vector<Tensor> x = fp8_inputs(rng, c);
+  const std::vector<Tensor> x = testing::fp8_attention_inputs(rng.gen, c.S, c.Hq, c.Hkv, c.D, c.cu, c.anchored);
   std::vector<ops::Fp8Weight> w;
   for (const Tensor& t : x)
     w.push_back(ops::quantize_fp8(ctx, up(dev, t, DType::BF16).reshape({c.S * c.Hq, c.D}), ops::Fp8Scaling::Tensor));

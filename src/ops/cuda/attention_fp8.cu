@@ -3,14 +3,14 @@
 // (sm_90, head dim 128) or the portable one. Nothing waits for the host (the table is built on the
 // device from the planned boundaries), so a CUDA graph captures the call; no atomics but v's amax
 // (a max, the same whatever the order), so the bytes repeat.
-#include <cuda_fp8.h>
-
 #include <vector>
 
 #include "backend/cuda/context.h"
 #include "ops/attention_fp8.h"
 #include "ops/cuda/attention_fp8_layout.h"
+#include "ops/cuda/block_sum.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/windowed_attention_tc.h"
 
 namespace avdit::ops::cuda {
@@ -20,7 +20,9 @@ using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
 using ::avdit::cuda::Fp8AttentionArgs;
 using ::avdit::cuda::Fp8Block;
+using ::avdit::cuda::from_e4m3;
 using ::avdit::cuda::kFp8Block;
+using ::avdit::cuda::to_e4m3;
 
 constexpr float kE4m3Max = 448.f;
 constexpr int kThreads = 128;
@@ -36,26 +38,14 @@ __global__ void block_table_kernel(const int32_t* cu, int n_docs, Fp8Block* bloc
   }
 }
 
-__device__ float block_max(float a) {  // kThreads threads
-  __shared__ float red[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = a;
-  __syncthreads();
-  a = red[0];
-  for (int w = 1; w < kThreads / 32; ++w) a = fmaxf(a, red[w]);
-  __syncthreads();
-  return a;
+// The max over the block's kThreads threads (every thread gets it).
+__device__ float block_max(float a) {
+  __shared__ float scratch[kThreads / 32];
+  return ::avdit::cuda::block_reduce<kThreads>(a, scratch, [](float x, float y) { return fmaxf(x, y); });
 }
 
 // s = max(amax, 2^-60) / 448 (the definition).
 __device__ __forceinline__ float scale_of(float amax) { return fmaxf(amax, 0x1p-60f) / kE4m3Max; }
-
-__device__ __forceinline__ uint8_t to_e4m3(float x) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
-}
-__device__ __forceinline__ float from_e4m3(uint8_t c) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(c, __NV_E4M3)));
-}
 
 // 8 consecutive values of x (16-byte aligned: the caller checks) as floats.
 __device__ __forceinline__ void load8(const void* x, Elt t, int64_t i, float (&v)[8]) {
@@ -228,13 +218,8 @@ __global__ void attention_fp8_portable_kernel(Fp8AttentionArgs a) {
     }
     __syncthreads();
   }
-  // l over the block (the same reduction as block_max, with sums).
-  __shared__ float red[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = l;
-  __syncthreads();
-  l = 0.f;
-  for (int w = 0; w < kThreads / 32; ++w) l += red[w];
+  __shared__ float scratch[kThreads / 32];
+  l = ::avdit::cuda::block_sum<kThreads>(l, scratch);
   const float sink_l2 = a.sinks ? a.sinks[h] * 1.4426950408889634f : -INFINITY;
   const float mf = fmaxf(m, sink_l2), e = exp2f(m - mf);
   const float inv = a.vs[kvh] * e / (l * e + 256.f * exp2f(sink_l2 - mf));

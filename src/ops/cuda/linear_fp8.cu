@@ -16,6 +16,7 @@
 #include "backend/cuda/context.h"
 #include "ops/cuda/block_sum.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/linear_fp8.h"
 
 namespace avdit::ops::cuda {
@@ -25,20 +26,14 @@ using ::avdit::cuda::block_reduce;
 using ::avdit::cuda::device_ptr;
 using ::avdit::cuda::Elt;
 using ::avdit::cuda::elt_of;
+using ::avdit::cuda::from_e4m3;
 using ::avdit::cuda::load_elt;
 using ::avdit::cuda::store_elt;
+using ::avdit::cuda::to_e4m3;
 
 constexpr int kQuantThreads = 256;
 
 __device__ __forceinline__ float finite_abs(float v) { return isfinite(v) ? fabsf(v) : 0.f; }
-
-__device__ __forceinline__ uint8_t to_e4m3(float v) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
-
-__device__ __forceinline__ float from_e4m3(uint8_t b) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
-}
 
 __device__ __forceinline__ float scale_of(float amax) { return amax > 0.f ? 448.f / amax : 1.f; }
 

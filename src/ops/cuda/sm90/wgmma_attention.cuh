@@ -118,7 +118,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const unsign
                : AVDIT_WGMMA_D64
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kTransB));
 }
-// e4m3 (the FP8 attention kernel, ops/cuda/sm90/attention_fp8_sm90.cu, and its dev study):
+// e4m3 (the FP8 attention kernel, ops/cuda/sm90/attention_fp8_sm90.cu):
 // d (+)= A B, m64n128k32, e4m3 in, f32 out, both from shared memory (K-major: FP8 has no other).
 __device__ __forceinline__ void wgmma_e4m3_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
